@@ -1,0 +1,181 @@
+"""Syntax tree of the hybrid language, as the parser builds it.
+
+Plain dataclasses, each carrying the :class:`~hyb.errors.Span` of the text it came from.
+Nothing here knows about types or shapes: that is the checker's job (``check.py``),
+which turns this tree into the typed kernel IR of ``tir.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from ..errors import Span
+
+
+@dataclass
+class Node:
+    span: Span = field(repr=False, compare=False)
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass
+class Num(Node):
+    value: Union[int, float, bool]
+
+
+@dataclass
+class Str(Node):
+    value: str
+
+
+@dataclass
+class Name(Node):
+    id: str
+
+
+@dataclass
+class Attribute(Node):
+    value: "Expr"
+    attr: str
+
+
+@dataclass
+class Subscript(Node):
+    value: "Expr"
+    indices: list
+
+
+@dataclass
+class BinOp(Node):
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass
+class UnaryOp(Node):
+    op: str  # "-", "+", "not"
+    operand: "Expr"
+
+
+@dataclass
+class Compare(Node):
+    ops: list  # e.g. ["<", "<="]
+    operands: list  # len(ops) + 1
+
+
+@dataclass
+class BoolOp(Node):
+    op: str  # "and" | "or"
+    values: list
+
+
+@dataclass
+class IfExp(Node):
+    cond: "Expr"
+    body: "Expr"
+    orelse: "Expr"
+
+
+@dataclass
+class Call(Node):
+    func: "Expr"
+    args: list
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Tuple(Node):
+    elts: list
+
+
+Expr = Union[Num, Str, Name, Attribute, Subscript, BinOp, UnaryOp, Compare, BoolOp, IfExp, Call, Tuple]
+
+
+# ---------------------------------------------------------------- statements
+@dataclass
+class Assign(Node):
+    target: Expr
+    value: Expr
+
+
+@dataclass
+class AugAssign(Node):
+    target: Expr
+    op: str  # the binary operator, e.g. "+"
+    value: Expr
+
+
+@dataclass
+class For(Node):
+    target: Name
+    iter: Call
+    body: list
+
+
+@dataclass
+class If(Node):
+    cond: Expr
+    body: list
+    orelse: list
+
+
+@dataclass
+class Return(Node):
+    values: list
+
+
+@dataclass
+class ExprStmt(Node):
+    value: Expr
+
+
+@dataclass
+class Pass(Node):
+    pass
+
+
+Stmt = Union[Assign, AugAssign, For, If, Return, ExprStmt, Pass]
+
+
+# ---------------------------------------------------------------- top level
+@dataclass
+class Param(Node):
+    name: str
+    annotation: Optional[Expr] = None
+
+
+@dataclass
+class KernelDef(Node):
+    name: str
+    params: list
+    body: list
+    docstring: Optional[str] = None
+    first_line: int = 0  # the `def` line and the last line of the kernel, in the user's file
+    last_line: int = 0
+
+
+@dataclass
+class Module:
+    filename: str
+    source: str
+    kernels: dict  # name -> KernelDef, in file order
+    constants: dict  # name -> (value, Span); ints, floats and tuples of them
+    lines: list = field(default_factory=list)  # the lines of the user's file
+
+
+class NodeVisitor:
+    """Calls ``visit_<ClassName>`` for a node, falling back to ``generic_visit``."""
+
+    def visit(self, node):
+        method = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
+        return method(node)
+
+    def generic_visit(self, node):
+        for value in vars(node).values():
+            if isinstance(value, Node):
+                self.visit(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, Node):
+                        self.visit(item)

@@ -1,0 +1,691 @@
+"""The checker: syntax tree + call signature → typed kernel IR (:mod:`hyb.dsl.tir`).
+
+All user errors about names, scopes, dtypes and shapes are raised here, each pointing at
+the text that caused it.  Shapes are concrete: a kernel is checked once per signature.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from ..errors import (HybridArgumentError, HybridNameError, HybridTypeError,
+                      HybridUnsupportedError, Span)
+from . import ast as A
+from . import tir as T
+from . import types as ty
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What the checker needs to know about one argument of a call."""
+
+    shape: tuple
+    dtype: str
+
+    def __str__(self):
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+# Compile-time values that are not scalar expressions.
+@dataclass
+class ShapeVal:
+    dims: tuple
+
+
+@dataclass
+class DTypeVal:
+    name: str
+
+
+@dataclass
+class TupleVal:
+    items: list
+
+
+@dataclass
+class TensorRef:
+    tensor: T.Tensor
+
+
+@dataclass
+class Sym:
+    kind: str  # "tensor" | "scalar" | "loop" | "const"
+    name: str  # unique name (tensor or loop var)
+    value: object = None  # for constants
+
+
+LOOP_KINDS = ("range", "serial", "parallel", "vectorize", "unroll", "reduce", "const_range")
+TENSOR_MAKERS = ("output_tensor", "allocate")
+CAST_NAMES = ty.ALL_DTYPES
+BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid")
+
+# Intrinsics the language defines but this version does not compile yet.
+PLANNED_INTRINSICS = ("sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh",
+                      "sigmoid", "erf", "atan", "atan2", "power", "abs", "sign", "floor", "ceil",
+                      "trunc", "round", "isnan", "isinf", "isfinite", "max", "min", "ceil_div",
+                      "popcount")
+
+
+def check_kernel(kdef: A.KernelDef, module: A.Module, args: list) -> T.TypedKernel:
+    return _Checker(kdef, module).run(args)
+
+
+class _Checker:
+    def __init__(self, kdef: A.KernelDef, module: A.Module):
+        self.kdef = kdef
+        self.module = module
+        self.tensors: dict = {}
+        self.scopes: list = [{}]
+        self.closed: dict = {}  # names of scalars whose block has ended -> Span of declaration
+        self.used_names: set = set()
+        self.outputs: list = []
+        self.returned = False
+
+    # ------------------------------------------------------------ scopes
+    def unique(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.used_names:
+            name = f"{base}_{n}"
+            n += 1
+        self.used_names.add(name)
+        return name
+
+    def lookup(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def declare(self, name: str, sym: Sym):
+        self.scopes[-1][name] = sym
+
+    def push(self):
+        self.scopes.append({})
+
+    def pop(self):
+        scope = self.scopes.pop()
+        for name, sym in scope.items():
+            if sym.kind == "scalar":
+                self.closed[name] = self.tensors[sym.name].span
+
+    # ------------------------------------------------------------ entry
+    def run(self, args: list) -> T.TypedKernel:
+        k = self.kdef
+        if len(args) != len(k.params):
+            names = ", ".join(p.name for p in k.params)
+            raise HybridArgumentError(
+                f"kernel `{k.name}` takes {len(k.params)} argument{'s' if len(k.params) != 1 else ''} "
+                f"({names}) but was called with {len(args)}", k.span,
+                "pass one array per parameter")
+        for c_name, (c_expr, c_span) in self.module.constants.items():
+            self.scopes[0][c_name] = Sym("const", c_name, (c_expr, c_span))
+        inputs = []
+        seen = set()
+        for p, a in zip(k.params, args):
+            if p.name in seen:
+                raise HybridNameError(f"parameter `{p.name}` appears twice", p.span, None)
+            seen.add(p.name)
+            if p.name in BUILTIN_NAMES:
+                raise HybridNameError(f"parameter `{p.name}` hides the built-in `{p.name}`", p.span,
+                                      "rename the parameter")
+            name = self.unique(p.name)
+            self.tensors[name] = T.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
+            self.declare(p.name, Sym("tensor", name))
+            inputs.append(name)
+        self.push()
+        body = self.block(k.body)
+        self.pop()
+        if not self.returned:
+            raise HybridTypeError(f"kernel `{k.name}` returns nothing", k.span,
+                                  "end the kernel with `return c` (or `return c, d`) naming its outputs")
+        # Inputs written but not returned would change the caller's arrays behind its back.
+        written = T.TypedKernel(k.name, self.tensors, inputs, self.outputs, body).written
+        for name in inputs:
+            if name in written and name not in self.outputs:
+                t = self.tensors[name]
+                span = self._first_store_span(body, name) or t.span
+                raise HybridTypeError(f"input `{t.source_name}` is assigned to but not returned", span,
+                                      f"return `{t.source_name}` to make it an in-place output, or write into "
+                                      "a tensor made by output_tensor(...)")
+        return T.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span)
+
+    def _first_store_span(self, stmts, name):
+        for s in stmts:
+            if isinstance(s, T.Store) and s.tensor == name:
+                return s.span
+            for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
+                if sub:
+                    r = self._first_store_span(sub, name)
+                    if r:
+                        return r
+        return None
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts: list) -> list:
+        out = []
+        for s in stmts:
+            if self.returned:
+                raise HybridUnsupportedError("statements after `return` are not supported", s.span,
+                                             "a kernel has one `return`, at its end")
+            r = self.stmt(s)
+            if r is not None:
+                out.extend(r if isinstance(r, list) else [r])
+        return out
+
+    def stmt(self, s):
+        if isinstance(s, A.Assign):
+            return self.assign(s)
+        if isinstance(s, A.AugAssign):
+            return self.aug_assign(s)
+        if isinstance(s, A.For):
+            return self.for_loop(s)
+        if isinstance(s, A.If):
+            return self.if_stmt(s)
+        if isinstance(s, A.Return):
+            return self.return_stmt(s)
+        if isinstance(s, A.Pass):
+            return None
+        if isinstance(s, A.ExprStmt):
+            if isinstance(s.value, A.Str):
+                return None  # docstring or comment string
+            raise HybridTypeError("this expression is computed and thrown away", s.value.span,
+                                  "assign it to a tensor element or a scalar")
+        raise HybridUnsupportedError(f"unsupported statement {type(s).__name__}", s.span, None)
+
+    def return_stmt(self, s: A.Return):
+        if len(self.scopes) > 2:
+            raise HybridUnsupportedError("`return` inside a loop or `if` is not supported", s.span,
+                                         "return once, at the end of the kernel")
+        if not s.values:
+            raise HybridTypeError("`return` without a value", s.span, "return the output tensor(s)")
+        for v in s.values:
+            if not isinstance(v, A.Name):
+                raise HybridTypeError("a kernel returns tensors by name", v.span,
+                                      "store the value into a tensor made by output_tensor(...) and return it")
+            sym = self.lookup(v.id)
+            if sym is None:
+                self.unknown_name(v)
+            if sym.kind != "tensor":
+                raise HybridTypeError(f"`{v.id}` is a {self.kind_word(sym)}, not a tensor; a kernel returns tensors",
+                                      v.span, "store the value into a tensor made by output_tensor(...) and return it")
+            if sym.name in self.outputs:
+                raise HybridTypeError(f"`{v.id}` is returned twice", v.span, None)
+            self.outputs.append(sym.name)
+        self.returned = True
+        return None
+
+    def kind_word(self, sym: Sym) -> str:
+        return {"scalar": "scalar", "loop": "loop variable", "const": "constant", "tensor": "tensor"}[sym.kind]
+
+    def assign(self, s: A.Assign):
+        tgt = s.target
+        if isinstance(tgt, A.Tuple):
+            raise HybridUnsupportedError("tuple assignment is not supported", tgt.span,
+                                         "assign one name per statement")
+        if isinstance(tgt, A.Subscript):
+            return self.store(tgt, self.expr(s.value), s.span)
+        if not isinstance(tgt, A.Name):
+            raise HybridTypeError("cannot assign to this expression", tgt.span,
+                                  "assign to a name (`s = ...`) or a tensor element (`c[i] = ...`)")
+        name = tgt.id
+        sym = self.lookup(name)
+        if isinstance(s.value, A.Call) and isinstance(s.value.func, A.Name) and s.value.func.id in TENSOR_MAKERS:
+            if sym is not None and sym.kind != "const":
+                raise HybridNameError(f"`{name}` is already defined as a {self.kind_word(sym)}", tgt.span,
+                                      "give the new tensor its own name")
+            return self.make_tensor(name, s.value, tgt.span)
+        if sym is None or sym.kind == "const":
+            if name in BUILTIN_NAMES or name in PLANNED_INTRINSICS:
+                raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
+                                      "choose another name")
+            value = self.expr(s.value)
+            if ty.is_bool(value.dtype) and not isinstance(value, T.Const):
+                pass
+            dtype = ty.concrete(value.dtype)
+            uname = self.unique(name)
+            self.tensors[uname] = T.Tensor(uname, (), dtype, "scalar", tgt.span, name)
+            self.declare(name, Sym("scalar", uname))
+            return T.Store(uname, [], self.coerce(value, dtype), s.span)
+        if sym.kind == "scalar":
+            return T.Store(sym.name, [], self.coerce(self.expr(s.value), self.tensors[sym.name].dtype), s.span)
+        if sym.kind == "loop":
+            raise HybridTypeError(f"cannot assign to loop variable `{name}`", tgt.span,
+                                  "use a new scalar name, e.g. `j = " + name + " + 1`")
+        raise HybridNameError(f"`{name}` is a tensor; assigning to it would redefine it", tgt.span,
+                              f"write to its elements instead: `{name}[i] = ...`")
+
+    def aug_assign(self, s: A.AugAssign):
+        tgt = s.target
+        load = self.expr(tgt)
+        if isinstance(tgt, A.Name):
+            sym = self.lookup(tgt.id)
+            if sym.kind != "scalar":
+                raise HybridTypeError(f"cannot update `{tgt.id}`, a {self.kind_word(sym)}", tgt.span,
+                                      "augmented assignment works on scalars and tensor elements")
+        elif not isinstance(tgt, A.Subscript):
+            raise HybridTypeError("cannot assign to this expression", tgt.span, None)
+        value = self.binop(s.op, load, self.expr(s.value), s.span)
+        if isinstance(tgt, A.Name):
+            sym = self.lookup(tgt.id)
+            return T.Store(sym.name, [], self.coerce(value, self.tensors[sym.name].dtype), s.span)
+        return self.store(tgt, value, s.span)
+
+    def store(self, tgt: A.Subscript, value: T.TExpr, span: Span):
+        t = self.tensor_of(tgt.value)
+        idx = self.indices(t, tgt)
+        return T.Store(t.name, idx, self.coerce(value, t.dtype), span)
+
+    def tensor_of(self, e) -> T.Tensor:
+        v = self.value(e)
+        if isinstance(v, TensorRef):
+            return v.tensor
+        raise HybridTypeError("only tensors can be indexed", e.span, None)
+
+    def make_tensor(self, name: str, call: A.Call, span: Span):
+        maker = call.func.id
+        if call.kwargs:
+            bad = next(iter(call.kwargs))
+            if not (maker == "allocate" and set(call.kwargs) <= {"scope"}):
+                raise HybridTypeError(f"{maker}() got an unexpected keyword argument `{bad}`",
+                                      call.kwargs[bad].span, f"{maker}(shape, dtype)")
+        nmax = 3 if maker == "allocate" else 2
+        if not 1 <= len(call.args) <= nmax:
+            raise HybridTypeError(f"{maker}() takes a shape and a dtype, got {len(call.args)} argument(s)",
+                                  call.span, f"write `{maker}(a.shape, a.dtype)` or `{maker}((n, m), \"float32\")`")
+        shape = self.shape_value(call.args[0])
+        if len(call.args) >= 2:
+            dtype = self.dtype_value(call.args[1])
+        else:
+            dtype = "float32"
+        if maker == "output_tensor" and len(self.scopes) > 2:
+            raise HybridUnsupportedError("output_tensor(...) inside a loop or `if`", call.span,
+                                         "create outputs at the top level of the kernel")
+        uname = self.unique(name)
+        kind = "output" if maker == "output_tensor" else "temp"
+        t = T.Tensor(uname, shape, dtype, kind, span, name)
+        self.tensors[uname] = t
+        self.declare(name, Sym("tensor", uname))
+        if len(self.scopes) > 2:
+            # A tensor allocated inside a loop starts at zero on every iteration.
+            return self.zero_fill(t, call.span)
+        return None
+
+    def zero_fill(self, t: T.Tensor, span: Span):
+        vars_ = [self.unique(f"_z{k}") for k in range(t.ndim)]
+        stmt = T.Store(t.name, [T.Var(ty.WEAK_INT, v, span=span) for v in vars_],
+                       T.Const(t.dtype, 0, span=span), span)
+        for k in reversed(range(t.ndim)):
+            stmt = T.Loop(vars_[k], T.Const(ty.WEAK_INT, 0), T.Const(ty.WEAK_INT, t.shape[k]), 1, [stmt],
+                          "range", span)
+        return stmt
+
+    def shape_value(self, e) -> tuple:
+        v = self.value(e)
+        if isinstance(v, ShapeVal):
+            return v.dims
+        if isinstance(v, TupleVal):
+            dims = []
+            for item, sub in zip(v.items, e.elts if isinstance(e, A.Tuple) else [e] * len(v.items)):
+                dims.append(self.const_int(item, sub.span, "a shape"))
+            return tuple(dims)
+        if isinstance(v, T.TExpr):
+            return (self.const_int(v, e.span, "a shape"),)
+        raise HybridTypeError("expected a shape", e.span, "write `x.shape` or a tuple such as `(n, m)`")
+
+    def const_int(self, v, span, what) -> int:
+        if isinstance(v, T.Const) and ty.is_int(v.dtype) and not isinstance(v.value, bool):
+            if v.value < 0:
+                raise HybridTypeError(f"{what} cannot be negative (got {v.value})", span, None)
+            return int(v.value)
+        raise HybridTypeError(f"{what} must be an integer known at compile time", span,
+                              "use literals, constants and `x.shape[k]`")
+
+    def dtype_value(self, e) -> str:
+        v = self.value(e)
+        if isinstance(v, DTypeVal):
+            return v.name
+        if isinstance(e, A.Str):
+            d = ty.normalize(e.value) if e.value in ty.ALL_DTYPES or e.value in ("float", "int") else None
+            if d is None:
+                close = difflib.get_close_matches(e.value, ty.ALL_DTYPES, 1)
+                raise HybridTypeError(f"unknown dtype {e.value!r}", e.span,
+                                      f"did you mean {close[0]!r}?" if close else
+                                      "use one of " + ", ".join(repr(d) for d in ty.ALL_DTYPES))
+            return d
+        raise HybridTypeError("expected a dtype", e.span, "write `x.dtype` or a string such as \"float32\"")
+
+    def for_loop(self, s: A.For):
+        call = s.iter
+        if not (isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id in LOOP_KINDS):
+            if isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id == "grid":
+                raise HybridUnsupportedError("grid(shape) loops are not supported yet", call.span,
+                                             "write one `for` loop per dimension")
+            raise HybridTypeError("a `for` loop must iterate over range(...)", call.span,
+                                  "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
+        kind = call.func.id
+        if call.kwargs:
+            raise HybridTypeError(f"{kind}() takes no keyword arguments", next(iter(call.kwargs.values())).span, None)
+        if not 1 <= len(call.args) <= 3:
+            raise HybridTypeError(f"{kind}() takes 1 to 3 arguments, got {len(call.args)}", call.span,
+                                  f"{kind}(stop), {kind}(start, stop) or {kind}(start, stop, step)")
+        vals = [self.expr(a) for a in call.args]
+        for v, a in zip(vals, call.args):
+            if not ty.is_int(v.dtype):
+                raise HybridTypeError(f"loop bounds must be integers, this is {v.dtype}", a.span,
+                                      "convert with int32(...) or use an integer expression")
+        if len(vals) == 1:
+            start, stop, step = T.Const(ty.WEAK_INT, 0), vals[0], 1
+        else:
+            start, stop = vals[0], vals[1]
+            step = 1
+            if len(vals) == 3:
+                sv = vals[2]
+                if not (isinstance(sv, T.Const) and isinstance(sv.value, int)):
+                    raise HybridTypeError("the loop step must be an integer constant", call.args[2].span, None)
+                if sv.value == 0:
+                    raise HybridTypeError("the loop step cannot be zero", call.args[2].span, None)
+                step = int(sv.value)
+        name = s.target.id
+        old = self.lookup(name)
+        if old is not None and old.kind != "const":
+            what = "an enclosing loop" if old.kind == "loop" else f"a {self.kind_word(old)}"
+            raise HybridNameError(f"loop variable `{name}` is already in use by {what}", s.target.span,
+                                  "choose another name for this loop variable")
+        var = self.unique(name)
+        self.push()
+        self.declare(name, Sym("loop", var))
+        body = self.block(s.body)
+        self.pop()
+        return T.Loop(var, start, stop, step, body, kind, s.span)
+
+    def if_stmt(self, s: A.If):
+        cond = self.condition(s.cond)
+        self.push()
+        body = self.block(s.body)
+        self.pop()
+        self.push()
+        orelse = self.block(s.orelse)
+        self.pop()
+        return T.If(cond, body, orelse, s.span)
+
+    def condition(self, e) -> T.TExpr:
+        c = self.expr(e)
+        if not ty.is_bool(c.dtype):
+            raise HybridTypeError(f"a condition must be a comparison or a bool, this is {c.dtype}", e.span,
+                                  "compare explicitly, e.g. `x != 0`")
+        return c
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e) -> T.TExpr:
+        """A scalar expression."""
+        v = self.value(e)
+        if isinstance(v, T.TExpr):
+            return v
+        if isinstance(v, TensorRef):
+            raise HybridTypeError(f"tensor `{v.tensor.source_name}` is used as a number", e.span,
+                                  f"index it: `{v.tensor.source_name}[i]`")
+        if isinstance(v, ShapeVal):
+            raise HybridTypeError("a shape is used as a number", e.span, "pick one dimension: `x.shape[0]`")
+        if isinstance(v, DTypeVal):
+            raise HybridTypeError("a dtype is used as a number", e.span, None)
+        raise HybridTypeError("a tuple is used as a number", e.span, None)
+
+    def value(self, e):
+        m = getattr(self, "v_" + type(e).__name__)
+        return m(e)
+
+    def v_Num(self, e: A.Num):
+        if isinstance(e.value, bool):
+            return T.Const("bool", e.value, span=e.span)
+        if isinstance(e.value, int):
+            return T.Const(ty.WEAK_INT, e.value, span=e.span)
+        return T.Const(ty.WEAK_FLOAT, e.value, span=e.span)
+
+    def v_Str(self, e: A.Str):
+        raise HybridTypeError("a string is only allowed as a dtype", e.span,
+                              "strings name dtypes: output_tensor(shape, \"float32\")")
+
+    def v_Tuple(self, e: A.Tuple):
+        return TupleVal([self.value(x) for x in e.elts])
+
+    def unknown_name(self, e: A.Name):
+        if e.id in self.closed:
+            decl = self.closed[e.id]
+            raise HybridNameError(f"`{e.id}` is not visible here", e.span,
+                                  f"it was declared on line {decl.line} inside a block that has ended; "
+                                  "assign it before that block to use it after")
+        candidates = [n for scope in self.scopes for n in scope] + list(BUILTIN_NAMES)
+        close = difflib.get_close_matches(e.id, candidates, 1)
+        raise HybridNameError(f"unknown name `{e.id}`", e.span,
+                              f"did you mean `{close[0]}`?" if close else None)
+
+    def v_Name(self, e: A.Name):
+        sym = self.lookup(e.id)
+        if sym is None:
+            if e.id in BUILTIN_NAMES or e.id in PLANNED_INTRINSICS:
+                raise HybridTypeError(f"`{e.id}` is a function; call it", e.span, None)
+            self.unknown_name(e)
+        if sym.kind == "tensor":
+            return TensorRef(self.tensors[sym.name])
+        if sym.kind == "scalar":
+            t = self.tensors[sym.name]
+            return T.Load(t.dtype, sym.name, [], span=e.span)
+        if sym.kind == "loop":
+            return T.Var(ty.WEAK_INT, sym.name, span=e.span)
+        # module constant
+        c_expr, _ = sym.value
+        return self.const_value(c_expr, e.span)
+
+    def const_value(self, ce, span):
+        if isinstance(ce, A.Num):
+            return self.v_Num(A.Num(span, ce.value))
+        if isinstance(ce, A.Tuple):
+            return TupleVal([self.const_value(x, span) for x in ce.elts])
+        if isinstance(ce, A.UnaryOp) and ce.op == "-" and isinstance(ce.operand, A.Num):
+            return self.v_Num(A.Num(span, -ce.operand.value))
+        if isinstance(ce, A.Str):
+            d = ty.normalize(ce.value)
+            if d:
+                return DTypeVal(d)
+        # Other constant expressions are evaluated in the module scope.
+        v = _Checker(self.kdef, self.module).value(ce)
+        if isinstance(v, T.Const):
+            return T.Const(v.dtype, v.value, span=span)
+        return v
+
+    def v_Attribute(self, e: A.Attribute):
+        base = self.value(e.value)
+        if isinstance(base, TensorRef):
+            t = base.tensor
+            if e.attr == "shape":
+                return ShapeVal(t.shape)
+            if e.attr == "dtype":
+                return DTypeVal(t.dtype)
+            if e.attr == "ndim":
+                return T.Const(ty.WEAK_INT, t.ndim, span=e.span)
+            close = difflib.get_close_matches(e.attr, ["shape", "dtype", "ndim"], 1)
+            raise HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
+                                  f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
+        raise HybridTypeError(f"`.{e.attr}` is only defined on tensors", e.span, None)
+
+    def v_Subscript(self, e: A.Subscript):
+        base = self.value(e.value)
+        if isinstance(base, TensorRef):
+            t = base.tensor
+            return T.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
+        if isinstance(base, (ShapeVal, TupleVal)):
+            items = list(base.dims) if isinstance(base, ShapeVal) else base.items
+            if len(e.indices) != 1:
+                raise HybridTypeError("a shape is indexed by one integer", e.span, None)
+            k = self.expr(e.indices[0])
+            if not (isinstance(k, T.Const) and ty.is_int(k.dtype)):
+                raise HybridTypeError("the index into a shape must be an integer constant", e.indices[0].span,
+                                      "write `x.shape[0]`; shapes are known at compile time")
+            n = len(items)
+            if not -n <= k.value < n:
+                raise HybridTypeError(f"index {k.value} is out of range for a shape of {n} dimension(s)",
+                                      e.indices[0].span, None)
+            item = items[k.value]
+            if isinstance(item, int):
+                return T.Const(ty.WEAK_INT, item, span=e.span)
+            return item
+        raise HybridTypeError("only tensors and shapes can be indexed", e.value.span, None)
+
+    def indices(self, t: T.Tensor, e: A.Subscript) -> list:
+        if len(e.indices) != t.ndim:
+            raise HybridTypeError(
+                f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed "
+                f"with {len(e.indices)}", e.span,
+                f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
+        out = []
+        for ie in e.indices:
+            v = self.expr(ie)
+            if not ty.is_int(v.dtype):
+                raise HybridTypeError(f"an index must be an integer, this is {v.dtype}", ie.span,
+                                      "convert it with int32(...)")
+            out.append(v)
+        return out
+
+    def v_BinOp(self, e: A.BinOp):
+        return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.span)
+
+    def binop(self, op: str, a: T.TExpr, b: T.TExpr, span: Span) -> T.TExpr:
+        if op == "@":
+            raise HybridUnsupportedError("`@` is not supported inside kernels", span, "write the loops out")
+        if op == "**":
+            raise HybridUnsupportedError("`**` is not supported yet", span, "write the product out, e.g. `x * x`")
+        for v in (a, b):
+            if ty.is_bool(v.dtype):
+                raise HybridTypeError(f"arithmetic `{op}` on a bool value", span, "convert it first, e.g. int32(c)")
+        if op == "/":
+            t = ty.true_divide_type(a.dtype, b.dtype)
+        else:
+            t = ty.promote(a.dtype, b.dtype)
+        if op in ("//", "%") and ty.is_float(t):
+            raise HybridUnsupportedError(f"`{op}` on floating-point values is not supported yet", span,
+                                         "use it on integers")
+        a, b = self.coerce(a, t), self.coerce(b, t)
+        if isinstance(a, T.Const) and isinstance(b, T.Const) and ty.is_weak(t):
+            folded = _fold(op, a.value, b.value)
+            if folded is not None:
+                return T.Const(t, folded, span=span)
+        return T.Bin(t, op, a, b, span=span)
+
+    def coerce(self, e: T.TExpr, dtype: str) -> T.TExpr:
+        if e.dtype == dtype:
+            return e
+        if isinstance(e, T.Const):
+            return T.Const(dtype, _convert_const(e.value, dtype), span=e.span)
+        return T.Cast(dtype, e, span=e.span)
+
+    def v_UnaryOp(self, e: A.UnaryOp):
+        a = self.expr(e.operand)
+        if e.op == "not":
+            if not ty.is_bool(a.dtype):
+                raise HybridTypeError("`not` needs a condition", e.operand.span, "compare explicitly, e.g. `x == 0`")
+            return T.Unary("bool", "not", a, span=e.span)
+        if ty.is_bool(a.dtype):
+            raise HybridTypeError(f"unary `{e.op}` on a bool value", e.span, None)
+        if e.op == "+":
+            return a
+        if isinstance(a, T.Const):
+            return T.Const(a.dtype, -a.value, span=e.span)
+        return T.Unary(a.dtype, "neg", a, span=e.span)
+
+    def v_Compare(self, e: A.Compare):
+        vals = [self.expr(x) for x in e.operands]
+        result = None
+        for op, a, b in zip(e.ops, vals, vals[1:]):
+            t = ty.promote(a.dtype, b.dtype) if not (ty.is_bool(a.dtype) and ty.is_bool(b.dtype)) else "bool"
+            c = T.Cmp("bool", op, self.coerce(a, t), self.coerce(b, t), span=e.span)
+            result = c if result is None else T.Logic("bool", "and", result, c, span=e.span)
+        return result
+
+    def v_BoolOp(self, e: A.BoolOp):
+        vals = [self.condition(x) for x in e.values]
+        result = vals[0]
+        for v in vals[1:]:
+            result = T.Logic("bool", e.op, result, v, span=e.span)
+        return result
+
+    def v_IfExp(self, e: A.IfExp):
+        c = self.condition(e.cond)
+        a, b = self.expr(e.body), self.expr(e.orelse)
+        t = "bool" if ty.is_bool(a.dtype) and ty.is_bool(b.dtype) else ty.promote(a.dtype, b.dtype)
+        return T.Select(t, c, self.coerce(a, t), self.coerce(b, t), span=e.span)
+
+    def v_Call(self, e: A.Call):
+        if not isinstance(e.func, A.Name):
+            raise HybridTypeError("only built-in functions can be called", e.func.span, None)
+        name = e.func.id
+        if self.lookup(name) is not None:
+            raise HybridTypeError(f"`{name}` is not a function", e.func.span, None)
+        if e.kwargs:
+            raise HybridTypeError(f"{name}() takes no keyword arguments", next(iter(e.kwargs.values())).span, None)
+        if name in CAST_NAMES:
+            if len(e.args) != 1:
+                raise HybridTypeError(f"{name}() takes 1 argument, got {len(e.args)}", e.span, f"{name}(x)")
+            return self.coerce(self.expr(e.args[0]), name) if name != "bool" else self._to_bool(e)
+        if name == "len":
+            if len(e.args) != 1:
+                raise HybridTypeError(f"len() takes 1 argument, got {len(e.args)}", e.span, None)
+            v = self.value(e.args[0])
+            if isinstance(v, TensorRef):
+                if v.tensor.ndim == 0:
+                    raise HybridTypeError("len() of a 0-d tensor", e.span, None)
+                return T.Const(ty.WEAK_INT, v.tensor.shape[0], span=e.span)
+            if isinstance(v, (ShapeVal, TupleVal)):
+                return T.Const(ty.WEAK_INT, len(v.dims if isinstance(v, ShapeVal) else v.items), span=e.span)
+            raise HybridTypeError("len() takes a tensor or a shape", e.args[0].span, None)
+        if name in TENSOR_MAKERS:
+            raise HybridTypeError(f"{name}(...) must be assigned to a name", e.span,
+                                  f"write `c = {name}(shape, dtype)`")
+        if name in LOOP_KINDS or name == "grid":
+            raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
+        if name in PLANNED_INTRINSICS:
+            raise HybridUnsupportedError(f"the intrinsic `{name}` is not supported yet", e.func.span,
+                                         "this version compiles arithmetic, comparisons and casts only")
+        close = difflib.get_close_matches(name, list(PLANNED_INTRINSICS) + list(BUILTIN_NAMES), 1)
+        raise HybridNameError(f"unknown function `{name}`", e.func.span,
+                              f"did you mean `{close[0]}`?" if close else None)
+
+    def _to_bool(self, e: A.Call):
+        v = self.expr(e.args[0])
+        if ty.is_bool(v.dtype):
+            return v
+        return T.Cmp("bool", "!=", v, T.Const(v.dtype, 0), span=e.span)
+
+
+def _fold(op, x, y):
+    try:
+        if op == "+":
+            return x + y
+        if op == "-":
+            return x - y
+        if op == "*":
+            return x * y
+        if op == "/":
+            return x / y if y != 0 else None
+        if op == "//":
+            return x // y if y != 0 else None
+        if op == "%":
+            return x % y if y != 0 else None
+    except (OverflowError, ZeroDivisionError):
+        return None
+    return None
+
+
+def _convert_const(value, dtype):
+    if ty.is_bool(dtype):
+        return bool(value)
+    if ty.is_int(dtype):
+        return int(value)
+    return float(value)
+
+
+def arg_specs(args) -> list:
+    """ArgSpecs for numpy arrays (used by the runtime)."""
+    out = []
+    for a in args:
+        out.append(ArgSpec(tuple(a.shape), a.dtype.name))
+    return out

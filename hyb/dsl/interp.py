@@ -1,0 +1,171 @@
+"""The reference interpreter: runs a typed kernel with NumPy semantics.
+
+It is the oracle every compiled kernel is tested against, so it is kept simple and
+independent of the polyhedral and LLVM stages.  The typed IR is translated into plain
+Python source (loops stay loops, elements are NumPy scalars, every cast is an explicit
+NumPy constructor) and executed.  ``emulate_source`` returns that text for inspection.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..errors import HybridIndexError
+from . import tir as T
+from . import types as ty
+
+_PY_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%"}
+
+
+class _Emitter:
+    def __init__(self, k: T.TypedKernel):
+        self.k = k
+        self.lines: list = []
+        self.spans: dict = {}  # generated line number -> Span
+        self.consts: dict = {}
+
+    def emit(self, depth: int, text: str, span=None):
+        self.lines.append("    " * depth + text)
+        if span is not None:
+            self.spans[len(self.lines)] = span
+
+    def const(self, c: T.Const) -> str:
+        if ty.is_weak(c.dtype):
+            return repr(c.value)
+        if ty.is_bool(c.dtype):
+            return "True" if c.value else "False"
+        key = (c.dtype, repr(c.value))
+        if key not in self.consts:
+            self.consts[key] = f"_c{len(self.consts)}"
+        return self.consts[key]
+
+    def ref(self, name: str) -> str:
+        return "t_" + name
+
+    def index(self, e: T.TExpr) -> str:
+        s = self.expr(e)
+        if isinstance(e, T.Const) and e.value >= 0:
+            return s
+        return f"_nn({s})"
+
+    def expr(self, e: T.TExpr) -> str:
+        if isinstance(e, T.Const):
+            return self.const(e)
+        if isinstance(e, T.Var):
+            return "v_" + e.name
+        if isinstance(e, T.Load):
+            t = self.k.tensors[e.tensor]
+            if t.ndim == 0:
+                return self.ref(e.tensor)
+            return f"{self.ref(e.tensor)}[{', '.join(self.index(i) for i in e.indices)}]"
+        if isinstance(e, T.Bin):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.op in ("//", "%"):
+                return f"_{'floordiv' if e.op == '//' else 'mod'}({a}, {b})"
+            return f"({a} {_PY_BINOPS[e.op]} {b})"
+        if isinstance(e, T.Unary):
+            return f"(not {self.expr(e.a)})" if e.op == "not" else f"(-{self.expr(e.a)})"
+        if isinstance(e, T.Cmp):
+            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        if isinstance(e, T.Logic):
+            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        if isinstance(e, T.Select):
+            return f"({self.expr(e.a)} if {self.expr(e.cond)} else {self.expr(e.b)})"
+        if isinstance(e, T.Cast):
+            return f"{self.cast_fn(e.dtype)}({self.expr(e.a)})"
+        raise NotImplementedError(f"interpreter: {type(e).__name__}")
+
+    @staticmethod
+    def cast_fn(dtype: str) -> str:
+        if dtype == ty.WEAK_INT:
+            return "int"
+        if dtype == ty.WEAK_FLOAT:
+            return "float"
+        return "np." + ("bool_" if dtype == "bool" else dtype)
+
+    def stmts(self, body: list, depth: int):
+        if not body:
+            self.emit(depth, "pass")
+        for s in body:
+            if isinstance(s, T.Loop):
+                self.emit(depth, f"for v_{s.var} in range({self.expr(s.start)}, {self.expr(s.stop)}, {s.step}):",
+                          s.span)
+                self.stmts(s.body, depth + 1)
+            elif isinstance(s, T.If):
+                self.emit(depth, f"if {self.expr(s.cond)}:", s.span)
+                self.stmts(s.body, depth + 1)
+                if s.orelse:
+                    self.emit(depth, "else:")
+                    self.stmts(s.orelse, depth + 1)
+            elif isinstance(s, T.Store):
+                t = self.k.tensors[s.tensor]
+                value = self.expr(s.value)
+                if t.ndim == 0:
+                    self.emit(depth, f"{self.ref(s.tensor)} = {value}", s.span)
+                else:
+                    idx = ", ".join(self.index(i) for i in s.indices)
+                    self.emit(depth, f"{self.ref(s.tensor)}[{idx}] = {value}", s.span)
+            else:
+                raise NotImplementedError(type(s).__name__)
+
+    def source(self) -> str:
+        k = self.k
+        self.emit(0, f"def {k.name}(" + ", ".join(self.ref(n) for n in k.inputs) + "):")
+        for t in k.tensors.values():
+            if t.kind in ("output", "temp"):
+                self.emit(1, f"{self.ref(t.name)} = np.zeros({t.shape!r}, dtype=np.{t.dtype})")
+        self.stmts(k.body, 1)
+        self.emit(1, "return (" + ", ".join(self.ref(n) for n in k.outputs) + ",)")
+        header = [f"{name} = np.{dt}({val})" for (dt, val), name in self.consts.items()]
+        return "\n".join(header + self.lines) + "\n", len(header)
+
+
+def emulate_source(k: T.TypedKernel) -> str:
+    return _Emitter(k).source()[0]
+
+
+def _nn(i):
+    if i < 0:
+        raise IndexError(f"index {i} is negative")
+    return i
+
+
+def _floordiv(a, b):
+    if b == 0:
+        return a * 0
+    return a // b
+
+
+def _mod(a, b):
+    if b == 0:
+        return a * 0
+    return a % b
+
+
+def run(k: T.TypedKernel, arrays: list) -> tuple:
+    """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
+    em = _Emitter(k)
+    src, nheader = em.source()
+    namespace = {"np": np, "_nn": _nn, "_floordiv": _floordiv, "_mod": _mod}
+    code = compile(src, f"<emulate {k.name}>", "exec")
+    exec(code, namespace)
+    fn = namespace[k.name]
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*arrays)
+    except IndexError as e:
+        tb = sys.exc_info()[2]
+        line = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == f"<emulate {k.name}>":
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        span = None
+        if line is not None:
+            gen = line - nheader
+            while gen > 0 and gen not in em.spans:
+                gen -= 1
+            span = em.spans.get(gen)
+        raise HybridIndexError(f"kernel `{k.name}`: index out of bounds ({e})", span,
+                               "check the loop bounds against the tensor's shape") from None

@@ -1,0 +1,527 @@
+"""Parsing: hybrid source text → :mod:`hyb.dsl.ast`.
+
+The grammar (``grammar.lark``) is run by lark's LALR parser with Python-style
+indentation handled by lark's ``Indenter``.  Every lark exception is turned into a
+:class:`~hyb.errors.HybridSyntaxError` pointing at the offending text; constructs the
+grammar accepts but the language does not (``while``, ``break``, lists, ...) are reported
+by the tree builder with an error that names them.
+"""
+from __future__ import annotations
+
+import ast as pyast
+import functools
+import inspect
+import os
+import textwrap
+from dataclasses import dataclass
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+from lark.indenter import DedentError, Indenter
+
+from ..errors import HybridSyntaxError, HybridUnsupportedError, Span
+from . import ast as A
+
+
+class _HybIndenter(Indenter):
+    NL_type = "_NEWLINE"
+    OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@functools.lru_cache(maxsize=None)
+def _lark() -> Lark:
+    path = os.path.join(os.path.dirname(__file__), "grammar.lark")
+    with open(path, encoding="utf-8") as f:
+        grammar = f.read()
+    return Lark(grammar, parser="lalr", postlex=_HybIndenter(), propagate_positions=True,
+                maybe_placeholders=True)
+
+
+@dataclass
+class SourceMap:
+    """Maps positions in the parsed text back to the user's file."""
+
+    filename: str
+    lines: list  # the lines of the user's file (or of the text itself)
+    line_offset: int = 0  # added to parsed line numbers
+    col_offset: int = 0  # added to parsed column numbers (the dedent width)
+
+    def span(self, line, col, end_line=None, end_col=None) -> Span:
+        line = (line or 1) + self.line_offset
+        end_line = (end_line or line - self.line_offset) + self.line_offset
+        col = (col or 1) + self.col_offset
+        end_col = (end_col or col - self.col_offset + 1) + self.col_offset
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return Span(self.filename, line, col, end_line, end_col, src)
+
+    def meta_span(self, meta) -> Span:
+        if getattr(meta, "empty", True) and not hasattr(meta, "line"):
+            return self.span(1, 1)
+        return self.span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def token_span(self, tok: Token) -> Span:
+        return self.span(tok.line, tok.column, tok.end_line, tok.end_column)
+
+
+_TOKEN_NAMES = {
+    "COLON": "':'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','",
+    "EQUAL": "'='", "_NEWLINE": "end of line", "_INDENT": "an indented block",
+    "_DEDENT": "end of the indented block", "NAME": "a name", "INT": "an integer",
+    "FLOAT": "a number", "STRING": "a string", "DOT": "'.'", "$END": "end of file",
+    "ADD_OP": "'+' or '-'", "MUL_OP": "an operator", "AUGOP": "an augmented assignment",
+    "IN": "'in'", "LBRACE": "'{'", "RBRACE": "'}'", "RARROW": "'->'",
+}
+
+
+def _describe_token(tok) -> str:
+    if tok is None:
+        return "end of file"
+    if tok.type == "$END":
+        return "end of file"
+    if tok.type == "_NEWLINE":
+        return "end of line"
+    if tok.type == "_INDENT":
+        return "unexpected indentation"
+    if tok.type == "_DEDENT":
+        return "end of the indented block"
+    return repr(str(tok))
+
+
+def _expected_hint(expected) -> str | None:
+    names = sorted({_TOKEN_NAMES.get(e, None) or (repr(e.lower()) if e.isupper() and len(e) < 10 else None)
+                    for e in expected} - {None})
+    if not names:
+        return None
+    if len(names) > 6:
+        names = names[:6] + ["..."]
+    return "expected " + ", ".join(names)
+
+
+def parse_text(text: str, smap: SourceMap) -> A.Module:
+    """Parse ``text``; positions are mapped through ``smap``."""
+    text = text.replace("\r\n", "\n")
+    if not text.endswith("\n"):
+        text += "\n"
+    try:
+        tree = _lark().parse(text)
+    except lark.exceptions.UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END" or tok.line is None:
+            lines = text.rstrip("\n").split("\n")
+            span = smap.span(len(lines), len(lines[-1]) + 1)
+            raise HybridSyntaxError("unexpected end of file", span,
+                                    "a block or an expression is not finished") from None
+        what = _describe_token(tok)
+        if tok.type == "_INDENT":
+            raise HybridSyntaxError("unexpected indentation", smap.span(tok.line, tok.column + 1 if tok.column else 1),
+                                    "indent only the body of a def, for, if or else") from None
+        span = smap.token_span(tok)
+        hint = _expected_hint(e.expected)
+        if tok.type == "_NEWLINE" and "COLON" in e.expected:
+            hint = "a `def`, `for`, `if`, `elif` or `else` line ends with ':'"
+        raise HybridSyntaxError(f"unexpected {what}", span, hint) from None
+    except lark.exceptions.UnexpectedCharacters as e:
+        ch = text.split("\n")[e.line - 1][e.column - 1: e.column]
+        raise HybridSyntaxError(f"unexpected character {ch!r}", smap.span(e.line, e.column),
+                                "this character has no meaning in the hybrid language") from None
+    except lark.exceptions.UnexpectedEOF:
+        lines = text.rstrip("\n").split("\n")
+        raise HybridSyntaxError("unexpected end of file", smap.span(len(lines), len(lines[-1]) + 1),
+                                "a block or an expression is not finished") from None
+    except (DedentError, lark.exceptions.UnexpectedInput) as e:
+        line = _bad_dedent_line(text)
+        raise HybridSyntaxError("unindent does not match any outer indentation level",
+                                smap.span(line, 1), "line up the block with an enclosing one") from None
+    return _TreeBuilder(smap, text).module(tree)
+
+
+def _bad_dedent_line(text: str) -> int:
+    stack = [0]
+    for n, raw in enumerate(text.split("\n"), 1):
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        width = len(raw.expandtabs(8)) - len(raw.expandtabs(8).lstrip())
+        if width > stack[-1]:
+            stack.append(width)
+        else:
+            while width < stack[-1]:
+                stack.pop()
+            if width != stack[-1]:
+                return n
+    return 1
+
+
+def parse_file(path: str) -> A.Module:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return parse_text(text, SourceMap(str(path), text.split("\n")))
+
+
+def parse_string(text: str, filename: str = "<string>") -> A.Module:
+    return parse_text(text, SourceMap(filename, text.split("\n")))
+
+
+def parse_function(fn) -> A.Module:
+    """Parse the source of a Python function decorated with ``@hyb.hybrid``."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+    except (OSError, TypeError) as e:
+        raise HybridUnsupportedError(
+            f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}", None,
+            "define the kernel in a file (not in an interactive prompt), or use hyb.compile_source(text)") from None
+    src = "".join(lines)
+    # Drop decorator lines: find the `def` line through Python's own parser.
+    dedented = textwrap.dedent(src)
+    col_offset = _indent_width(lines[0]) - _indent_width(dedented.split("\n")[0])
+    try:
+        tree = pyast.parse(dedented)
+        fdef = tree.body[0]
+        def_line = fdef.lineno  # 1-based, after decorators
+    except SyntaxError:
+        def_line = next((i + 1 for i, l in enumerate(dedented.split("\n")) if l.lstrip().startswith("def ")), 1)
+    body_lines = dedented.split("\n")[def_line - 1:]
+    try:
+        with open(filename, encoding="utf-8") as f:
+            file_lines = f.read().split("\n")
+    except OSError:
+        file_lines = [""] * (first - 1) + src.split("\n")
+    smap = SourceMap(filename, file_lines, line_offset=first - 1 + def_line - 1, col_offset=col_offset)
+    return parse_text("\n".join(body_lines), smap)
+
+
+def _indent_width(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+# ------------------------------------------------------------------ tree builder
+_UNSUPPORTED_STMT = {
+    "while_stmt": ("`while` loops are not supported",
+                   "write a `for` loop over `range(...)`; its trip count must be known when it starts"),
+    "break_stmt": ("`break` is not supported",
+                   "guard the rest of the loop body with an `if` instead"),
+    "continue_stmt": ("`continue` is not supported",
+                      "guard the rest of the loop body with an `if` instead"),
+    "import_stmt": ("`import` is not allowed in a kernel file",
+                    "a .hyb file needs no imports: output_tensor, allocate, range and the intrinsics are built in"),
+    "global_stmt": ("`global`/`nonlocal` are not supported", "pass the value as a parameter"),
+    "with_stmt": ("`with` is not supported", None),
+}
+
+
+class _TreeBuilder:
+    def __init__(self, smap: SourceMap, text: str):
+        self.smap = smap
+        self.text = text
+
+    def sp(self, node) -> Span:
+        if isinstance(node, Token):
+            return self.smap.token_span(node)
+        return self.smap.meta_span(node.meta)
+
+    # --- module
+    def module(self, tree) -> A.Module:
+        kernels, constants = {}, {}
+        for item in tree.children:
+            if item is None:
+                continue
+            if item.data == "decorated":
+                *decos, fdef = item.children
+                for d in decos:
+                    self._check_decorator(d)
+                k = self.funcdef(fdef)
+            elif item.data == "funcdef":
+                k = self.funcdef(item)
+            elif item.data == "simple_stmt":
+                for small in item.children:
+                    if small is None:
+                        continue
+                    self._module_stmt(small, constants)
+                continue
+            else:
+                self._unsupported(item, where="at module level")
+            if k.name in kernels:
+                from ..errors import HybridNameError
+                raise HybridNameError(f"kernel `{k.name}` is defined twice", k.span,
+                                      "give each kernel of a file its own name")
+            kernels[k.name] = k
+        return A.Module(self.smap.filename, self.text, kernels, constants, self.smap.lines)
+
+    def _check_decorator(self, d):
+        name = ".".join(str(t) for t in d.children[0].children)
+        if name.split(".")[-1] != "hybrid":
+            raise HybridUnsupportedError(f"unknown decorator `@{name}`", self.sp(d),
+                                         "kernels in a .hyb file need no decorator; `@hybrid` is accepted and ignored")
+
+    def _module_stmt(self, small, constants):
+        if small.data == "expr_stmt":
+            e = self.expr_list(small.children[0])
+            if isinstance(e, A.Str):
+                return  # module docstring
+            raise HybridUnsupportedError("only kernels, constants and docstrings may appear at module level",
+                                         self.sp(small), "move this code into a kernel")
+        if small.data == "assign" and len(small.children) == 2:
+            target = self.expr_list(small.children[0])
+            if isinstance(target, A.Name):
+                constants[target.id] = (self.expr_list(small.children[1]), target.span)
+                return
+        if small.data == "pass_stmt":
+            return
+        if small.data in _UNSUPPORTED_STMT:
+            self._unsupported(small)
+        raise HybridUnsupportedError("only kernels, constants and docstrings may appear at module level",
+                                     self.sp(small), "move this code into a kernel")
+
+    def _unsupported(self, node, where=""):
+        msg, hint = _UNSUPPORTED_STMT.get(node.data, (f"`{node.data}` is not supported", None))
+        raise HybridUnsupportedError(msg + (f" {where}" if where else ""), self.first_token_span(node), hint)
+
+    def first_token_span(self, node) -> Span:
+        # The span of the statement's first keyword: line/col of the node, width of the keyword.
+        s = self.sp(node)
+        line = s.source_line
+        word = line[s.col - 1:].split()[0] if line[s.col - 1:].split() else ""
+        word = word.rstrip(":;(")
+        return Span(s.filename, s.line, s.col, s.line, s.col + max(1, len(word)), s.source_line)
+
+    def funcdef(self, node) -> A.KernelDef:
+        name_tok, params, ret, suite = node.children
+        plist = []
+        if params is not None:
+            for p in params.children:
+                pname, ann, default = p.children
+                if default is not None:
+                    raise HybridUnsupportedError("default parameter values are not supported", self.sp(default),
+                                                 "pass every argument at the call")
+                plist.append(A.Param(self.sp(pname), str(pname), self.expr(ann) if ann is not None else None))
+        body = self.suite(suite)
+        doc = None
+        if body and isinstance(body[0], A.ExprStmt) and isinstance(body[0].value, A.Str):
+            doc = body[0].value.value
+        span = self.sp(name_tok)
+        full = self.sp(node)
+        return A.KernelDef(span, str(name_tok), plist, body, doc, full.line, self._last_line(full))
+
+    def _last_line(self, full: Span) -> int:
+        """The last line of a def: lark's span runs on to the token after the block."""
+        lines = self.smap.lines
+        indent = _indent_width(lines[full.line - 1])
+        last = full.line
+        for n in range(full.line + 1, min(full.end_line, len(lines)) + 1):
+            text = lines[n - 1]
+            if not text.strip():
+                continue
+            if _indent_width(text) <= indent and not text.lstrip().startswith("#"):
+                break
+            last = n
+        return last
+
+    # --- statements
+    def suite(self, node) -> list:
+        out = []
+        for ch in node.children:
+            out.extend(self.stmt(ch))
+        return out
+
+    def stmt(self, node) -> list:
+        d = node.data
+        if d == "simple_stmt":
+            out = []
+            for small in node.children:
+                if small is not None:
+                    out.append(self.small_stmt(small))
+            return out
+        if d == "for_stmt":
+            target, it, body, orelse = node.children
+            if orelse is not None:
+                raise HybridUnsupportedError("`for ... else` is not supported", self.sp(orelse), None)
+            tgt = self.expr_list(target)
+            if not isinstance(tgt, A.Name):
+                raise HybridUnsupportedError("a `for` loop binds exactly one name", tgt.span,
+                                             "write `for i in range(n):`; use grid(shape) for a tuple index")
+            return [A.For(self.sp(node), tgt, self.expr(it), self.suite(body))]
+        if d == "if_stmt":
+            cond, body, *rest = node.children
+            orelse_node = rest[-1]
+            elifs = rest[:-1]
+            orelse = self.suite(orelse_node) if orelse_node is not None else []
+            for el in reversed(elifs):
+                ec, eb = el.children
+                orelse = [A.If(self.sp(el), self.expr(ec), self.suite(eb), orelse)]
+            return [A.If(self.sp(node), self.expr(cond), self.suite(body), orelse)]
+        if d in ("funcdef", "decorated"):
+            raise HybridUnsupportedError("nested function definitions are not supported", self.sp(node),
+                                         "define the helper as another kernel at the top level of the file")
+        self._unsupported(node)
+
+    def small_stmt(self, node):
+        d = node.data
+        span = self.sp(node)
+        if d == "assign":
+            if len(node.children) > 2:
+                raise HybridUnsupportedError("chained assignment `a = b = ...` is not supported", span,
+                                             "write one assignment per line")
+            return A.Assign(span, self.expr_list(node.children[0]), self.expr_list(node.children[1]))
+        if d == "aug_assign":
+            target, op, value = node.children
+            opname = str(op)[:-1]
+            return A.AugAssign(span, self.expr_list(target), opname, self.expr_list(value))
+        if d == "expr_stmt":
+            return A.ExprStmt(span, self.expr_list(node.children[0]))
+        if d == "return_stmt":
+            v = node.children[0]
+            if v is None:
+                return A.Return(span, [])
+            e = self.expr_list(v)
+            return A.Return(span, list(e.elts) if isinstance(e, A.Tuple) else [e])
+        if d == "pass_stmt":
+            return A.Pass(span)
+        self._unsupported(node)
+
+    # --- expressions
+    def expr_list(self, node):
+        """A ``testlist``: one expression, or a tuple when there are commas."""
+        if isinstance(node, lark.Tree) and node.data in ("testlist", "for_target"):
+            items = [self.expr(c) for c in node.children]
+            text_has_comma = len(items) > 1 or self._ends_with_comma(node)
+            if not text_has_comma:
+                return items[0]
+            return A.Tuple(self.sp(node), items)
+        return self.expr(node)
+
+    def _ends_with_comma(self, node) -> bool:
+        m = node.meta
+        lines = self.text.split("\n")
+        try:
+            tail = lines[m.end_line - 1][m.end_column - 1:]
+        except (IndexError, AttributeError):
+            return False
+        return tail.lstrip().startswith(",")
+
+    def expr(self, node):
+        if isinstance(node, Token):
+            raise HybridSyntaxError(f"unexpected {node!r}", self.sp(node))
+        method = getattr(self, "e_" + node.data, None)
+        if method is None:
+            raise HybridUnsupportedError(f"this expression ({node.data}) is not supported", self.sp(node), None)
+        return method(node)
+
+    def e_name(self, n):
+        return A.Name(self.sp(n), str(n.children[0]))
+
+    def e_int_lit(self, n):
+        return A.Num(self.sp(n), int(str(n.children[0]).replace("_", ""), 0))
+
+    def e_float_lit(self, n):
+        return A.Num(self.sp(n), float(str(n.children[0]).replace("_", "")))
+
+    def e_true(self, n):
+        return A.Num(self.sp(n), True)
+
+    def e_false(self, n):
+        return A.Num(self.sp(n), False)
+
+    def e_none(self, n):
+        raise HybridUnsupportedError("`None` has no meaning in a kernel", self.sp(n), None)
+
+    def e_ellipsis(self, n):
+        raise HybridUnsupportedError("`...` has no meaning in a kernel", self.sp(n), None)
+
+    def e_string(self, n):
+        tok = n.children[0]
+        try:
+            value = pyast.literal_eval(str(tok))
+        except (ValueError, SyntaxError):
+            raise HybridSyntaxError("malformed string literal", self.sp(n)) from None
+        if isinstance(value, bytes):
+            raise HybridUnsupportedError("bytes literals are not supported", self.sp(n), None)
+        return A.Str(self.sp(n), value)
+
+    def e_paren(self, n):
+        return self.expr(n.children[0])
+
+    def e_tuple(self, n):
+        return A.Tuple(self.sp(n), [self.expr(c) for c in n.children if c is not None])
+
+    def e_empty_tuple(self, n):
+        return A.Tuple(self.sp(n), [])
+
+    def e_list(self, n):
+        raise HybridUnsupportedError("lists are not supported in kernels", self.sp(n),
+                                     "use a tuple `(a, b)` for a shape, or allocate(...) for a tensor")
+
+    def e_brace(self, n):
+        raise HybridUnsupportedError("sets and dicts are not supported in kernels", self.sp(n), None)
+
+    def e_lambdef(self, n):
+        raise HybridUnsupportedError("`lambda` is not supported in kernels", self.sp(n), None)
+
+    def e_binop(self, n):
+        left, op, right = n.children
+        return A.BinOp(self.sp(n), str(op), self.expr(left), self.expr(right))
+
+    def e_unop(self, n):
+        op, operand = n.children
+        return A.UnaryOp(self.sp(n), str(op), self.expr(operand))
+
+    def e_invert(self, n):
+        raise HybridUnsupportedError("bitwise `~` is not supported", self.sp(n), "use `not` for a condition")
+
+    def e_not_op(self, n):
+        return A.UnaryOp(self.sp(n), "not", self.expr(n.children[0]))
+
+    def e_and_op(self, n):
+        return A.BoolOp(self.sp(n), "and", [self.expr(c) for c in n.children])
+
+    def e_or_op(self, n):
+        return A.BoolOp(self.sp(n), "or", [self.expr(c) for c in n.children])
+
+    def e_compare(self, n):
+        operands = [self.expr(c) for c in n.children[0::2]]
+        ops = []
+        for c in n.children[1::2]:
+            op = " ".join(str(t) for t in c.children)
+            if op in ("in", "not in", "is", "is not"):
+                raise HybridUnsupportedError(f"`{op}` is not supported in kernels", self.sp(c),
+                                             "compare numbers with < <= > >= == !=")
+            ops.append(op)
+        return A.Compare(self.sp(n), ops, operands)
+
+    def e_ifexp(self, n):
+        body, cond, orelse = n.children
+        return A.IfExp(self.sp(n), self.expr(cond), self.expr(body), self.expr(orelse))
+
+    def e_call(self, n):
+        func, args = n.children
+        pos, kw = [], {}
+        if args is not None:
+            for a in args.children:
+                if isinstance(a, lark.Tree) and a.data == "kwarg":
+                    kname, kval = a.children
+                    kw[str(kname)] = self.expr(kval)
+                elif isinstance(a, lark.Tree) and a.data == "starred":
+                    raise HybridUnsupportedError("`*args` is not supported in kernels", self.sp(a), None)
+                else:
+                    if kw:
+                        raise HybridSyntaxError("positional argument after a keyword argument", self.sp(a), None)
+                    pos.append(self.expr(a))
+        return A.Call(self.sp(n), self.expr(func), pos, kw)
+
+    def e_getitem(self, n):
+        value, subs = n.children
+        idx = []
+        for s in subs.children:
+            if isinstance(s, lark.Tree) and s.data == "slice":
+                raise HybridUnsupportedError("slices are not supported; index one element at a time", self.sp(s),
+                                             "write a loop over the range the slice would cover")
+            idx.append(self.expr(s))
+        return A.Subscript(self.sp(n), self.expr(value), idx)
+
+    def e_getattr(self, n):
+        value, attr = n.children
+        return A.Attribute(self.sp(n), self.expr(value), str(attr))

@@ -1,0 +1,81 @@
+"""Printing of the typed kernel IR as hybrid-language text (``inspect("ast")``).
+
+The text is the kernel after checking: names are unique, shapes are numbers, implicit
+conversions are written as casts and every tensor's shape and dtype is declared.
+"""
+from __future__ import annotations
+
+from . import tir as T
+from . import types as ty
+
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7}
+
+
+def fmt(e: T.TExpr, parent: int = 0) -> str:
+    if isinstance(e, T.Const):
+        if ty.is_weak(e.dtype) or ty.is_bool(e.dtype):
+            return repr(e.value)
+        return f"{e.dtype}({e.value!r})"
+    if isinstance(e, T.Var):
+        return e.name
+    if isinstance(e, T.Load):
+        if not e.indices:
+            return e.tensor
+        return f"{e.tensor}[{', '.join(fmt(i) for i in e.indices)}]"
+    if isinstance(e, T.Bin):
+        p = _PREC[e.op]
+        s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
+    elif isinstance(e, T.Unary):
+        p = _PREC[e.op]
+        s = f"not {fmt(e.a, p)}" if e.op == "not" else f"-{fmt(e.a, p)}"
+    elif isinstance(e, T.Cmp):
+        p = _PREC["cmp"]
+        s = f"{fmt(e.a, p + 1)} {e.op} {fmt(e.b, p + 1)}"
+    elif isinstance(e, T.Logic):
+        p = _PREC[e.op]
+        s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
+    elif isinstance(e, T.Select):
+        p = 0
+        s = f"{fmt(e.a, 1)} if {fmt(e.cond, 1)} else {fmt(e.b)}"
+    elif isinstance(e, T.Cast):
+        return f"{ty.concrete(e.dtype) if not ty.is_weak(e.dtype) else e.dtype}({fmt(e.a)})"
+    elif isinstance(e, T.Intrinsic):
+        return f"{e.name}({', '.join(fmt(a) for a in e.args)})"
+    else:
+        raise TypeError(type(e).__name__)
+    return f"({s})" if p < parent or (parent and p == parent and isinstance(e, T.Cmp)) else s
+
+
+def print_typed(k: T.TypedKernel) -> str:
+    lines = []
+    params = ", ".join(f"{n}: {k.tensors[n].dtype}{list(k.tensors[n].shape)}" for n in k.inputs)
+    lines.append(f"def {k.name}({params}):")
+    for t in k.tensors.values():
+        if t.kind in ("output", "temp"):
+            maker = "output_tensor" if t.kind == "output" else "allocate"
+            lines.append(f"    {t.name} = {maker}({t.shape!r}, {t.dtype!r})")
+        elif t.kind == "scalar":
+            lines.append(f"    # scalar {t.name}: {t.dtype}")
+
+    def block(stmts, depth):
+        pad = "    " * depth
+        if not stmts:
+            lines.append(pad + "pass")
+        for s in stmts:
+            if isinstance(s, T.Loop):
+                args = [fmt(s.start), fmt(s.stop)] + ([str(s.step)] if s.step != 1 else [])
+                lines.append(f"{pad}for {s.var} in {s.kind}({', '.join(args)}):")
+                block(s.body, depth + 1)
+            elif isinstance(s, T.If):
+                lines.append(f"{pad}if {fmt(s.cond)}:")
+                block(s.body, depth + 1)
+                if s.orelse:
+                    lines.append(f"{pad}else:")
+                    block(s.orelse, depth + 1)
+            else:
+                target = s.tensor if not s.indices else f"{s.tensor}[{', '.join(fmt(i) for i in s.indices)}]"
+                lines.append(f"{pad}{target} = {fmt(s.value)}")
+
+    block(k.body, 1)
+    lines.append(f"    return {', '.join(k.outputs)}")
+    return "\n".join(lines) + "\n"

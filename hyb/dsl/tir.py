@@ -1,0 +1,181 @@
+"""Typed kernel IR: the checker's output, bound to one call signature.
+
+Every name is resolved to a unique symbol, every shape is a concrete tuple of ints, every
+expression carries its dtype and every implicit conversion is an explicit :class:`Cast`.
+The interpreter, the polyhedral extractor and the printers all read this form.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import Span
+
+
+@dataclass
+class Tensor:
+    """A buffer the kernel reads or writes.  Scalar locals are 0-d tensors (kind ``scalar``)."""
+
+    name: str  # unique within the kernel
+    shape: tuple
+    dtype: str
+    kind: str  # "input" | "output" | "temp" | "scalar"
+    span: Optional[Span] = field(default=None, repr=False)
+    source_name: str = ""  # the name the user wrote
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass
+class TExpr:
+    dtype: str
+    span: Optional[Span] = field(default=None, repr=False, compare=False, kw_only=True)
+
+
+@dataclass
+class Const(TExpr):
+    value: object
+
+
+@dataclass
+class Var(TExpr):
+    """A loop variable (dtype is the weak ``int``)."""
+
+    name: str
+
+
+@dataclass
+class Load(TExpr):
+    tensor: str
+    indices: list
+
+
+@dataclass
+class Bin(TExpr):
+    op: str  # + - * / // %  (operands already have the result dtype)
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Unary(TExpr):
+    op: str  # "neg" | "not"
+    a: TExpr
+
+
+@dataclass
+class Cmp(TExpr):
+    op: str  # < <= > >= == !=   (dtype is bool; operands share one dtype)
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Logic(TExpr):
+    op: str  # "and" | "or"
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Select(TExpr):
+    cond: TExpr
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Cast(TExpr):
+    a: TExpr
+
+
+@dataclass
+class Intrinsic(TExpr):
+    name: str
+    args: list
+
+
+# ---------------------------------------------------------------- statements
+@dataclass
+class Loop:
+    var: str
+    start: TExpr
+    stop: TExpr
+    step: int
+    body: list
+    kind: str = "range"  # the loop hint the user wrote: range, serial, parallel, ...
+    span: Optional[Span] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Store:
+    tensor: str
+    indices: list
+    value: TExpr
+    span: Optional[Span] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class If:
+    cond: TExpr
+    body: list
+    orelse: list
+    span: Optional[Span] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class TypedKernel:
+    name: str
+    tensors: dict  # name -> Tensor, in order of declaration
+    inputs: list  # tensor names of the parameters, in order
+    outputs: list  # tensor names returned, in order
+    body: list
+    filename: str = "<string>"
+    span: Optional[Span] = field(default=None, repr=False)
+
+    @property
+    def written(self) -> set:
+        out = set()
+
+        def walk(stmts):
+            for s in stmts:
+                if isinstance(s, Store):
+                    out.add(s.tensor)
+                elif isinstance(s, Loop):
+                    walk(s.body)
+                elif isinstance(s, If):
+                    walk(s.body)
+                    walk(s.orelse)
+
+        walk(self.body)
+        return out
+
+
+def walk_expr(e: TExpr):
+    """Yield ``e`` and every sub-expression, parents first."""
+    yield e
+    if isinstance(e, Load):
+        for i in e.indices:
+            yield from walk_expr(i)
+    elif isinstance(e, (Bin, Cmp, Logic)):
+        yield from walk_expr(e.a)
+        yield from walk_expr(e.b)
+    elif isinstance(e, (Unary, Cast)):
+        yield from walk_expr(e.a)
+    elif isinstance(e, Select):
+        yield from walk_expr(e.cond)
+        yield from walk_expr(e.a)
+        yield from walk_expr(e.b)
+    elif isinstance(e, Intrinsic):
+        for a in e.args:
+            yield from walk_expr(a)

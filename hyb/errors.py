@@ -1,0 +1,110 @@
+"""User-facing errors.
+
+Every error a user can cause is a :class:`HybridError`.  It carries the place in the
+source (file, line, column, the source line) and renders itself the way compilers
+such as rustc and elm do::
+
+    kernels.hyb:3:5: error: `while` loops are not supported
+        |
+      3 |     while i < n:
+        |     ^^^^^
+    hint: write a `for` loop over `range(...)`
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of source text.  Lines and columns are 1-based; ``end_col`` is exclusive."""
+
+    filename: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    source_line: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.col}"
+
+
+class HybridError(Exception):
+    """Base class of every error hyb reports to a user."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
+        self.message = message
+        self.span = span
+        self.hint = hint
+        super().__init__(self.render())
+
+    # Convenience accessors used by tests and tools.
+    @property
+    def filename(self):
+        return self.span.filename if self.span else None
+
+    @property
+    def line(self):
+        return self.span.line if self.span else None
+
+    @property
+    def col(self):
+        return self.span.col if self.span else None
+
+    @property
+    def source_line(self):
+        return self.span.source_line if self.span else None
+
+    def render(self) -> str:
+        if self.span is None:
+            text = f"{self.kind}: {self.message}"
+            if self.hint:
+                text += f"\nhint: {self.hint}"
+            return text
+        s = self.span
+        lines = [f"{s}: {self.kind}: {self.message}"]
+        if s.source_line:
+            num = str(s.line)
+            pad = " " * len(num)
+            src = s.source_line.rstrip("\n").expandtabs(1)
+            width = 1
+            if s.end_line == s.line and s.end_col > s.col:
+                width = s.end_col - s.col
+            width = max(1, min(width, max(1, len(src) - s.col + 1)))
+            lines.append(f" {pad} |")
+            lines.append(f" {num} | {src}")
+            lines.append(f" {pad} | {' ' * (s.col - 1)}{'^' * width}")
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class HybridSyntaxError(HybridError):
+    """The text is not a well-formed kernel (a parse error)."""
+
+
+class HybridNameError(HybridError):
+    """An unknown or misused name."""
+
+
+class HybridTypeError(HybridError):
+    """Wrong dtype, rank, argument count, or a value of the wrong kind."""
+
+
+class HybridIndexError(HybridError):
+    """A subscript that leaves its tensor."""
+
+
+class HybridArgumentError(HybridError):
+    """The arguments of a call do not fit the kernel."""
+
+
+class HybridUnsupportedError(HybridError, NotImplementedError):
+    """A construct hyb recognises but does not (yet, or ever) compile."""
+
+
+class HybridCompileError(HybridError):
+    """An internal failure while compiling a valid kernel (a bug in hyb)."""

@@ -1,0 +1,163 @@
+"""The compilation pipeline for one signature, and the compiled kernel it produces.
+
+``compile_kernel`` runs the stages of DESIGN.md §1 in order, each a function from plain
+data to plain data; :class:`CompiledKernel` keeps every stage's result so that
+``inspect(stage)`` shows exactly what was compiled.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..codegen import llvm as cg
+from ..dsl import interp
+from ..dsl import tir as T
+from ..dsl.check import ArgSpec
+from ..dsl.printer import print_typed
+from ..errors import HybridArgumentError, HybridTypeError
+from ..schedule import astgen, deps, extract
+from ..schedule import loops as L
+
+STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate")
+
+
+class CompiledKernel:
+    """Native code for one kernel and one signature (shapes and dtypes of the arguments)."""
+
+    def __init__(self, typed: T.TypedKernel, specs: list, options: dict):
+        self.typed = typed
+        self.specs = list(specs)
+        self.options = dict(options)
+        self.name = typed.name
+        self.poly = extract.extract(typed)
+        self._deps = None
+        self.nest = astgen.generate(self.poly)
+        self.llvm_ir = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
+        mod = cg.optimize(self.llvm_ir)
+        self.llvm_opt = str(mod)
+        self._asm = None
+        self._jit = cg.JitFunction(mod, cg.function_name(typed))
+        self.buffers = cg.buffer_order(typed)
+        self._cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self.buffers)))(self._jit.address)
+        self._written = typed.written
+
+    # ------------------------------------------------------------ inspection
+    @property
+    def deps(self) -> deps.Dependences:
+        if self._deps is None:
+            self._deps = deps.compute(self.poly)
+        return self._deps
+
+    def inspect(self, stage: str = "loops") -> str:
+        """Text of one pipeline stage: ``"ast"``, ``"isl"``, ``"deps"``, ``"schedule"``, ``"loops"``,
+        ``"llvm"``, ``"llvm-opt"``, ``"asm"`` or ``"emulate"`` (the interpreter's Python)."""
+        if stage == "ast":
+            return print_typed(self.typed)
+        if stage == "isl":
+            return extract.describe(self.poly)
+        if stage == "deps":
+            return self.deps.describe()
+        if stage == "schedule":
+            sched = self.poly.union("schedule")
+            return f"original program order (2d+1 encoding):\n  {sched}\n"
+        if stage == "loops":
+            return L.fmt_nest(self.nest, self._describe_stmt)
+        if stage == "llvm":
+            return self.llvm_ir
+        if stage == "llvm-opt":
+            return self.llvm_opt
+        if stage == "asm":
+            if self._asm is None:
+                self._asm = cg.assembly(cg.llvm.parse_assembly(self.llvm_opt))
+            return self._asm
+        if stage == "emulate":
+            return interp.emulate_source(self.typed)
+        if stage in ("cuda", "ptx"):
+            from ..errors import HybridUnsupportedError
+            raise HybridUnsupportedError(f"inspect({stage!r}): the CUDA back end is not built yet", None,
+                                         "the CPU stages are: " + ", ".join(STAGES))
+        raise HybridArgumentError(f"unknown stage {stage!r}", None, "choose one of: " + ", ".join(STAGES))
+
+    def _describe_stmt(self, name: str) -> str:
+        st = self.poly.by_name[name]
+        span = st.store.span
+        it = ", ".join(st.iters)
+        src = span.source_line.strip() if span and span.source_line else ""
+        return f"[{it}] {src}  (line {span.line})" if span else f"[{it}]"
+
+    def __repr__(self):
+        sig = ", ".join(str(s) for s in self.specs)
+        return f"<CompiledKernel {self.name}({sig})>"
+
+    # ------------------------------------------------------------ running
+    def __call__(self, *args):
+        arrays = prepare_arrays(self.typed, args)
+        specs = [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays]
+        if specs != self.specs:
+            got = ", ".join(str(s) for s in specs)
+            want = ", ".join(str(s) for s in self.specs)
+            raise HybridArgumentError(f"kernel `{self.name}` was compiled for ({want}) but called with ({got})",
+                                      self.typed.span, "call the Kernel itself: it compiles once per signature")
+        return self.run(arrays)
+
+    def run(self, arrays: list):
+        k = self.typed
+        bufs = {}
+        copy_back = []
+        for name, a in zip(k.inputs, arrays):
+            if name in self._written:
+                if not a.flags.writeable:
+                    t = k.tensors[name]
+                    raise HybridArgumentError(f"argument `{t.source_name}` is written in place but is read-only",
+                                              t.span, "pass a writeable array, e.g. x.copy()")
+                if not a.flags.c_contiguous:
+                    work = np.ascontiguousarray(a)
+                    copy_back.append((a, work))
+                    a = work
+            else:
+                a = np.ascontiguousarray(a)
+            bufs[name] = a
+        # An array written in place must not be seen through another argument (noalias).
+        written_inputs = [n for n in k.inputs if n in self._written]
+        for w in written_inputs:
+            for n in k.inputs:
+                if n != w and np.shares_memory(bufs[n], bufs[w]):
+                    bufs[n] = bufs[n].copy()
+        for t in k.tensors.values():
+            if t.kind in ("output", "temp"):
+                bufs[t.name] = np.zeros(t.shape, dtype=t.dtype)
+        self._cfunc(*[bufs[n].ctypes.data for n in self.buffers])
+        for orig, work in copy_back:
+            orig[...] = work
+        outs = []
+        for n in k.outputs:
+            orig = dict(zip(k.inputs, arrays))
+            outs.append(orig[n] if n in orig else bufs[n])
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def prepare_arrays(k_or_params, args) -> list:
+    """NumPy arrays for the call's arguments; a clear error for anything else."""
+    from ..dsl import types as ty
+    out = []
+    for pos, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            arr = a
+        elif isinstance(a, (bool, int, float, complex, np.generic)):
+            from ..errors import HybridUnsupportedError
+            raise HybridUnsupportedError(
+                f"argument {pos} is a scalar ({a!r}); scalar parameters are not supported yet", None,
+                "pass a NumPy array")
+        elif hasattr(a, "__array__") or isinstance(a, (list, tuple)):
+            arr = np.asarray(a)
+        elif hasattr(a, "asnumpy"):
+            arr = a.asnumpy()
+        else:
+            raise HybridTypeError(f"argument {pos} is a {type(a).__name__}, not an array", None,
+                                  "pass NumPy arrays")
+        if ty.normalize(arr.dtype) is None:
+            raise HybridArgumentError(f"argument {pos} has dtype {arr.dtype}, which kernels do not support", None,
+                                      "supported: " + ", ".join(ty.ALL_DTYPES))
+        out.append(arr)
+    return out

@@ -1,0 +1,161 @@
+"""User-facing kernel objects: :class:`Kernel`, :class:`HybModule`, ``hybrid``, ``load``.
+
+A :class:`Kernel` is a parsed (not yet typed) kernel.  Calling it checks and compiles it
+for the signature of the call (shapes and dtypes of the arguments), caches the
+:class:`~hyb.runtime.compiler.CompiledKernel` in memory, and runs it.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..dsl import ast as A
+from ..dsl import interp
+from ..dsl import parser
+from ..dsl.check import ArgSpec, check_kernel
+from ..errors import HybridArgumentError, HybridUnsupportedError
+from .compiler import CompiledKernel, prepare_arrays
+
+_TARGETS = ("cpu", "cuda")
+
+
+def _validate_options(options: dict) -> dict:
+    known = {"target", "fastmath", "schedule"}
+    for key in options:
+        if key not in known:
+            raise HybridArgumentError(f"unknown kernel option `{key}`", None,
+                                      "options are: " + ", ".join(sorted(known)))
+    target = options.get("target", "cpu")
+    if target not in _TARGETS:
+        raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
+    sched = options.get("schedule")
+    if sched not in (None, "original"):
+        raise HybridUnsupportedError(f"schedule={sched!r}: custom schedules are not supported yet", None,
+                                     "this version runs every kernel in its original loop order "
+                                     "(schedule=\"original\")")
+    return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched}
+
+
+class Kernel:
+    """A hybrid kernel, compiled on first call for each signature."""
+
+    def __init__(self, kdef: A.KernelDef, module: A.Module, **options):
+        self.kdef = kdef
+        self.module = module
+        self.name = kdef.name
+        self.options = _validate_options(options)
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self.__doc__ = kdef.docstring
+
+    @property
+    def params(self) -> list:
+        return [p.name for p in self.kdef.params]
+
+    @property
+    def source(self) -> str:
+        """The kernel's text as the user wrote it."""
+        lines = self.module.lines
+        return "\n".join(lines[self.kdef.first_line - 1:self.kdef.last_line]) + "\n"
+
+    def __repr__(self):
+        return f"<hyb.Kernel {self.name}({', '.join(self.params)})>"
+
+    def typed(self, *args):
+        """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
+        arrays = prepare_arrays(self, args)
+        return check_kernel(self.kdef, self.module, [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays])
+
+    def compile(self, *args, target: str | None = None) -> CompiledKernel:
+        """The :class:`CompiledKernel` for the signature of ``args``, compiled if not cached."""
+        arrays = prepare_arrays(self, args)
+        return self._compiled(arrays, target)
+
+    def _compiled(self, arrays, target=None) -> CompiledKernel:
+        target = target or self.options["target"]
+        if target == "cuda":
+            raise HybridUnsupportedError(f"kernel `{self.name}`: the CUDA back end is not built yet", self.kdef.span,
+                                         "compile for target=\"cpu\"")
+        if target not in _TARGETS:
+            raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
+        specs = [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays]
+        key = (tuple(specs), target)
+        ck = self._cache.get(key)
+        if ck is None:
+            with self._lock:
+                ck = self._cache.get(key)
+                if ck is None:
+                    typed = check_kernel(self.kdef, self.module, specs)
+                    ck = CompiledKernel(typed, specs, self.options)
+                    self._cache[key] = ck
+        return ck
+
+    def __call__(self, *args):
+        arrays = prepare_arrays(self, args)
+        return self._compiled(arrays).run(arrays)
+
+    def emulate(self, *args):
+        """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
+        arrays = prepare_arrays(self, args)
+        typed = check_kernel(self.kdef, self.module, [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays])
+        by_name = dict(zip(typed.inputs, arrays))
+        written = typed.written
+        for n in typed.inputs:
+            if n in written and not by_name[n].flags.writeable:
+                raise HybridArgumentError(f"argument `{typed.tensors[n].source_name}` is written in place but is "
+                                          "read-only", typed.tensors[n].span, "pass a writeable array")
+        outs = interp.run(typed, [by_name[n] for n in typed.inputs])
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def grad(self, *args, **kwargs):
+        raise HybridUnsupportedError("automatic gradients (Kernel.grad) are not built yet", self.kdef.span,
+                                     "write the backward kernel by hand for now")
+
+
+class HybModule:
+    """The kernels of one ``.hyb`` file or source string: ``mod.name`` or ``mod.kernels["name"]``."""
+
+    def __init__(self, module: A.Module, **options):
+        self.module = module
+        self.filename = module.filename
+        self.kernels = {name: Kernel(kdef, module, **options) for name, kdef in module.kernels.items()}
+
+    def __getattr__(self, name):
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"{self.__dict__.get('filename', 'module')} has no kernel `{name}`; "
+                             f"it defines: {', '.join(kernels) or 'nothing'}")
+
+    def __dir__(self):
+        return list(self.kernels) + ["kernels", "filename"]
+
+    def __repr__(self):
+        return f"<hyb module {self.filename}: {', '.join(self.kernels)}>"
+
+
+def load(path, **options) -> HybModule:
+    """Parse a ``.hyb`` file."""
+    return HybModule(parser.parse_file(str(path)), **options)
+
+
+def compile_source(text: str, filename: str = "<string>", **options) -> HybModule:
+    """Parse kernels from a string."""
+    return HybModule(parser.parse_string(text, filename), **options)
+
+
+def hybrid(fn=None, **options):
+    """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target="cpu", fastmath=False, schedule=None)``."""
+    def wrap(f):
+        module = parser.parse_function(f)
+        if f.__name__ not in module.kernels:
+            raise HybridUnsupportedError(f"could not find the source of `{f.__name__}`", None, None)
+        k = Kernel(module.kernels[f.__name__], module, **options)
+        k.__wrapped__ = f
+        k.__doc__ = f.__doc__
+        return k
+
+    if fn is None:
+        return wrap
+    if callable(fn):
+        return wrap(fn)
+    raise HybridArgumentError("use @hyb.hybrid or @hyb.hybrid(option=...)", None, None)

@@ -1,0 +1,81 @@
+"""isl AST generation: a schedule → loop IR (:mod:`hyb.schedule.loops`)."""
+from __future__ import annotations
+
+import islpy as isl
+
+from ..errors import HybridCompileError
+from . import loops as L
+from .extract import PolyProgram
+
+_OPS = {
+    isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub", isl.ast_expr_op_type.mul: "mul",
+    isl.ast_expr_op_type.minus: "neg", isl.ast_expr_op_type.min: "min", isl.ast_expr_op_type.max: "max",
+    isl.ast_expr_op_type.fdiv_q: "fdiv_q", isl.ast_expr_op_type.pdiv_q: "pdiv_q",
+    isl.ast_expr_op_type.pdiv_r: "pdiv_r", isl.ast_expr_op_type.zdiv_r: "zdiv_r",
+    isl.ast_expr_op_type.div: "div", isl.ast_expr_op_type.select: "select",
+    isl.ast_expr_op_type.cond: "select", isl.ast_expr_op_type.eq: "eq", isl.ast_expr_op_type.le: "le",
+    isl.ast_expr_op_type.lt: "lt", isl.ast_expr_op_type.ge: "ge", isl.ast_expr_op_type.gt: "gt",
+    isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
+    isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or",
+}
+
+
+def convert_expr(e: isl.AstExpr):
+    t = e.get_type()
+    if t == isl.ast_expr_type.int:
+        return L.LInt(e.get_val().to_python())
+    if t == isl.ast_expr_type.id:
+        return L.LVar(e.get_id().get_name())
+    op = e.get_op_type()
+    if op not in _OPS:
+        raise HybridCompileError(f"internal: isl AST operation {op} is not handled")
+    return L.LOp(_OPS[op], [convert_expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())])
+
+
+def _const_step(e: isl.AstExpr) -> int:
+    if e.get_type() != isl.ast_expr_type.int:
+        raise HybridCompileError("internal: isl produced a loop with a non-constant step")
+    return e.get_val().to_python()
+
+
+def convert_node(n: isl.AstNode) -> list:
+    t = n.get_type()
+    if t == isl.ast_node_type.block:
+        out = []
+        children = n.block_get_children()
+        for i in range(children.n_ast_node()):
+            out.extend(convert_node(children.get_at(i)))
+        return out
+    if t == isl.ast_node_type.for_:
+        var = n.for_get_iterator().get_id().get_name()
+        init = convert_expr(n.for_get_init())
+        body = convert_node(n.for_get_body())
+        if n.for_is_degenerate():
+            # A loop that runs once: bind the iterator with a one-trip loop LLVM folds away.
+            return [L.For(var, init, L.LOp("le", [L.LVar(var), init]), 1, body)]
+        return [L.For(var, init, convert_expr(n.for_get_cond()), _const_step(n.for_get_inc()), body)]
+    if t == isl.ast_node_type.if_:
+        cond = convert_expr(n.if_get_cond())
+        then = convert_node(n.if_get_then_node())
+        orelse = convert_node(n.if_get_else_node()) if n.if_has_else_node() else []
+        return [L.If(cond, then, orelse)]
+    if t == isl.ast_node_type.user:
+        call = n.user_get_expr()
+        name = call.get_op_arg(0).get_id().get_name()
+        args = [convert_expr(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg())]
+        return [L.StmtCall(name, args)]
+    if t == isl.ast_node_type.mark:
+        return convert_node(n.mark_get_node())
+    raise HybridCompileError(f"internal: isl AST node {t} is not handled")
+
+
+def generate(p: PolyProgram, schedule: isl.UnionMap | None = None) -> L.LoopNest:
+    """Loop IR for ``p`` under ``schedule`` (default: the original program order)."""
+    if not p.statements:
+        return L.LoopNest(p, [])
+    if schedule is None:
+        schedule = p.union("schedule")
+    schedule = schedule.intersect_domain(p.union("domain"))
+    build = isl.AstBuild.from_context(isl.Set("{ : }"))
+    node = build.node_from_schedule_map(schedule)
+    return L.LoopNest(p, convert_node(node))

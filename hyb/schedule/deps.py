@@ -1,0 +1,59 @@
+"""Dependences between statement instances, from isl's exact dataflow analysis.
+
+* flow (read after write): for each read, the last write before it of the same element;
+* anti (write after read): for each write, the reads before it of the same element;
+* output (write after write): for each write, the writes before it of the same element.
+
+Dependences are computed against the original schedule and are what any new schedule must
+respect.  They also yield the reads of output/temporary elements that no statement wrote
+before (``uninitialized``): those read the initial zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .extract import PolyProgram
+
+
+@dataclass
+class Dependences:
+    flow: isl.UnionMap
+    anti: isl.UnionMap
+    output: isl.UnionMap
+    uninitialized: isl.UnionMap  # reads (statement -> element) with no earlier write
+
+    @property
+    def all(self) -> isl.UnionMap:
+        return self.flow.union(self.anti).union(self.output)
+
+    def describe(self) -> str:
+        def fmt(u: isl.UnionMap) -> str:
+            maps = []
+            u.foreach_map(lambda m: maps.append(str(m)))
+            return "\n".join("  " + m for m in sorted(maps)) or "  (none)"
+
+        return (f"flow (read after write):\n{fmt(self.flow)}\n"
+                f"anti (write after read):\n{fmt(self.anti)}\n"
+                f"output (write after write):\n{fmt(self.output)}\n")
+
+
+def compute(p: PolyProgram) -> Dependences:
+    schedule = p.union("schedule")
+    reads = p.union("reads")
+    must = p.union("must_writes")
+    may = p.union("may_writes")
+
+    def flow_of(sink, must_src, may_src):
+        info = isl.UnionAccessInfo.from_sink(sink)
+        info = info.set_must_source(must_src).set_may_source(may_src).set_schedule_map(schedule)
+        return info.compute_flow()
+
+    f = flow_of(reads, must, may)
+    flow = f.get_may_dependence()
+    uninit = f.get_may_no_source()
+    # Anti: writes depending on earlier reads.  Output: writes depending on earlier writes.
+    anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence()
+    output = flow_of(may, must, may).get_may_dependence()
+    return Dependences(flow.coalesce(), anti.coalesce(), output.coalesce(), uninit.coalesce())

@@ -1,0 +1,111 @@
+"""Loop IR: the code shape isl's AST generator chose, as plain dataclasses.
+
+Expressions here are integer index arithmetic over loop counters (``LExpr``); the work of
+each statement instance stays in the typed IR of its :class:`~hyb.schedule.extract.Statement`,
+which a back end evaluates with the statement's loop variables bound to ``StmtCall.args``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LInt:
+    value: int
+
+
+@dataclass
+class LVar:
+    name: str
+
+
+@dataclass
+class LOp:
+    # add sub mul neg min max fdiv_q (floor) pdiv_q pdiv_r zdiv_r div select
+    # eq le lt ge gt and or
+    op: str
+    args: list
+
+
+@dataclass
+class For:
+    var: str
+    init: object
+    cond: object  # evaluated before each iteration
+    step: int
+    body: list
+    parallel: bool = False
+
+
+@dataclass
+class If:
+    cond: object
+    then: list
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class StmtCall:
+    stmt: str  # statement name
+    args: list  # one LExpr per loop variable of the statement
+
+
+@dataclass
+class LoopNest:
+    """A kernel's code shape: the loop IR plus the statements it calls."""
+
+    poly: object  # extract.PolyProgram
+    body: list
+
+    @property
+    def statements(self) -> dict:
+        return self.poly.by_name
+
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "le": "<=", "lt": "<", "ge": ">=", "gt": ">",
+          "and": "&&", "or": "||"}
+
+
+def fmt_expr(e) -> str:
+    if isinstance(e, LInt):
+        return str(e.value)
+    if isinstance(e, LVar):
+        return e.name
+    if e.op in _INFIX:
+        return f"({fmt_expr(e.args[0])} {_INFIX[e.op]} {fmt_expr(e.args[1])})"
+    if e.op == "neg":
+        return f"-{fmt_expr(e.args[0])}"
+    if e.op == "select":
+        return f"({fmt_expr(e.args[0])} ? {fmt_expr(e.args[1])} : {fmt_expr(e.args[2])})"
+    return f"{e.op}({', '.join(fmt_expr(a) for a in e.args)})"
+
+
+def fmt_nest(nest: LoopNest, describe_stmt=None) -> str:
+    """C-like text of the loop IR, for ``inspect("loops")``."""
+    out = []
+
+    def walk(stmts, depth):
+        pad = "  " * depth
+        for s in stmts:
+            if isinstance(s, For):
+                mark = "parallel " if s.parallel else ""
+                out.append(f"{pad}{mark}for ({s.var} = {fmt_expr(s.init)}; {fmt_expr(s.cond)}; "
+                           f"{s.var} += {s.step}) {{")
+                walk(s.body, depth + 1)
+                out.append(pad + "}")
+            elif isinstance(s, If):
+                out.append(f"{pad}if {fmt_expr(s.cond)} {{")
+                walk(s.then, depth + 1)
+                if s.orelse:
+                    out.append(pad + "} else {")
+                    walk(s.orelse, depth + 1)
+                out.append(pad + "}")
+            else:
+                args = ", ".join(fmt_expr(a) for a in s.args)
+                line = f"{pad}{s.stmt}({args});"
+                if describe_stmt is not None:
+                    line += "  // " + describe_stmt(s.stmt)
+                out.append(line)
+
+    walk(nest.body, 0)
+    return "\n".join(out) + "\n"
