@@ -414,6 +414,11 @@ def generate_ir(nest: L.LoopNest, options: Options) -> str:
 
 @functools.lru_cache(maxsize=None)
 def target_machine():
+    return new_target_machine()
+
+
+def new_target_machine():
+    """A host target machine of one's own (an MCJIT engine takes ownership of the one it gets)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
@@ -440,7 +445,7 @@ class JitFunction:
     """Machine code for one kernel, kept alive with its execution engine."""
 
     def __init__(self, mod: llvm.ModuleRef, name: str):
-        self.engine = llvm.create_mcjit_compiler(mod, target_machine())
+        self.engine = llvm.create_mcjit_compiler(mod, new_target_machine())
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(name)
         if not self.address:
