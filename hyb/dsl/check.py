@@ -341,9 +341,6 @@ class _Checker:
                               "use literals, constants and `x.shape[k]`")
 
     def dtype_value(self, e) -> str:
-        v = self.value(e)
-        if isinstance(v, DTypeVal):
-            return v.name
         if isinstance(e, A.Str):
             d = ty.normalize(e.value) if e.value in ty.ALL_DTYPES or e.value in ("float", "int") else None
             if d is None:
@@ -352,6 +349,9 @@ class _Checker:
                                       f"did you mean {close[0]!r}?" if close else
                                       "use one of " + ", ".join(repr(d) for d in ty.ALL_DTYPES))
             return d
+        v = self.value(e)
+        if isinstance(v, DTypeVal):
+            return v.name
         raise HybridTypeError("expected a dtype", e.span, "write `x.dtype` or a string such as \"float32\"")
 
     def for_loop(self, s: A.For):

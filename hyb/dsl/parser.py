@@ -68,37 +68,71 @@ class SourceMap:
 
 
 _TOKEN_NAMES = {
-    "COLON": "':'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','",
-    "EQUAL": "'='", "_NEWLINE": "end of line", "_INDENT": "an indented block",
-    "_DEDENT": "end of the indented block", "NAME": "a name", "INT": "an integer",
-    "FLOAT": "a number", "STRING": "a string", "DOT": "'.'", "$END": "end of file",
-    "ADD_OP": "'+' or '-'", "MUL_OP": "an operator", "AUGOP": "an augmented assignment",
-    "IN": "'in'", "LBRACE": "'{'", "RBRACE": "'}'", "RARROW": "'->'",
+    "_NEWLINE": "end of line", "_INDENT": "an indented block", "_DEDENT": "end of the block",
+    "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
+    "LONG_STRING": "a string", "$END": "end of file", "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/', '//' or '%'",
+    "POW_OP": "'**'", "AUGOP": "'+=' (or another augmented assignment)",
 }
 
 
 def _describe_token(tok) -> str:
-    if tok is None:
-        return "end of file"
-    if tok.type == "$END":
+    if tok is None or tok.type == "$END":
         return "end of file"
     if tok.type == "_NEWLINE":
         return "end of line"
-    if tok.type == "_INDENT":
-        return "unexpected indentation"
     if tok.type == "_DEDENT":
         return "end of the indented block"
     return repr(str(tok))
 
 
 def _expected_hint(expected) -> str | None:
-    names = sorted({_TOKEN_NAMES.get(e, None) or (repr(e.lower()) if e.isupper() and len(e) < 10 else None)
-                    for e in expected} - {None})
+    names = set()
+    for e in expected:
+        if e in _TOKEN_NAMES:
+            names.add(_TOKEN_NAMES[e])
+            continue
+        try:
+            pattern = _lark().get_terminal(e).pattern
+        except KeyError:
+            continue
+        if pattern.type == "str":
+            names.add(repr(pattern.value))
     if not names:
         return None
-    if len(names) > 6:
-        names = names[:6] + ["..."]
+    names = sorted(names)
+    if len(names) > 8:
+        names = names[:8] + ["..."]
     return "expected " + ", ".join(names)
+
+
+def _unclosed_bracket(text: str):
+    """(line, col) of the first bracket that is never closed, ignoring strings and comments."""
+    stack = []
+    pairs = {")": "(", "]": "[", "}": "{"}
+    line, col, i, n = 1, 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+        elif ch == "#":
+            while i + 1 < n and text[i + 1] != "\n":
+                i += 1
+        elif ch in "\"'":
+            quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else ch
+            j = text.find(quote, i + len(quote))
+            j = n if j < 0 else j
+            segment = text[i:j + len(quote)]
+            line += segment.count("\n")
+            col = len(segment) - segment.rfind("\n") - 1 if "\n" in segment else col + len(segment) - 1
+            i = j + len(quote) - 1
+        elif ch in "([{":
+            stack.append((ch, line, col))
+        elif ch in ")]}":
+            if stack and stack[-1][0] == pairs[ch]:
+                stack.pop()
+        i += 1
+    return stack[-1][1:] if stack else None
 
 
 def parse_text(text: str, smap: SourceMap) -> A.Module:
@@ -110,6 +144,13 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
+        if tok.type in ("$END", "_DEDENT", "_NEWLINE"):
+            open_at = _unclosed_bracket(text)
+            if open_at is not None:
+                line, col = open_at
+                ch = text.split("\n")[line - 1][col - 1]
+                raise HybridSyntaxError(f"`{ch}` is never closed", smap.span(line, col),
+                                        "add the matching closing bracket") from None
         if tok.type == "$END" or tok.line is None:
             lines = text.rstrip("\n").split("\n")
             span = smap.span(len(lines), len(lines[-1]) + 1)
@@ -117,7 +158,9 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
                                     "a block or an expression is not finished") from None
         what = _describe_token(tok)
         if tok.type == "_INDENT":
-            raise HybridSyntaxError("unexpected indentation", smap.span(tok.line, tok.column + 1 if tok.column else 1),
+            # The token starts at the newline before the indented line.
+            line, col = tok.end_line, tok.end_column
+            raise HybridSyntaxError("unexpected indentation", smap.span(line, col),
                                     "indent only the body of a def, for, if or else") from None
         span = smap.token_span(tok)
         hint = _expected_hint(e.expected)
@@ -415,10 +458,21 @@ class _TreeBuilder:
         return A.Name(self.sp(n), str(n.children[0]))
 
     def e_int_lit(self, n):
-        return A.Num(self.sp(n), int(str(n.children[0]).replace("_", ""), 0))
+        return A.Num(self.sp(n), self._number(n, int))
 
     def e_float_lit(self, n):
-        return A.Num(self.sp(n), float(str(n.children[0]).replace("_", "")))
+        return A.Num(self.sp(n), self._number(n, float))
+
+    def _number(self, n, kind):
+        text = str(n.children[0])
+        try:
+            value = pyast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = None
+        if not isinstance(value, kind):
+            hint = "write decimal integers without leading zeros, or 0o17 for octal" if kind is int else None
+            raise HybridSyntaxError(f"invalid number literal {text!r}", self.sp(n), hint)
+        return value
 
     def e_true(self, n):
         return A.Num(self.sp(n), True)
