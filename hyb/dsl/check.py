@@ -48,8 +48,15 @@ class TensorRef:
 
 
 @dataclass
+class GridVal:
+    """The tuple index of a ``for idx in grid(shape)`` loop: one loop variable per dimension."""
+
+    vars: list
+
+
+@dataclass
 class Sym:
-    kind: str  # "tensor" | "scalar" | "loop" | "const"
+    kind: str  # "tensor" | "scalar" | "loop" | "grid" | "const"
     name: str  # unique name (tensor or loop var)
     value: object = None  # for constants
 
@@ -77,9 +84,12 @@ class _Checker:
         self.tensors: dict = {}
         self.scopes: list = [{}]
         self.closed: dict = {}  # names of scalars whose block has ended -> Span of declaration
+        self.base_depth = 0  # the block depth at which the kernel being checked starts
         self.used_names: set = set()
         self.outputs: list = []
         self.returned = False
+        self.depth = 0  # enclosing `for`/`if` blocks
+        self.call_stack: list = [kdef.name]  # kernels being inlined, outermost first
 
     # ------------------------------------------------------------ scopes
     def unique(self, base: str) -> str:
@@ -188,12 +198,15 @@ class _Checker:
         if isinstance(s, A.ExprStmt):
             if isinstance(s.value, A.Str):
                 return None  # docstring or comment string
+            callee = self.kernel_call(s.value)
+            if callee is not None:
+                return self.inline(callee, s.value, None)
             raise HybridTypeError("this expression is computed and thrown away", s.value.span,
                                   "assign it to a tensor element or a scalar")
         raise HybridUnsupportedError(f"unsupported statement {type(s).__name__}", s.span, None)
 
     def return_stmt(self, s: A.Return):
-        if len(self.scopes) > 2:
+        if self.depth > self.base_depth:
             raise HybridUnsupportedError("`return` inside a loop or `if` is not supported", s.span,
                                          "return once, at the end of the kernel")
         if not s.values:
@@ -215,10 +228,22 @@ class _Checker:
         return None
 
     def kind_word(self, sym: Sym) -> str:
-        return {"scalar": "scalar", "loop": "loop variable", "const": "constant", "tensor": "tensor"}[sym.kind]
+        return {"scalar": "scalar", "loop": "loop variable", "grid": "grid index", "const": "constant",
+                "tensor": "tensor"}[sym.kind]
+
+    def kernel_call(self, e):
+        """The KernelDef called by ``e`` if it is a call of another kernel of the same file."""
+        if (isinstance(e, A.Call) and isinstance(e.func, A.Name) and e.func.id in self.module.kernels
+                and self.lookup(e.func.id) is None):
+            return self.module.kernels[e.func.id]
+        return None
 
     def assign(self, s: A.Assign):
         tgt = s.target
+        callee = self.kernel_call(s.value)
+        if callee is not None:
+            targets = tgt.elts if isinstance(tgt, A.Tuple) else [tgt]
+            return self.inline(callee, s.value, targets)
         if isinstance(tgt, A.Tuple):
             raise HybridUnsupportedError("tuple assignment is not supported", tgt.span,
                                          "assign one name per statement")
@@ -297,15 +322,15 @@ class _Checker:
             dtype = self.dtype_value(call.args[1])
         else:
             dtype = "float32"
-        if maker == "output_tensor" and len(self.scopes) > 2:
+        if maker == "output_tensor" and self.depth > self.base_depth:
             raise HybridUnsupportedError("output_tensor(...) inside a loop or `if`", call.span,
                                          "create outputs at the top level of the kernel")
         uname = self.unique(name)
-        kind = "output" if maker == "output_tensor" else "temp"
+        kind = "output" if maker == "output_tensor" and len(self.call_stack) == 1 else "temp"
         t = T.Tensor(uname, shape, dtype, kind, span, name)
         self.tensors[uname] = t
         self.declare(name, Sym("tensor", uname))
-        if len(self.scopes) > 2:
+        if self.depth > 0:
             # A tensor allocated inside a loop starts at zero on every iteration.
             return self.zero_fill(t, call.span)
         return None
@@ -354,12 +379,72 @@ class _Checker:
             return v.name
         raise HybridTypeError("expected a dtype", e.span, "write `x.dtype` or a string such as \"float32\"")
 
+    def inline(self, callee: A.KernelDef, call: A.Call, targets):
+        """Check the body of another kernel in place of a call to it (the call is inlined)."""
+        if callee.name in self.call_stack:
+            chain = " -> ".join(self.call_stack + [callee.name])
+            raise HybridTypeError(f"recursive kernel call ({chain})", call.span, "kernels cannot call themselves")
+        if call.kwargs:
+            raise HybridTypeError("kernel calls take positional arguments only", next(iter(call.kwargs.values())).span,
+                                  None)
+        if len(call.args) != len(callee.params):
+            raise HybridTypeError(f"kernel `{callee.name}` takes {len(callee.params)} argument(s), "
+                                  f"got {len(call.args)}", call.span,
+                                  f"{callee.name}({', '.join(p.name for p in callee.params)})")
+        bound = {}
+        for p, a in zip(callee.params, call.args):
+            v = self.value(a)
+            if not isinstance(v, TensorRef):
+                raise HybridUnsupportedError("arguments of a kernel call must be tensors", a.span,
+                                             "pass a tensor by name")
+            bound[p.name] = Sym("tensor", v.tensor.name)
+        saved = (self.scopes, self.closed, self.returned, self.outputs, self.base_depth)
+        self.scopes = [dict(saved[0][0]), bound, {}]
+        self.closed, self.returned, self.outputs, self.base_depth = {}, False, [], self.depth
+        self.call_stack.append(callee.name)
+        body = self.block(callee.body)
+        if not self.returned:
+            raise HybridTypeError(f"kernel `{callee.name}` returns nothing", callee.span, None)
+        outputs = self.outputs
+        self.call_stack.pop()
+        self.scopes, self.closed, self.returned, self.outputs, self.base_depth = saved
+        if targets is not None:
+            if len(targets) != len(outputs):
+                raise HybridTypeError(f"kernel `{callee.name}` returns {len(outputs)} tensor(s), "
+                                      f"assigned to {len(targets)} name(s)", call.span, None)
+            for tgt, out in zip(targets, outputs):
+                if not isinstance(tgt, A.Name):
+                    raise HybridTypeError("the result of a kernel call is assigned to a name", tgt.span, None)
+                if self.lookup(tgt.id) not in (None,) and self.lookup(tgt.id).kind != "const":
+                    raise HybridNameError(f"`{tgt.id}` is already defined", tgt.span, "choose a new name")
+                self.declare(tgt.id, Sym("tensor", out))
+        return body
+
+    def grid_loop(self, s: A.For, call: A.Call):
+        if len(call.args) != 1 or call.kwargs:
+            raise HybridTypeError("grid() takes one argument, a shape", call.span, "for idx in grid(c.shape):")
+        dims = self.shape_value(call.args[0])
+        name = s.target.id
+        old = self.lookup(name)
+        if old is not None and old.kind != "const":
+            raise HybridNameError(f"loop variable `{name}` is already in use", s.target.span,
+                                  "choose another name for this loop variable")
+        vars_ = [self.unique(f"{name}_{k}") for k in range(len(dims))]
+        self.push()
+        self.depth += 1
+        self.declare(name, Sym("grid", name, vars_))
+        body = self.block(s.body)
+        self.depth -= 1
+        self.pop()
+        for k in reversed(range(len(dims))):
+            body = [T.Loop(vars_[k], T.Const(ty.WEAK_INT, 0), T.Const(ty.WEAK_INT, dims[k]), 1, body, "grid", s.span)]
+        return body
+
     def for_loop(self, s: A.For):
         call = s.iter
+        if isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id == "grid":
+            return self.grid_loop(s, call)
         if not (isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id in LOOP_KINDS):
-            if isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id == "grid":
-                raise HybridUnsupportedError("grid(shape) loops are not supported yet", call.span,
-                                             "write one `for` loop per dimension")
             raise HybridTypeError("a `for` loop must iterate over range(...)", call.span,
                                   "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
         kind = call.func.id
@@ -393,19 +478,23 @@ class _Checker:
                                   "choose another name for this loop variable")
         var = self.unique(name)
         self.push()
+        self.depth += 1
         self.declare(name, Sym("loop", var))
         body = self.block(s.body)
+        self.depth -= 1
         self.pop()
         return T.Loop(var, start, stop, step, body, kind, s.span)
 
     def if_stmt(self, s: A.If):
         cond = self.condition(s.cond)
+        self.depth += 1
         self.push()
         body = self.block(s.body)
         self.pop()
         self.push()
         orelse = self.block(s.orelse)
         self.pop()
+        self.depth -= 1
         return T.If(cond, body, orelse, s.span)
 
     def condition(self, e) -> T.TExpr:
@@ -472,6 +561,8 @@ class _Checker:
             return T.Load(t.dtype, sym.name, [], span=e.span)
         if sym.kind == "loop":
             return T.Var(ty.WEAK_INT, sym.name, span=e.span)
+        if sym.kind == "grid":
+            return GridVal(sym.value)
         # module constant
         c_expr, _ = sym.value
         return self.const_value(c_expr, e.span)
@@ -513,6 +604,8 @@ class _Checker:
         if isinstance(base, TensorRef):
             t = base.tensor
             return T.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
+        if isinstance(base, GridVal):
+            base = TupleVal([T.Var(ty.WEAK_INT, v, span=e.span) for v in base.vars])
         if isinstance(base, (ShapeVal, TupleVal)):
             items = list(base.dims) if isinstance(base, ShapeVal) else base.items
             if len(e.indices) != 1:
@@ -532,6 +625,13 @@ class _Checker:
         raise HybridTypeError("only tensors and shapes can be indexed", e.value.span, None)
 
     def indices(self, t: T.Tensor, e: A.Subscript) -> list:
+        if len(e.indices) == 1 and isinstance(e.indices[0], A.Name):
+            sym = self.lookup(e.indices[0].id)
+            if sym is not None and sym.kind == "grid":
+                if len(sym.value) != t.ndim:
+                    raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
+                                          f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
+                return [T.Var(ty.WEAK_INT, v, span=e.span) for v in sym.value]
         if len(e.indices) != t.ndim:
             raise HybridTypeError(
                 f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed "
@@ -634,6 +734,8 @@ class _Checker:
                 if v.tensor.ndim == 0:
                     raise HybridTypeError("len() of a 0-d tensor", e.span, None)
                 return T.Const(ty.WEAK_INT, v.tensor.shape[0], span=e.span)
+            if isinstance(v, GridVal):
+                return T.Const(ty.WEAK_INT, len(v.vars), span=e.span)
             if isinstance(v, (ShapeVal, TupleVal)):
                 return T.Const(ty.WEAK_INT, len(v.dims if isinstance(v, ShapeVal) else v.items), span=e.span)
             raise HybridTypeError("len() takes a tensor or a shape", e.args[0].span, None)

@@ -64,7 +64,8 @@ def print_typed(k: T.TypedKernel) -> str:
         for s in stmts:
             if isinstance(s, T.Loop):
                 args = [fmt(s.start), fmt(s.stop)] + ([str(s.step)] if s.step != 1 else [])
-                lines.append(f"{pad}for {s.var} in {s.kind}({', '.join(args)}):")
+                kind = "range" if s.kind == "grid" else s.kind
+                lines.append(f"{pad}for {s.var} in {kind}({', '.join(args)}):")
                 block(s.body, depth + 1)
             elif isinstance(s, T.If):
                 lines.append(f"{pad}if {fmt(s.cond)}:")

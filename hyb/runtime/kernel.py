@@ -6,6 +6,7 @@ for the signature of the call (shapes and dtypes of the arguments), caches the
 """
 from __future__ import annotations
 
+import inspect
 import threading
 
 from ..dsl import ast as A
@@ -143,12 +144,46 @@ def compile_source(text: str, filename: str = "<string>", **options) -> HybModul
     return HybModule(parser.parse_string(text, filename), **options)
 
 
+def _constant_node(value, span):
+    """Syntax-tree form of a captured Python value, or None if it is not a constant of the language."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, complex):
+        return A.Num(span, value)
+    if isinstance(value, str):
+        return A.Str(span, value)
+    if isinstance(value, tuple):
+        items = [_constant_node(v, span) for v in value]
+        if all(isinstance(i, A.Num) for i in items):
+            return A.Tuple(span, items)
+    return None
+
+
+def _capture(fn, module: A.Module):
+    """Add the int/float/tuple constants and the @hybrid kernels a function refers to."""
+    try:
+        cv = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return
+    span = module.kernels[fn.__name__].span
+    for name, value in {**cv.globals, **cv.nonlocals}.items():
+        if name in module.kernels or name in module.constants:
+            continue
+        if isinstance(value, Kernel):
+            module.kernels[name] = value.kdef
+            for cname, c in value.module.constants.items():
+                module.constants.setdefault(cname, c)
+            continue
+        node = _constant_node(value, span)
+        if node is not None:
+            module.constants[name] = (node, span)
+
+
 def hybrid(fn=None, **options):
     """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target="cpu", fastmath=False, schedule=None)``."""
     def wrap(f):
         module = parser.parse_function(f)
         if f.__name__ not in module.kernels:
             raise HybridUnsupportedError(f"could not find the source of `{f.__name__}`", None, None)
+        _capture(f, module)
         k = Kernel(module.kernels[f.__name__], module, **options)
         k.__wrapped__ = f
         k.__doc__ = f.__doc__

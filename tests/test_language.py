@@ -1,0 +1,165 @@
+"""Language features beyond the core subset: grid loops, captured constants, kernel calls."""
+import numpy as np
+import pytest
+
+import hyb
+from hyb.errors import HybridNameError, HybridTypeError
+
+
+def check(kernel, *args, expected):
+    got = kernel(*[a.copy() for a in args])
+    emu = kernel.emulate(*[a.copy() for a in args])
+    got = got if isinstance(got, tuple) else (got,)
+    emu = emu if isinstance(emu, tuple) else (emu,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for g, e, x in zip(got, emu, expected):
+        assert g.dtype == x.dtype and e.dtype == x.dtype
+        np.testing.assert_allclose(g, x, rtol=1e-6)
+        np.testing.assert_allclose(e, x, rtol=1e-6)
+
+
+SCALE = 3
+SHAPE = (2, 3)
+DT = "float64"
+
+
+@hyb.hybrid
+def scale(a):
+    c = output_tensor(a.shape, a.dtype)
+    for idx in grid(a.shape):
+        c[idx] = a[idx] * SCALE + idx[len(idx) - 1]
+    return c
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (2, 3), (3, 1, 5), (0, 4)])
+def test_grid_loop(shape):
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    last = np.indices(shape)[-1].astype(np.float32) if shape else 0
+    check(scale, x, expected=(x * 3 + last).astype(np.float32))
+
+
+@hyb.hybrid
+def uses_captured(a):
+    e = output_tensor(SHAPE, DT)
+    for i in range(SHAPE[0]):
+        for j in range(SHAPE[1]):
+            e[i, j] = a[i, j] + SCALE
+    return e
+
+
+def test_captured_constants():
+    x = np.ones((2, 3), dtype=np.float32)
+    check(uses_captured, x, expected=np.full((2, 3), 4.0))
+
+
+@hyb.hybrid
+def calls_other(a):
+    d = scale(a)
+    e = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        e[i] = d[i] + 1
+    return d, e
+
+
+def test_hybrid_function_calls_hybrid_kernel():
+    x = np.arange(5, dtype=np.float32)
+    d = x * 3 + np.arange(5, dtype=np.float32)
+    check(calls_other, x, expected=(d, d + 1))
+
+
+MODULE_SRC = '''
+N = 3
+OFFSET = -1.5
+
+def inner(a):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        b[i] = a[i] * 2
+    return b
+
+def two(a):
+    p = output_tensor(a.shape, a.dtype)
+    q = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        p[i] = a[i] + 1
+        q[i] = a[i] - 1
+    return p, q
+
+def outer(a):
+    c = output_tensor(a.shape, a.dtype)
+    for j in range(N):
+        t = inner(a)
+        for i in range(a.shape[0]):
+            c[i] += t[i] + j + OFFSET
+    return c
+
+def pair(a):
+    p, q = two(a)
+    r = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        r[i] = p[i] * q[i]
+    return r
+
+def bump(a):
+    for i in range(a.shape[0]):
+        a[i] += 1
+    return a
+
+def calls_in_place(a):
+    bump(a)
+    return a
+
+def rec(a):
+    b = rec(a)
+    return b
+'''
+MODULE = hyb.compile_source(MODULE_SRC, "mod.hyb")
+
+
+def test_inlined_call_inside_loop_starts_from_zero_each_time():
+    x = np.arange(4.0)
+    check(MODULE.outer, x, expected=2 * x * 3 + (0 + 1 + 2) + 3 * -1.5)
+
+
+def test_inlined_call_with_two_outputs():
+    x = np.arange(5.0)
+    check(MODULE.pair, x, expected=(x + 1) * (x - 1))
+
+
+def test_inlined_in_place_call():
+    x = np.arange(3.0)
+    y = x.copy()
+    out = MODULE.calls_in_place(y)
+    assert out is y
+    np.testing.assert_array_equal(y, x + 1)
+
+
+def test_recursive_call_is_an_error():
+    with pytest.raises(HybridTypeError) as info:
+        MODULE.rec(np.ones(2))
+    assert "recursive kernel call (rec -> rec)" in info.value.message
+    line = MODULE_SRC.split("\n").index("    b = rec(a)") + 1
+    assert (info.value.line, info.value.col) == (line, 9)
+
+
+def test_call_argument_count():
+    m = hyb.compile_source("def f(a):\n    return a\n\ndef g(a):\n    b = f(a, a)\n    return b\n")
+    with pytest.raises(HybridTypeError, match=r"kernel `f` takes 1 argument\(s\), got 2") as info:
+        m.g(np.ones(2))
+    assert (info.value.line, info.value.col) == (5, 9)
+
+
+def test_grid_index_rank_mismatch():
+    m = hyb.compile_source("def k(a):\n    c = output_tensor((2,), a.dtype)\n    for ix in grid(a.shape):\n"
+                           "        c[ix] = a[ix]\n    return c\n")
+    with pytest.raises(HybridTypeError, match="grid index `ix` has 2") as info:
+        m.k(np.ones((2, 2)))
+    assert (info.value.line, info.value.col) == (4, 9)
+
+
+def test_grid_name_in_use():
+    m = hyb.compile_source("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for c in grid(a.shape):\n"
+                           "        pass\n    return c\n")
+    with pytest.raises(HybridNameError, match="`c` is already in use") as info:
+        m.k(np.ones((2, 2)))
+    assert (info.value.line, info.value.col) == (3, 9)
