@@ -81,6 +81,23 @@ class _NotAffine(Exception):
     pass
 
 
+def const_int(e: T.TExpr) -> int | None:
+    """The value of an integer expression made of constants only, else None."""
+    if isinstance(e, T.Const):
+        return e.value if isinstance(e.value, int) and not isinstance(e.value, bool) else None
+    if isinstance(e, T.Cast) and ty.is_int(e.dtype) and ty.is_int(e.a.dtype):
+        return const_int(e.a)
+    if isinstance(e, T.Unary) and e.op == "neg":
+        v = const_int(e.a)
+        return None if v is None else -v
+    if isinstance(e, T.Bin) and ty.is_int(e.dtype) and e.op in ("+", "-", "*"):
+        a, b = const_int(e.a), const_int(e.b)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "+" else a - b if e.op == "-" else a * b
+    return None
+
+
 def affine(e: T.TExpr) -> str:
     """isl text of an integer expression that is affine in loop variables, else raise _NotAffine."""
     if isinstance(e, T.Const):
@@ -97,10 +114,11 @@ def affine(e: T.TExpr) -> str:
         if e.op in ("+", "-"):
             return f"({affine(e.a)} {e.op} {affine(e.b)})"
         if e.op == "*":
-            if isinstance(e.a, T.Const):
-                return f"({affine(e.a)} * {affine(e.b)})"
-            if isinstance(e.b, T.Const):
-                return f"({affine(e.a)} * {affine(e.b)})"
+            ca, cb = const_int(e.a), const_int(e.b)
+            if ca is not None:
+                return f"({ca} * {affine(e.b)})"
+            if cb is not None:
+                return f"({cb} * {affine(e.a)})"
             raise _NotAffine
         if e.op in ("//", "%") and isinstance(e.b, T.Const) and isinstance(e.b.value, int) and e.b.value > 0:
             if e.op == "//":
