@@ -143,6 +143,14 @@ def _mod(a, b):
     return a % b
 
 
+def _unalias(k: T.TypedKernel, arrays: list) -> list:
+    """Inputs that overlap an input written in place are read as they were at the call, as compiled code does."""
+    names = k.written
+    written = [a for n, a in zip(k.inputs, arrays) if n in names]
+    return [a if n in names or not any(np.shares_memory(a, w) for w in written) else a.copy()
+            for n, a in zip(k.inputs, arrays)]
+
+
 def run(k: T.TypedKernel, arrays: list) -> tuple:
     """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
     em = _Emitter(k)
@@ -151,6 +159,7 @@ def run(k: T.TypedKernel, arrays: list) -> tuple:
     code = compile(src, f"<emulate {k.name}>", "exec")
     exec(code, namespace)
     fn = namespace[k.name]
+    arrays = _unalias(k, arrays)
     try:
         with np.errstate(all="ignore"):
             return fn(*arrays)
