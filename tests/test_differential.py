@@ -538,8 +538,15 @@ def divmod_args(rng, shape, dtype):
     return [a, b]
 
 
+def divmod_extreme_args(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min, info.max, info.min, 7, -7, 0, info.max, info.min + 1], dtype)
+    b = np.array([-1, 1, -1, 0, -1, -1, -1, info.min, info.max], dtype)
+    return [np.resize(a, shape), np.resize(b, shape)]
+
+
 def divmod_ref(a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.floor_divide(a, b), np.mod(a, b)
 
 
@@ -729,6 +736,7 @@ CASES = [
          [(0,), (1,), (2,), (7,), (33,)], ALL),
     Case("step3_offset", step3_offset, same(1), step3_ref, [(1,), (2,), (3,), (7,), (13,)], ALL),
     Case("int_divmod", MOD.int_divmod, divmod_args, divmod_ref, [(1,), (7,), (101,)], INTS),
+    Case("int_divmod_extremes", MOD.int_divmod, divmod_extreme_args, divmod_ref, [(9,), (40,)], INTS),
     Case("int_divmod_const", MOD.int_divmod_const, lambda rng, s, d: [rand(rng, s, d, -50, 50)],
          divmod_const_ref, [(1,), (101,)], INTS),
     Case("index_divmod", MOD.index_divmod, same(1),

@@ -266,15 +266,21 @@ class _FunctionBuilder:
         if e.op == "*":
             return b.mul(a, b_)
         if e.op in ("//", "%"):
-            # Division by zero gives 0, as NumPy does, instead of trapping.
+            # Division by zero gives 0, as NumPy does, instead of trapping; so does MIN // -1
+            # (it wraps to MIN), which x86 would also trap on: -1 is handled apart as well.
             zero = ir.Constant(a.type, 0)
             one = ir.Constant(a.type, 1)
             is_zero = b.icmp_unsigned("==", b_, zero)
-            safe = b.select(is_zero, one, b_)
+            if unsigned:
+                safe = b.select(is_zero, one, b_)
+                r = b.udiv(a, safe) if e.op == "//" else b.urem(a, safe)
+                return b.select(is_zero, zero, r)
+            is_m1 = b.icmp_signed("==", b_, ir.Constant(a.type, -1))
+            safe = b.select(b.or_(is_zero, is_m1), one, b_)
             if e.op == "//":
-                r = b.udiv(a, safe) if unsigned else self._floordiv_int(a, safe, signed=True)
+                r = b.select(is_m1, b.sub(zero, a), self._floordiv_int(a, safe, signed=True))
             else:
-                r = b.urem(a, safe) if unsigned else self._floormod_int(a, safe)
+                r = b.select(is_m1, zero, self._floormod_int(a, safe))
             return b.select(is_zero, zero, r)
         raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
 
