@@ -23,6 +23,10 @@ INTS = ["int32", "int64"]
 ALL = FLOATS + INTS
 
 SOURCE = '''
+SCALE = 3
+SHIFT = 2
+HALF = 0.5
+
 def ew1(a, b):
     c = output_tensor(a.shape, a.dtype)
     for i in range(a.shape[0]):
@@ -393,6 +397,50 @@ def empty_range_and_attrs(a):
     for i in range(a.shape[0]):
         c[i] = a[i] + a.ndim + len(a)
     return c
+
+
+def band_guard(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if j >= i - 2 and j <= i + 2 and (i + 2 * j) % 3 != 1:
+                c[i, j] = a[i, j] + 1
+            if j > 3:
+                c[i, j] += 10
+    return c
+
+
+def bool_values(a):
+    c = output_tensor(a.shape, "int32")
+    d = output_tensor(a.shape, "float32")
+    for i in range(a.shape[0]):
+        c[i] = a[i] > 0
+        d[i] = float32(a[i] > 0) + int32(a[i] < 0) * 2 + (a[i] if i > 2 else 0.5)
+    return c, d
+
+
+def no_loops(a):
+    c = output_tensor((2,), a.dtype)
+    c[0] = a[0] + a[a.shape[0] - 1]
+    c[1] = a[0] * a[a.shape[0] - 1]
+    return c
+
+
+def ew4(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                for m in range(a.shape[3]):
+                    c[i, j, k, m] = a[i, j, k, m] * (i + 2 * j + 3 * k + 4 * m)
+    return c
+
+
+def module_constants(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0] - SHIFT):
+        c[i] = a[i + SHIFT] * SCALE + a[i] * HALF
+    return c
 '''
 
 MOD = hyb.compile_source(SOURCE, "differential.hyb")
@@ -682,6 +730,29 @@ def shifted_readback_ref(a):
     return d
 
 
+def band_guard_ref(a):
+    i, j = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
+    band = (j >= i - 2) & (j <= i + 2) & ((i + 2 * j) % 3 != 1)
+    return (np.where(band, a + 1, 0) + np.where(j > 3, 10, 0)).astype(a.dtype)
+
+
+def bool_values_ref(a):
+    i = np.arange(a.shape[0])
+    d = (a > 0).astype(np.float32) + (a < 0).astype(np.int32) * 2 + np.where(i > 2, a, 0.5)
+    return (a > 0).astype(np.int32), d.astype(np.float32)
+
+
+def ew4_ref(a):
+    i, j, k, m = np.meshgrid(*[np.arange(n) for n in a.shape], indexing="ij")
+    return (a * (i + 2 * j + 3 * k + 4 * m)).astype(a.dtype)
+
+
+def module_constants_ref(a):
+    c = np.zeros_like(a)
+    c[:-2] = a[2:] * 3 + a[:-2] * 0.5
+    return c
+
+
 @dataclass
 class Case:
     name: str
@@ -775,6 +846,12 @@ CASES = [
     Case("shifted_readback", MOD.shifted_readback, same(1), shifted_readback_ref, [(1,), (2,), (13,)], ALL),
     Case("empty_range_and_attrs", MOD.empty_range_and_attrs, same(1),
          lambda a: a + a.dtype.type(a.ndim + len(a)), [(1,), (6,)], ALL),
+    Case("band_guard", MOD.band_guard, same(1), band_guard_ref, [(1, 1), (7, 8), (13, 5)], ALL),
+    Case("bool_values", MOD.bool_values, same(1), bool_values_ref, [(1,), (13,)], ALL),
+    Case("no_loops", MOD.no_loops, same(1), lambda a: np.array([a[0] + a[-1], a[0] * a[-1]], a.dtype),
+         [(1,), (5,)], ALL),
+    Case("ew4", MOD.ew4, same(1), ew4_ref, [(1, 1, 1, 1), (2, 3, 4, 5), (1, 0, 2, 3)], ALL),
+    Case("module_constants", MOD.module_constants, same(1), module_constants_ref, [(2,), (3,), (13,)], ALL),
 ]
 
 
