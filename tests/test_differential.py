@@ -978,7 +978,7 @@ def test_inplace_with_the_same_array_twice():
     np.testing.assert_array_equal(e, a)
 
 
-# ------------------------------------------------------------------ known bugs (front end)
+# ------------------------------------------------------------------ regressions (front end)
 SHAPE_LOCAL = '''
 def rev(a):
     n = a.shape[0]
@@ -989,9 +989,6 @@ def rev(a):
 '''
 
 
-@pytest.mark.xfail(reason="check.py: a local bound to x.shape[k] is a runtime scalar, not a compile-time "
-                          "constant, so it cannot size an output and makes loop bounds non-affine",
-                   raises=hyb.HybridError)
 def test_shape_bound_to_a_local():
     a = np.arange(5.0)
     k = hyb.compile_source(SHAPE_LOCAL).rev
@@ -999,8 +996,6 @@ def test_shape_bound_to_a_local():
     np.testing.assert_array_equal(k.emulate(a), a[::-1])
 
 
-@pytest.mark.xfail(reason="check.py: a Python int literal out of range for an int32 operand is accepted; "
-                          "compiled code wraps it while emulate raises OverflowError (NEP 50 says error)")
 def test_out_of_range_literal_is_a_compile_error():
     k = hyb.compile_source('''
 def f(a):

@@ -45,7 +45,7 @@ CASES = [
     ("redefine tensor", HEAD + "    c = output_tensor(a.shape, a.dtype)\n    return c\n", HybridNameError, 3, 5,
      "`c` is already defined"),
     ("assign over tensor", HEAD + "    c = 1.0\n    return c\n", HybridNameError, 3, 5, "`c` is a tensor"),
-    ("return scalar", "def k(a):\n    s = 1.0\n    return s\n", HybridTypeError, 3, 12, "`s` is a scalar"),
+    ("return scalar", "def k(a):\n    s = a[0]\n    return s\n", HybridTypeError, 3, 12, "`s` is a scalar"),
     ("return expression", HEAD + "    return c + 1\n", HybridTypeError, 3, 12, "returns tensors by name"),
     ("scope", LOOP + "        s = a[i]\n    c[0] = s\n    return c\n", HybridNameError, 5, 12,
      "`s` is not visible here"),

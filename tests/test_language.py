@@ -163,3 +163,36 @@ def test_grid_name_in_use():
     with pytest.raises(HybridNameError, match="`c` is already in use") as info:
         m.k(np.ones((2, 2)))
     assert (info.value.line, info.value.col) == (3, 9)
+
+
+def test_two_in_place_outputs_sharing_memory_are_rejected():
+    m = hyb.compile_source("def two(a, b):\n    for i in range(a.shape[0]):\n        a[i] = a[i] + 1\n"
+                           "        b[i] = b[i] + 10\n    return a, b\n")
+    x = np.zeros(3)
+    for run in (m.two, m.two.emulate):
+        with pytest.raises(hyb.HybridArgumentError, match="`a` and `b` are both written in place"):
+            run(x, x)
+    np.testing.assert_array_equal(x, 0)
+
+
+def test_zero_dim_output():
+    m = hyb.compile_source("def total(a):\n    c = output_tensor((), a.dtype)\n"
+                           "    for i in range(a.shape[0]):\n        c[()] += a[i]\n    return c\n")
+    x = np.arange(5.0)
+    check(m.total, x, expected=np.array(10.0))
+
+
+def test_local_constant_sizes_output_and_bounds():
+    m = hyb.compile_source("def rev(a):\n    n = a.shape[0]\n    c = output_tensor((n,), a.dtype)\n"
+                           "    for i in range(n):\n        c[i] = a[n - 1 - i]\n    return c\n")
+    x = np.arange(6.0)
+    check(m.rev, x, expected=x[::-1].copy())
+    assert "n" not in m.rev.compile(x).typed.tensors  # folded, not a runtime scalar
+
+
+def test_out_of_range_literal():
+    m = hyb.compile_source("def f(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+                           "        c[i] = a[i] + 3000000000\n    return c\n")
+    with pytest.raises(HybridTypeError, match="Python integer 3000000000 is out of bounds for int32") as info:
+        m.f(np.arange(3, dtype=np.int32))
+    assert (info.value.line, info.value.col) == (4, 23)

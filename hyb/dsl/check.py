@@ -8,6 +8,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import (HybridArgumentError, HybridNameError, HybridTypeError,
                       HybridUnsupportedError, Span)
 from . import ast as A
@@ -121,6 +123,7 @@ class _Checker:
     # ------------------------------------------------------------ entry
     def run(self, args: list) -> T.TypedKernel:
         k = self.kdef
+        self.assign_counts = _assignment_counts(k.body)
         if len(args) != len(k.params):
             names = ", ".join(p.name for p in k.params)
             raise HybridArgumentError(
@@ -264,8 +267,11 @@ class _Checker:
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
             value = self.expr(s.value)
-            if ty.is_bool(value.dtype) and not isinstance(value, T.Const):
-                pass
+            if (isinstance(value, T.Const) and ty.is_weak(value.dtype)
+                    and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
+                # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
+                self.declare(name, Sym("const", name, value))
+                return None
             dtype = ty.concrete(value.dtype)
             uname = self.unique(name)
             self.tensors[uname] = T.Tensor(uname, (), dtype, "scalar", tgt.span, name)
@@ -563,6 +569,8 @@ class _Checker:
             return T.Var(ty.WEAK_INT, sym.name, span=e.span)
         if sym.kind == "grid":
             return GridVal(sym.value)
+        if isinstance(sym.value, T.Const):  # a local constant
+            return T.Const(sym.value.dtype, sym.value.value, span=e.span)
         # module constant
         c_expr, _ = sym.value
         return self.const_value(c_expr, e.span)
@@ -625,6 +633,8 @@ class _Checker:
         raise HybridTypeError("only tensors and shapes can be indexed", e.value.span, None)
 
     def indices(self, t: T.Tensor, e: A.Subscript) -> list:
+        if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], A.Tuple) and not e.indices[0].elts:
+            return []  # x[()] on a 0-d tensor
         if len(e.indices) == 1 and isinstance(e.indices[0], A.Name):
             sym = self.lookup(e.indices[0].id)
             if sym is not None and sym.kind == "grid":
@@ -675,6 +685,12 @@ class _Checker:
         if e.dtype == dtype:
             return e
         if isinstance(e, T.Const):
+            if e.dtype == ty.WEAK_INT and ty.is_int(dtype) and not ty.is_weak(dtype):
+                info = np.iinfo(dtype)
+                if not info.min <= e.value <= info.max:
+                    raise HybridTypeError(f"Python integer {e.value} is out of bounds for {dtype}", e.span,
+                                          f"{dtype} holds {info.min} to {info.max}; cast the other operand "
+                                          "to a wider type, e.g. int64(x)")
             return T.Const(dtype, _convert_const(e.value, dtype), span=e.span)
         return T.Cast(dtype, e, span=e.span)
 
@@ -756,6 +772,25 @@ class _Checker:
         if ty.is_bool(v.dtype):
             return v
         return T.Cmp("bool", "!=", v, T.Const(v.dtype, 0), span=e.span)
+
+
+def _assignment_counts(body: list) -> dict:
+    """How often each plain name is assigned (``=`` or an augmented assignment) in a kernel body."""
+    counts: dict = {}
+
+    class V(A.NodeVisitor):
+        def visit_Assign(self, node):
+            if isinstance(node.target, A.Name):
+                counts[node.target.id] = counts.get(node.target.id, 0) + 1
+
+        def visit_AugAssign(self, node):
+            if isinstance(node.target, A.Name):
+                counts[node.target.id] = counts.get(node.target.id, 0) + 2
+
+    v = V()
+    for st in body:
+        v.visit(st)
+    return counts
 
 
 def _fold(op, x, y):

@@ -103,14 +103,11 @@ class CompiledKernel:
 
     def run(self, arrays: list):
         k = self.typed
+        check_in_place(k, arrays)
         bufs = {}
         copy_back = []
         for name, a in zip(k.inputs, arrays):
             if name in self._written:
-                if not a.flags.writeable:
-                    t = k.tensors[name]
-                    raise HybridArgumentError(f"argument `{t.source_name}` is written in place but is read-only",
-                                              t.span, "pass a writeable array, e.g. x.copy()")
                 if not a.flags.c_contiguous:
                     work = np.ascontiguousarray(a)
                     copy_back.append((a, work))
@@ -130,11 +127,27 @@ class CompiledKernel:
         self._cfunc(*[bufs[n].ctypes.data for n in self.buffers])
         for orig, work in copy_back:
             orig[...] = work
-        outs = []
-        for n in k.outputs:
-            orig = dict(zip(k.inputs, arrays))
-            outs.append(orig[n] if n in orig else bufs[n])
+        orig = dict(zip(k.inputs, arrays))
+        outs = [orig[n] if n in orig else bufs[n] for n in k.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def check_in_place(k: T.TypedKernel, arrays: list):
+    """Arrays written in place must be writeable and must not share memory with each other."""
+    written = k.written
+    by_name = dict(zip(k.inputs, arrays))
+    names = [n for n in k.inputs if n in written]
+    for n in names:
+        if not by_name[n].flags.writeable:
+            t = k.tensors[n]
+            raise HybridArgumentError(f"argument `{t.source_name}` is written in place but is read-only",
+                                      t.span, "pass a writeable array, e.g. x.copy()")
+    for i, n in enumerate(names):
+        for m in names[i + 1:]:
+            if np.shares_memory(by_name[n], by_name[m]):
+                a, b = k.tensors[n].source_name, k.tensors[m].source_name
+                raise HybridArgumentError(f"arguments `{a}` and `{b}` are both written in place and share memory",
+                                          k.span, "pass separate arrays, e.g. x and x.copy()")
 
 
 def prepare_arrays(k_or_params, args) -> list:

@@ -14,7 +14,7 @@ from ..dsl import interp
 from ..dsl import parser
 from ..dsl.check import ArgSpec, check_kernel
 from ..errors import HybridArgumentError, HybridUnsupportedError
-from .compiler import CompiledKernel, prepare_arrays
+from .compiler import CompiledKernel, check_in_place, prepare_arrays
 
 _TARGETS = ("cpu", "cuda")
 
@@ -98,12 +98,8 @@ class Kernel:
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
         arrays = prepare_arrays(self, args)
         typed = check_kernel(self.kdef, self.module, [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays])
+        check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
-        written = typed.written
-        for n in typed.inputs:
-            if n in written and not by_name[n].flags.writeable:
-                raise HybridArgumentError(f"argument `{typed.tensors[n].source_name}` is written in place but is "
-                                          "read-only", typed.tensors[n].span, "pass a writeable array")
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
