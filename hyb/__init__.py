@@ -13,7 +13,8 @@
     add.emulate(x, y)    # the reference interpreter
 """
 from .errors import (HybridArgumentError, HybridCompileError, HybridError, HybridIndexError,
-                     HybridNameError, HybridSyntaxError, HybridTypeError, HybridUnsupportedError)
+                     HybridNameError, HybridSyntaxError, HybridTypeError, HybridUnsupportedError,
+                     HybridWarning)
 from .runtime.compiler import CompiledKernel
 from .runtime.kernel import HybModule, Kernel, compile_source, hybrid, load
 
@@ -22,5 +23,5 @@ __version__ = "0.1.0"
 __all__ = [
     "hybrid", "load", "compile_source", "Kernel", "CompiledKernel", "HybModule",
     "HybridError", "HybridSyntaxError", "HybridNameError", "HybridTypeError", "HybridIndexError",
-    "HybridArgumentError", "HybridUnsupportedError", "HybridCompileError", "__version__",
+    "HybridArgumentError", "HybridUnsupportedError", "HybridCompileError", "HybridWarning", "__version__",
 ]

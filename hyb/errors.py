@@ -82,6 +82,17 @@ class HybridError(Exception):
         return "\n".join(lines)
 
 
+class HybridWarning(UserWarning):
+    """A legal but suspicious construct; rendered like an error, with ``warning:``."""
+
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
+        self.message, self.span, self.hint = message, span, hint
+        err = HybridError.__new__(HybridError)
+        err.message, err.span, err.hint = message, span, hint
+        err.kind = "warning"
+        super().__init__(err.render())
+
+
 class HybridSyntaxError(HybridError):
     """The text is not a well-formed kernel (a parse error)."""
 

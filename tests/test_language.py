@@ -196,3 +196,28 @@ def test_out_of_range_literal():
     with pytest.raises(HybridTypeError, match="Python integer 3000000000 is out of bounds for int32") as info:
         m.f(np.arange(3, dtype=np.int32))
     assert (info.value.line, info.value.col) == (4, 23)
+
+
+def test_warning_for_read_of_never_written_output():
+    m = hyb.load(__file__.replace("tests/test_language.py", "examples/seeds.hyb"))
+    x = np.array([1.0, 4.0, 9.0], dtype=np.float32)
+    with pytest.warns(hyb.HybridWarning) as rec:
+        out = m.square(x)
+    np.testing.assert_array_equal(out, 0)
+    assert len(rec) == 1
+    w = rec[0].message
+    assert "`y` is read before anything writes it (e.g. when i0 = 0); the value read is 0" in w.message
+    assert w.span.source_line.strip() == "y[i0] = y[i0] * y[i0]"
+    assert w.span.col == w.span.source_line.index("y[i0] *") + 1
+    assert str(w).startswith(f"{w.span.filename}:{w.span.line}:{w.span.col}: warning: ")
+    assert rec[0].filename == __file__  # points at the caller
+
+
+def test_no_warning_for_accumulation_or_written_reads():
+    import warnings
+    m = hyb.compile_source("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    t = allocate(a.shape, a.dtype)\n"
+                           "    for i in range(a.shape[0]):\n        c[i] += a[i]\n        t[i] = a[i] * 2\n"
+                           "        c[i] = c[i] - t[i]\n    return c\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(m.k(np.arange(3.0)), -np.arange(3.0))

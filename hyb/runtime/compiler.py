@@ -7,6 +7,7 @@ data to plain data; :class:`CompiledKernel` keeps every stage's result so that
 from __future__ import annotations
 
 import ctypes
+import warnings
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from ..dsl import interp
 from ..dsl import tir as T
 from ..dsl.check import ArgSpec
 from ..dsl.printer import print_typed
-from ..errors import HybridArgumentError, HybridTypeError
+from ..errors import HybridArgumentError, HybridTypeError, HybridWarning
 from ..schedule import astgen, deps, extract
 from ..schedule import loops as L
 
@@ -32,6 +33,7 @@ class CompiledKernel:
         self.name = typed.name
         self.poly = extract.extract(typed)
         self._deps = None
+        warn_uninitialized(self.poly, self.deps)
         self.nest = astgen.generate(self.poly)
         self.llvm_ir = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
         mod = cg.optimize(self.llvm_ir)
@@ -130,6 +132,21 @@ class CompiledKernel:
         orig = dict(zip(k.inputs, arrays))
         outs = [orig[n] if n in orig else bufs[n] for n in k.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def warn_uninitialized(poly, d):
+    seen = set()
+    for st, access, iteration in deps.uninitialized_reads(poly, d):
+        if (st.name, access.tensor) in seen:
+            continue
+        seen.add((st.name, access.tensor))
+        t = poly.kernel.tensors[access.tensor]
+        at = ", ".join(f"{k} = {v}" for k, v in iteration.items())
+        warnings.warn(HybridWarning(
+            f"`{t.source_name}` is read before anything writes it{' (e.g. when ' + at + ')' if at else ''}; "
+            "the value read is 0", access.span,
+            f"{'output_tensor' if t.kind == 'output' else 'allocate'}(...) starts at zero; write "
+            f"`{t.source_name}` first, or read an input instead"), stacklevel=5)
 
 
 def check_in_place(k: T.TypedKernel, arrays: list):

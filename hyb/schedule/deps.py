@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from .extract import PolyProgram
+from ..dsl import tir as T
+from .extract import PolyProgram, Statement
 
 
 @dataclass
@@ -57,3 +58,36 @@ def compute(p: PolyProgram) -> Dependences:
     anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence()
     output = flow_of(may, must, may).get_may_dependence()
     return Dependences(flow.coalesce(), anti.coalesce(), output.coalesce(), uninit.coalesce())
+
+
+def _is_accumulation(st: Statement, read) -> bool:
+    """``c[i] = c[i] + x`` (or ``c[i] += x``, ``-``): summing into a zero start is the usual idiom."""
+    v = st.store.value
+    while isinstance(v, T.Cast):
+        v = v.a
+    if not (isinstance(v, T.Bin) and v.op in ("+", "-")):
+        return False
+    left = v.a
+    while isinstance(left, T.Cast):
+        left = left.a
+    return (isinstance(left, T.Load) and left.tensor == st.store.tensor and left.span is read.span
+            and left.indices == st.store.indices)
+
+
+def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
+    """Reads of output/temporary elements that nothing wrote before, other than accumulations.
+
+    Returns ``(statement, access, iteration)`` triples; such reads see the initial zero.
+    """
+    out = []
+    for st in p.statements:
+        for r in st.reads:
+            if p.kernel.tensors[r.tensor].kind not in ("output", "temp"):
+                continue
+            bad = d.uninitialized.intersect(isl.UnionMap.from_map(r.relation))
+            if bad.is_empty() or _is_accumulation(st, r):
+                continue
+            point = bad.domain().sample_point()
+            it = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(st.iters))]
+            out.append((st, r, dict(zip(st.iters, it))))
+    return out
