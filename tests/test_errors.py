@@ -30,8 +30,10 @@ CASES = [
     ("unknown name", LOOP + "        c[i] = aa[i]\n    return c\n", HybridNameError, 4, 16, "unknown name `aa`"),
     ("unknown function", LOOP + "        c[i] = sqrtt(a[i])\n    return c\n", HybridNameError, 4, 16,
      "unknown function `sqrtt`"),
-    ("intrinsic not built", LOOP + "        c[i] = sqrt(a[i])\n    return c\n", HybridUnsupportedError, 4, 16,
-     "intrinsic `sqrt`"),
+    ("intrinsic argument type", LOOP + "        c[i] = popcount(a[i])\n    return c\n", HybridTypeError, 4, 25,
+     "popcount() takes integers, this is float32"),
+    ("intrinsic arity", LOOP + "        c[i] = atan2(a[i])\n    return c\n", HybridTypeError, 4, 16,
+     "atan2() takes 2 arguments, got 1"),
     ("attribute", HEAD + "    for i in range(a.size):\n        c[i] = a[i]\n    return c\n", HybridTypeError, 3, 20,
      "no attribute `size`"),
     ("rank", LOOP + "        c[i, 0] = a[i]\n    return c\n", HybridTypeError, 4, 9,
@@ -127,7 +129,7 @@ def test_every_error_has_a_hint_or_clear_message():
 
 def test_unsupported_is_also_not_implemented():
     with pytest.raises(NotImplementedError):
-        hyb.compile_source(LOOP + "        c[i] = a[i] ** 2\n    return c\n").k(np.ones(3))
+        hyb.compile_source(LOOP + "        c[i] = a[i] @ a[i]\n    return c\n").k(np.ones(3))
 
 
 def test_no_lark_exception_leaks_on_garbage():

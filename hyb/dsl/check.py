@@ -68,11 +68,14 @@ TENSOR_MAKERS = ("output_tensor", "allocate")
 CAST_NAMES = ty.ALL_DTYPES
 BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid")
 
-# Intrinsics the language defines but this version does not compile yet.
-PLANNED_INTRINSICS = ("sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh",
-                      "sigmoid", "erf", "atan", "atan2", "power", "abs", "sign", "floor", "ceil",
-                      "trunc", "round", "isnan", "isinf", "isfinite", "max", "min", "ceil_div",
-                      "popcount")
+FLOAT_MATH = ("sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+              "atan", "atan2")
+ROUNDING = ("floor", "ceil", "trunc", "round")
+PREDICATES = ("isnan", "isinf", "isfinite")
+# Intrinsic name -> its parameters as the hint for a wrong call shows them ("a, b, ..." takes two or more).
+INTRINSICS = {**{n: "x" for n in FLOAT_MATH}, "atan2": "y, x", "power": "x, y", "abs": "x", "sign": "x",
+              **{n: "x" for n in ROUNDING + PREDICATES}, "max": "a, b, ...", "min": "a, b, ...",
+              "ceil_div": "a, b", "popcount": "x"}
 
 
 def check_kernel(kdef: A.KernelDef, module: A.Module, args: list) -> T.TypedKernel:
@@ -263,7 +266,7 @@ class _Checker:
                                       "give the new tensor its own name")
             return self.make_tensor(name, s.value, tgt.span)
         if sym is None or sym.kind == "const":
-            if name in BUILTIN_NAMES or name in PLANNED_INTRINSICS:
+            if name in BUILTIN_NAMES or name in INTRINSICS:
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
             value = self.expr(s.value)
@@ -557,7 +560,7 @@ class _Checker:
     def v_Name(self, e: A.Name):
         sym = self.lookup(e.id)
         if sym is None:
-            if e.id in BUILTIN_NAMES or e.id in PLANNED_INTRINSICS:
+            if e.id in BUILTIN_NAMES or e.id in INTRINSICS:
                 raise HybridTypeError(f"`{e.id}` is a function; call it", e.span, None)
             self.unknown_name(e)
         if sym.kind == "tensor":
@@ -662,8 +665,6 @@ class _Checker:
     def binop(self, op: str, a: T.TExpr, b: T.TExpr, span: Span) -> T.TExpr:
         if op == "@":
             raise HybridUnsupportedError("`@` is not supported inside kernels", span, "write the loops out")
-        if op == "**":
-            raise HybridUnsupportedError("`**` is not supported yet", span, "write the product out, e.g. `x * x`")
         for v in (a, b):
             if ty.is_bool(v.dtype):
                 raise HybridTypeError(f"arithmetic `{op}` on a bool value", span, "convert it first, e.g. int32(c)")
@@ -671,10 +672,10 @@ class _Checker:
             t = ty.true_divide_type(a.dtype, b.dtype)
         else:
             t = ty.promote(a.dtype, b.dtype)
-        if op in ("//", "%") and ty.is_float(t):
-            raise HybridUnsupportedError(f"`{op}` on floating-point values is not supported yet", span,
-                                         "use it on integers")
         a, b = self.coerce(a, t), self.coerce(b, t)
+        if op == "**" and ty.is_int(t) and isinstance(b, T.Const) and b.value < 0:
+            raise HybridTypeError("integers to negative integer powers are not allowed", b.span,
+                                  "make the base a float, e.g. `float64(x) ** -2` or `x ** -2.0`")
         if isinstance(a, T.Const) and isinstance(b, T.Const) and ty.is_weak(t):
             folded = _fold(op, a.value, b.value)
             if folded is not None:
@@ -760,12 +761,76 @@ class _Checker:
                                   f"write `c = {name}(shape, dtype)`")
         if name in LOOP_KINDS or name == "grid":
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
-        if name in PLANNED_INTRINSICS:
-            raise HybridUnsupportedError(f"the intrinsic `{name}` is not supported yet", e.func.span,
-                                         "this version compiles arithmetic, comparisons and casts only")
-        close = difflib.get_close_matches(name, list(PLANNED_INTRINSICS) + list(BUILTIN_NAMES), 1)
+        if name in INTRINSICS:
+            return self.intrinsic(name, e)
+        close = difflib.get_close_matches(name, list(INTRINSICS) + list(BUILTIN_NAMES), 1)
         raise HybridNameError(f"unknown function `{name}`", e.func.span,
                               f"did you mean `{close[0]}`?" if close else None)
+
+    # ------------------------------------------------------------ intrinsics
+    def intrinsic(self, name: str, e: A.Call) -> T.TExpr:
+        params = INTRINSICS[name]
+        n = len(params.split(", "))
+        if (len(e.args) < 2) if params.endswith("...") else (len(e.args) != n):
+            need = "at least 2 arguments" if params.endswith("...") else f"{n} argument{'s' if n != 1 else ''}"
+            raise HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
+        args = [self.expr(a) for a in e.args]
+        if name not in PREDICATES + ("max", "min"):
+            for v, a in zip(args, e.args):
+                if ty.is_bool(v.dtype):
+                    raise HybridTypeError(f"{name}() of a bool value", a.span,
+                                          "convert it first, e.g. int32(c) or float32(c)")
+        if name == "power":
+            return self.binop("**", args[0], args[1], e.span)
+        if name in FLOAT_MATH:
+            return self.float_math(name, args, e.span)
+        if name in ("ceil_div", "popcount"):
+            for v, a in zip(args, e.args):
+                if not ty.is_int(v.dtype):
+                    raise HybridTypeError(f"{name}() takes integers, this is {v.dtype}", a.span,
+                                          "for floats write ceil(a / b)" if name == "ceil_div"
+                                          else "convert it first, e.g. int32(x)")
+        if name in ("max", "min"):
+            return self.extremum(name, args, e.span)
+        return self.integral(name, args, e.span)
+
+    def float_math(self, name: str, args: list, span: Span) -> T.TExpr:
+        """sqrt, exp, atan2, ...: computed in NumPy's float result type of the (promoted) argument dtype."""
+        dt = args[0].dtype if len(args) == 1 else ty.promote(args[0].dtype, args[1].dtype)
+        t = ty.float_math_type(dt)
+        return T.Intrinsic(t, name, [self.coerce(a, t) for a in args], span=span)
+
+    def extremum(self, name: str, args: list, span: Span) -> T.TExpr:
+        """max/min of two or more values, folded left: NaN wins, as NumPy's maximum/minimum."""
+        acc = args[0]
+        for b in args[1:]:
+            t = "bool" if ty.is_bool(acc.dtype) and ty.is_bool(b.dtype) else ty.promote(acc.dtype, b.dtype)
+            x, y = self.coerce(acc, t), self.coerce(b, t)
+            if isinstance(x, T.Const) and isinstance(y, T.Const) and ty.is_weak(t):
+                acc = T.Const(t, _fold_intrinsic(name, [x.value, y.value]), span=span)
+            else:
+                acc = T.Intrinsic(t, name, [x, y], span=span)
+        return acc
+
+    def integral(self, name: str, args: list, span: Span) -> T.TExpr:
+        """abs, sign, floor, ceil, trunc, round, isnan, isinf, isfinite, ceil_div, popcount."""
+        a = args[0]
+        if name in PREDICATES and not ty.is_float(a.dtype):
+            return T.Const("bool", name == "isfinite", span=span)
+        if name in ROUNDING and not ty.is_float(a.dtype):
+            return a  # an integer is already integral; NumPy 2 keeps its dtype
+        if name == "ceil_div":
+            t = ty.promote(a.dtype, args[1].dtype)
+            args = [self.coerce(a, t), self.coerce(args[1], t)]
+        elif name == "popcount":
+            t = ty.WEAK_INT if ty.is_weak(a.dtype) else "uint8"
+        else:
+            t = "bool" if name in PREDICATES else a.dtype
+        if all(isinstance(x, T.Const) and ty.is_weak(x.dtype) for x in args):
+            folded = _fold_intrinsic(name, [x.value for x in args])
+            if folded is not None:
+                return T.Const(t, folded, span=span)
+        return T.Intrinsic(t, name, args, span=span)
 
     def _to_bool(self, e: A.Call):
         v = self.expr(e.args[0])
@@ -794,21 +859,37 @@ def _assignment_counts(body: list) -> dict:
 
 
 def _fold(op, x, y):
-    try:
-        if op == "+":
-            return x + y
-        if op == "-":
-            return x - y
-        if op == "*":
-            return x * y
-        if op == "/":
-            return x / y if y != 0 else None
-        if op == "//":
-            return x // y if y != 0 else None
-        if op == "%":
-            return x % y if y != 0 else None
-    except (OverflowError, ZeroDivisionError):
-        return None
+    """The value of a binary operation of two Python numbers, with NumPy's semantics, or None."""
+    if isinstance(x, float) or op == "/":
+        with np.errstate(all="ignore"):
+            return float(_NP_BINOPS[op](np.float64(x), np.float64(y)))
+    if op in ("//", "%") and y == 0:
+        return 0
+    if op == "**":
+        return x ** y if y >= 0 and (abs(x) <= 1 or y <= 4096) else None
+    return {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__,
+            "%": int.__mod__}[op](x, y)
+
+
+_NP_BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide,
+              "%": np.remainder, "**": np.power}
+
+
+def _fold_intrinsic(name: str, vals: list):
+    """The value of an intrinsic of Python numbers known now, or None to leave it to run time."""
+    x = vals[0]
+    if name == "max":
+        return x if x > vals[1] or x != x else vals[1]
+    if name == "min":
+        return x if x < vals[1] or x != x else vals[1]
+    if name == "abs":
+        return abs(x)
+    if name == "sign":
+        return type(x)((x > 0) - (x < 0)) if x == x else x
+    if name == "ceil_div":
+        return -(-x // vals[1]) if vals[1] != 0 else 0
+    if name == "popcount":
+        return bin(abs(x)).count("1")
     return None
 
 

@@ -7,6 +7,7 @@ NumPy constructor) and executed.  ``emulate_source`` returns that text for inspe
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -15,7 +16,15 @@ from ..errors import HybridIndexError
 from . import tir as T
 from . import types as ty
 
-_PY_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "//", "%": "%"}
+_INT_HELPERS = {"//": "_floordiv", "%": "_mod", "**": "_ipow"}
+_INTRINSICS = {
+    "sqrt": "np.sqrt", "rsqrt": "_rsqrt", "exp": "np.exp", "expm1": "np.expm1", "log": "np.log",
+    "log1p": "np.log1p", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "tanh": "np.tanh",
+    "sigmoid": "_sigmoid", "erf": "_erf", "atan": "np.arctan", "atan2": "np.arctan2", "abs": "np.absolute",
+    "sign": "np.sign", "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "round": "np.rint",
+    "isnan": "np.isnan", "isinf": "np.isinf", "isfinite": "np.isfinite", "max": "np.maximum",
+    "min": "np.minimum", "ceil_div": "_ceil_div", "popcount": "np.bitwise_count",
+}
 
 
 class _Emitter:
@@ -60,10 +69,7 @@ class _Emitter:
                 return self.ref(e.tensor)
             return f"{self.ref(e.tensor)}[{', '.join(self.index(i) for i in e.indices)}]"
         if isinstance(e, T.Bin):
-            a, b = self.expr(e.a), self.expr(e.b)
-            if e.op in ("//", "%"):
-                return f"_{'floordiv' if e.op == '//' else 'mod'}({a}, {b})"
-            return f"({a} {_PY_BINOPS[e.op]} {b})"
+            return self.binop(e)
         if isinstance(e, T.Unary):
             return f"(not {self.expr(e.a)})" if e.op == "not" else f"(-{self.expr(e.a)})"
         if isinstance(e, T.Cmp):
@@ -73,8 +79,35 @@ class _Emitter:
         if isinstance(e, T.Select):
             return f"({self.expr(e.a)} if {self.expr(e.cond)} else {self.expr(e.b)})"
         if isinstance(e, T.Cast):
-            return f"{self.cast_fn(e.dtype)}({self.expr(e.a)})"
+            return f"{self.cast_fn(e.dtype)}({self.strong(e.a)})"
+        if isinstance(e, T.Intrinsic):
+            return self.intrinsic(e)
         raise NotImplementedError(f"interpreter: {type(e).__name__}")
+
+    def strong(self, e: T.TExpr) -> str:
+        """``e`` as a NumPy scalar: a Python number (weak) becomes int64/float64, which NumPy
+        converts with C semantics (wrapping) where a Python int out of range would raise."""
+        if ty.is_weak(e.dtype):
+            return f"np.{ty.concrete(e.dtype)}({self.expr(e)})"
+        return self.expr(e)
+
+    def binop(self, e: T.Bin) -> str:
+        if ty.is_weak(e.dtype) and e.op in ("/", "//", "%", "**"):
+            # NumPy's results (inf, nan, wrapping) where Python's numbers would raise or grow.
+            a, b = self.strong(e.a), self.strong(e.b)
+            return f"{self.cast_fn(e.dtype)}({self.binop_text(e.op, e.dtype, a, b)})"
+        return self.binop_text(e.op, e.dtype, self.expr(e.a), self.expr(e.b))
+
+    @staticmethod
+    def binop_text(op: str, dtype: str, a: str, b: str) -> str:
+        if ty.is_int(dtype) and op in ("//", "%", "**"):
+            return f"{_INT_HELPERS[op]}({a}, {b})"
+        return f"({a} {op} {b})"
+
+    def intrinsic(self, e: T.Intrinsic) -> str:
+        args = ", ".join(self.strong(a) for a in e.args)
+        text = f"{_INTRINSICS[e.name]}({args})"
+        return f"{self.cast_fn(e.dtype)}({text})" if ty.is_weak(e.dtype) else text
 
     @staticmethod
     def cast_fn(dtype: str) -> str:
@@ -143,6 +176,36 @@ def _mod(a, b):
     return a % b
 
 
+def _ipow(a, b):
+    """Integer power, wrapping as NumPy's; a negative exponent gives 1 / a**-b truncated toward zero."""
+    if b >= 0:
+        return a ** b
+    if a == 1:
+        return a
+    if a == -1:
+        return a if b % 2 else -a
+    return a * 0
+
+
+def _ceil_div(a, b):
+    if b == 0:
+        return a * 0
+    return a // b + (a % b != 0)
+
+
+def _rsqrt(x):
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+def _sigmoid(x):
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _erf(x):
+    return x.dtype.type(math.erf(float(x)))
+
+
 def _unalias(k: T.TypedKernel, arrays: list) -> list:
     """Inputs that overlap an input written in place are read as they were at the call, as compiled code does."""
     names = k.written
@@ -155,9 +218,11 @@ def run(k: T.TypedKernel, arrays: list) -> tuple:
     """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
     em = _Emitter(k)
     src, nheader = em.source()
-    namespace = {"np": np, "_nn": _nn, "_floordiv": _floordiv, "_mod": _mod}
+    namespace = {"np": np, "_nn": _nn, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
+                 "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf}
     code = compile(src, f"<emulate {k.name}>", "exec")
-    exec(code, namespace)
+    with np.errstate(all="ignore"):
+        exec(code, namespace)  # the constants' header: float16(70000.0) is inf, as in compiled code
     fn = namespace[k.name]
     arrays = _unalias(k, arrays)
     try:

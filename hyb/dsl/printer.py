@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import tir as T
 from . import types as ty
 
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7}
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7, "**": 8}
 
 
 def fmt(e: T.TExpr, parent: int = 0) -> str:
@@ -24,7 +24,10 @@ def fmt(e: T.TExpr, parent: int = 0) -> str:
         return f"{e.tensor}[{', '.join(fmt(i) for i in e.indices)}]"
     if isinstance(e, T.Bin):
         p = _PREC[e.op]
-        s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
+        if e.op == "**":  # right-associative
+            s = f"{fmt(e.a, p + 1)} ** {fmt(e.b, p)}"
+        else:
+            s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
     elif isinstance(e, T.Unary):
         p = _PREC[e.op]
         s = f"not {fmt(e.a, p)}" if e.op == "not" else f"-{fmt(e.a, p)}"

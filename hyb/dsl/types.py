@@ -17,10 +17,6 @@ SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 ALL_DTYPES = ("bool",) + SIGNED + UNSIGNED + FLOATS
 
-# The dtypes the LLVM back end compiles today.  Others are recognised and rejected with
-# a clear message naming the dtype.
-COMPILED_DTYPES = ("float32", "float64", "int32", "int64")
-
 
 def is_weak(dt: str) -> bool:
     return dt in (WEAK_INT, WEAK_FLOAT)
@@ -77,4 +73,21 @@ def true_divide_type(a: str, b: str) -> str:
         return WEAK_FLOAT
     if is_float(t):
         return t
+    return "float64"
+
+
+def float_math_type(dt: str) -> str:
+    """Result dtype of a floating-point function (sqrt, exp, ...) of a ``dt`` value, as NumPy's ufuncs.
+
+    Small integers get the smallest float that holds them exactly (int8 -> float16, int16 ->
+    float32); a weak value stays weak (``sqrt(2)`` is a Python float).
+    """
+    if is_weak(dt):
+        return WEAK_FLOAT
+    if dt in FLOATS:
+        return dt
+    if dt in ("bool", "int8", "uint8"):
+        return "float16"
+    if dt in ("int16", "uint16"):
+        return "float32"
     return "float64"
