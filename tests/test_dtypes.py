@@ -453,3 +453,20 @@ def big(a):
     (got,), (emu,) = run3(k, a)
     same(got, np.array([np.inf, np.inf], np.float16))
     same(emu, got)
+
+
+def test_folded_infinities_and_nan():
+    k = hyb.compile_source('''
+def k(a):
+    c = output_tensor(a.shape, a.dtype)
+    d = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = a[i] + 1.0 / 0.0 - 1e999
+        d[i] = a[i] * (-1.0 // 0.0) + 7 // 0
+    return c, d
+''').k
+    a = np.array([1.0, -2.0], np.float32)
+    got, emu = run3(k, a)
+    for g, e, w in zip(got, emu, (np.full(2, np.nan, np.float32), np.array([-np.inf, np.inf], np.float32))):
+        same(g, w)
+        same(e, w)

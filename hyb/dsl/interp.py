@@ -32,6 +32,7 @@ class _Emitter:
         self.k = k
         self.lines: list = []
         self.spans: dict = {}  # generated line number -> Span
+        self.sites: list = []  # (tensor, shape, axis, span) of each checked subscript
         self.consts: dict = {}
 
     def emit(self, depth: int, text: str, span=None):
@@ -41,10 +42,10 @@ class _Emitter:
 
     def const(self, c: T.Const) -> str:
         if ty.is_weak(c.dtype):
-            return repr(c.value)
+            return _literal(c.value)
         if ty.is_bool(c.dtype):
             return "True" if c.value else "False"
-        key = (c.dtype, repr(c.value))
+        key = (c.dtype, _literal(c.value))
         if key not in self.consts:
             self.consts[key] = f"_c{len(self.consts)}"
         return self.consts[key]
@@ -52,11 +53,17 @@ class _Emitter:
     def ref(self, name: str) -> str:
         return "t_" + name
 
-    def index(self, e: T.TExpr) -> str:
-        s = self.expr(e)
-        if isinstance(e, T.Const) and e.value >= 0:
-            return s
-        return f"_nn({s})"
+    def subscript(self, node) -> str:
+        """``t[i, j]`` with every index checked against its axis, as compiled code does."""
+        t = self.k.tensors[node.tensor]
+        parts = []
+        for axis, (e, dim) in enumerate(zip(node.indices, t.shape)):
+            s = self.expr(e)
+            if not (isinstance(e, T.Const) and 0 <= e.value < dim):
+                self.sites.append((t.source_name, t.shape, axis, node.span))
+                s = f"_ix({s}, {dim}, {len(self.sites) - 1})"
+            parts.append(s)
+        return f"{self.ref(node.tensor)}[{', '.join(parts)}]"
 
     def expr(self, e: T.TExpr) -> str:
         if isinstance(e, T.Const):
@@ -67,7 +74,7 @@ class _Emitter:
             t = self.k.tensors[e.tensor]
             if t.ndim == 0:
                 return self.ref(e.tensor)
-            return f"{self.ref(e.tensor)}[{', '.join(self.index(i) for i in e.indices)}]"
+            return self.subscript(e)
         if isinstance(e, T.Bin):
             return self.binop(e)
         if isinstance(e, T.Unary):
@@ -137,8 +144,7 @@ class _Emitter:
                 if t.ndim == 0:
                     self.emit(depth, f"{self.ref(s.tensor)} = {value}", s.span)
                 else:
-                    idx = ", ".join(self.index(i) for i in s.indices)
-                    self.emit(depth, f"{self.ref(s.tensor)}[{idx}] = {value}", s.span)
+                    self.emit(depth, f"{self.subscript(s)} = {value}", s.span)
             else:
                 raise NotImplementedError(type(s).__name__)
 
@@ -158,10 +164,22 @@ def emulate_source(k: T.TypedKernel) -> str:
     return _Emitter(k).source()[0]
 
 
-def _nn(i):
-    if i < 0:
-        raise IndexError(f"index {i} is negative")
-    return i
+def _literal(value) -> str:
+    """Python text for a number; inf and nan (from folding 1.0 / 0.0) have no literal."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float('{value}')"
+    return repr(value)
+
+
+class _OutOfBounds(Exception):
+    def __init__(self, index, site):
+        self.index, self.site = index, site
+
+
+def _ix(i, n, site):
+    if 0 <= i < n:
+        return i
+    raise _OutOfBounds(i, site)
 
 
 def _floordiv(a, b):
@@ -218,7 +236,7 @@ def run(k: T.TypedKernel, arrays: list) -> tuple:
     """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
     em = _Emitter(k)
     src, nheader = em.source()
-    namespace = {"np": np, "_nn": _nn, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
+    namespace = {"np": np, "_ix": _ix, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
                  "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf}
     code = compile(src, f"<emulate {k.name}>", "exec")
     with np.errstate(all="ignore"):
@@ -228,6 +246,11 @@ def run(k: T.TypedKernel, arrays: list) -> tuple:
     try:
         with np.errstate(all="ignore"):
             return fn(*arrays)
+    except _OutOfBounds as e:
+        tensor, shape, axis, span = em.sites[e.site]
+        raise HybridIndexError(f"kernel `{k.name}`: index {e.index} is out of bounds for axis {axis} of "
+                               f"`{tensor}` (shape {shape})", span,
+                               "the index was computed at run time; check the values it is read from") from None
     except IndexError as e:
         tb = sys.exc_info()[2]
         line = None

@@ -62,7 +62,7 @@ class Load(TExpr):
 
 @dataclass
 class Bin(TExpr):
-    op: str  # + - * / // %  (operands already have the result dtype)
+    op: str  # + - * / // % **  (operands already have the result dtype)
     a: TExpr
     b: TExpr
 
@@ -101,6 +101,8 @@ class Cast(TExpr):
 
 @dataclass
 class Intrinsic(TExpr):
+    """sqrt, max, popcount, ...: arguments already cast to the dtype the function computes in."""
+
     name: str
     args: list
 
