@@ -217,7 +217,7 @@ def test_inspect_loops(compiled_matmul, compiled_square_grad):
 
 def test_inspect_llvm(compiled_matmul):
     text = compiled_matmul.inspect("llvm")
-    assert "define void @" in text and "hyb_matmul" in text
+    assert "define i32 @" in text and "hyb_matmul" in text
     assert "fmul float" in text and "noalias" in text
 
 

@@ -16,7 +16,7 @@ from ..dsl import interp
 from ..dsl import tir as T
 from ..dsl.check import ArgSpec
 from ..dsl.printer import print_typed
-from ..errors import HybridArgumentError, HybridTypeError, HybridWarning
+from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
 from ..schedule import astgen, deps, extract
 from ..schedule import loops as L
 
@@ -35,13 +35,16 @@ class CompiledKernel:
         self._deps = None
         warn_uninitialized(self.poly, self.deps)
         self.nest = astgen.generate(self.poly)
-        self.llvm_ir = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
+        gen = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
+        self.llvm_ir = gen.ir
+        self.check_sites = gen.sites
         mod = cg.optimize(self.llvm_ir)
         self.llvm_opt = str(mod)
         self._asm = None
         self._jit = cg.JitFunction(mod, cg.function_name(typed))
         self.buffers = cg.buffer_order(typed)
-        self._cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self.buffers)))(self._jit.address)
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(self.buffers) + 1)))(
+            self._jit.address)
         self._written = typed.written
 
     # ------------------------------------------------------------ inspection
@@ -83,7 +86,7 @@ class CompiledKernel:
 
     def _describe_stmt(self, name: str) -> str:
         st = self.poly.by_name[name]
-        span = st.store.span
+        span = st.span
         it = ", ".join(st.iters)
         src = span.source_line.strip() if span and span.source_line else ""
         return f"[{it}] {src}  (line {span.line})" if span else f"[{it}]"
@@ -126,7 +129,14 @@ class CompiledKernel:
         for t in k.tensors.values():
             if t.kind in ("output", "temp"):
                 bufs[t.name] = np.zeros(t.shape, dtype=t.dtype)
-        self._cfunc(*[bufs[n].ctypes.data for n in self.buffers])
+        err = np.zeros(2, dtype=np.int64)
+        code = self._cfunc(*[bufs[n].ctypes.data for n in self.buffers], err.ctypes.data)
+        if code:
+            site = self.check_sites[code - 1]
+            raise HybridIndexError(
+                f"kernel `{self.name}`: index {int(err[0])} is out of bounds for axis {int(err[1])} of "
+                f"`{site.tensor}` (shape {site.shape})", site.span,
+                "the index was computed at run time; check the values it is read from")
         for orig, work in copy_back:
             orig[...] = work
         orig = dict(zip(k.inputs, arrays))

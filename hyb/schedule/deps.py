@@ -62,7 +62,9 @@ def compute(p: PolyProgram) -> Dependences:
 
 def _is_accumulation(st: Statement, read) -> bool:
     """``c[i] = c[i] + x`` (or ``c[i] += x``, ``-``): summing into a zero start is the usual idiom."""
-    v = st.store.value
+    if st.opaque:
+        return False
+    v = st.stmt.value
     while isinstance(v, T.Cast):
         v = v.a
     if not (isinstance(v, T.Bin) and v.op in ("+", "-")):
@@ -70,8 +72,8 @@ def _is_accumulation(st: Statement, read) -> bool:
     left = v.a
     while isinstance(left, T.Cast):
         left = left.a
-    return (isinstance(left, T.Load) and left.tensor == st.store.tensor and left.span is read.span
-            and left.indices == st.store.indices)
+    return (isinstance(left, T.Load) and left.tensor == st.stmt.tensor and left.span is read.span
+            and left.indices == st.stmt.indices)
 
 
 def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
@@ -82,7 +84,7 @@ def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
     out = []
     for st in p.statements:
         for r in st.reads:
-            if p.kernel.tensors[r.tensor].kind not in ("output", "temp"):
+            if not r.exact or p.kernel.tensors[r.tensor].kind not in ("output", "temp"):
                 continue
             bad = d.uninitialized.intersect(isl.UnionMap.from_map(r.relation))
             if bad.is_empty() or _is_accumulation(st, r):

@@ -5,8 +5,16 @@ satisfy the affine guards; its accesses are isl maps from that domain to tensor 
 its original schedule is the usual ``2d+1`` encoding of program order.  Conditions that are
 not affine are kept as *guards* on the statement and evaluated when it runs.
 
+A loop whose bounds are not affine (read from a tensor, say) becomes one *opaque*
+statement: its whole body runs as written for each iteration of the affine loops around it,
+and its accesses are over-approximated by the whole tensors it touches, so no schedule ever
+reorders anything across it.  A subscript that is not affine is likewise an access to the
+whole tensor.
+
 Every affine access is checked here against its tensor's shape: an access that can leave
-the tensor for some iteration is a compile-time error naming such an iteration.
+the tensor for some iteration is a compile-time error naming such an iteration.  Accesses
+that cannot be checked here (not affine, inside an opaque statement, or under a condition
+that is not affine) are listed in ``PolyProgram.runtime_checked`` and checked when they run.
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ import islpy as isl
 
 from ..dsl import tir as T
 from ..dsl import types as ty
-from ..errors import HybridIndexError, HybridUnsupportedError
+from ..errors import HybridIndexError
 
 
 @dataclass
@@ -30,13 +38,21 @@ class Access:
 @dataclass
 class Statement:
     name: str
-    store: T.Store
+    stmt: object  # a T.Store, or a T.Loop run as a whole (an opaque statement)
     iters: list  # loop variables, outermost first
     domain: isl.Set
     schedule: isl.Map  # original program order
     guards: list  # non-affine conditions, all must hold
-    write: Access
+    writes: list  # Access
     reads: list = field(default_factory=list)
+
+    @property
+    def opaque(self) -> bool:
+        return not isinstance(self.stmt, T.Store)
+
+    @property
+    def span(self):
+        return self.stmt.span
 
 
 @dataclass
@@ -44,6 +60,7 @@ class PolyProgram:
     kernel: T.TypedKernel
     statements: list
     depth: int  # the deepest loop nest
+    runtime_checked: set = field(default_factory=set)  # id() of Load/Store nodes to bounds-check at run time
 
     @property
     def by_name(self) -> dict:
@@ -60,9 +77,9 @@ class PolyProgram:
             if what == "schedule":
                 maps = [s.schedule]
             elif what == "must_writes":
-                maps = [s.write.relation] if s.write.exact and not s.guards else []
+                maps = [w.relation for w in s.writes if w.exact and not s.guards]
             elif what == "may_writes":
-                maps = [s.write.relation]
+                maps = [w.relation for w in s.writes]
             elif what == "reads":
                 maps = [r.relation for r in s.reads]
             else:
@@ -165,13 +182,14 @@ class _Extractor:
         self.k = k
         self.statements: list = []
         self.depth = 0
+        self.checked: set = set()
 
     def run(self) -> PolyProgram:
         self.block(self.k.body, _Ctx([], [], [], [0], []))
         D = self.depth
         for s in self.statements:
             s.schedule = self._schedule(s, D)
-        return PolyProgram(self.k, self.statements, D)
+        return PolyProgram(self.k, self.statements, D, self.checked)
 
     def _schedule(self, s: Statement, D: int) -> isl.Map:
         pos, signs = s.schedule  # stashed (positions, signs) until the depth is known
@@ -195,11 +213,9 @@ class _Extractor:
                 try:
                     lo, hi = affine(st.start), affine(st.stop)
                 except _NotAffine:
-                    raise HybridUnsupportedError(
-                        "loop bounds that are not affine (data-dependent or products of loop variables) "
-                        "are not supported yet", st.span,
-                        "use bounds built from constants, shapes and enclosing loop variables with + - and "
-                        "multiplication by constants") from None
+                    self.opaque(st, ctx)
+                    ctx.position[-1] += 1
+                    continue
                 if st.step > 0:
                     cond = f"{lo} <= {v} < {hi}"
                     if st.step != 1:
@@ -233,70 +249,126 @@ class _Extractor:
     def space(self, name, iters):
         return f"{name}[{', '.join(iname(v) for v in iters)}]"
 
-    def statement(self, st: T.Store, ctx: _Ctx):
-        name = f"S{len(self.statements)}"
+    def _domain(self, name, ctx: _Ctx) -> isl.Set:
         sp = self.space(name, ctx.iters)
         conds = " and ".join(f"({c})" for c in ctx.conds)
-        domain = isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}")
-        write = self.access(name, ctx.iters, domain, st.tensor, st.indices, st.span)
+        return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}")
+
+    def statement(self, st: T.Store, ctx: _Ctx):
+        name = f"S{len(self.statements)}"
+        domain = self._domain(name, ctx)
+        guarded = bool(ctx.guards)
+        write = self.access(name, ctx.iters, domain, st, guarded)
         reads = []
         for i in st.indices:
-            self.reads(name, ctx.iters, domain, i, reads)
-        self.reads(name, ctx.iters, domain, st.value, reads)
+            self.reads(name, ctx.iters, domain, i, reads, guarded)
+        self.reads(name, ctx.iters, domain, st.value, reads, guarded)
         for g in ctx.guards:
-            self.reads(name, ctx.iters, domain, g, reads)
-        s = Statement(name, st, list(ctx.iters), domain, None, list(ctx.guards), write, reads)
+            self.reads(name, ctx.iters, domain, g, reads, False)
+        s = Statement(name, st, list(ctx.iters), domain, None, list(ctx.guards), [write], reads)
         s.schedule = (list(ctx.position), list(ctx.signs))
         self.statements.append(s)
 
-    def reads(self, name, iters, domain: isl.Set, e: T.TExpr, out: list):
+    def opaque(self, loop: T.Loop, ctx: _Ctx):
+        """A loop with non-affine bounds: one statement, touching whole tensors, checked at run time."""
+        name = f"S{len(self.statements)}"
+        domain = self._domain(name, ctx)
+        writes, reads = [], []
+        for g in ctx.guards:
+            self.reads(name, ctx.iters, domain, g, reads, False)
+
+        def expr(e):
+            for sub in T.walk_expr(e):
+                if isinstance(sub, T.Load):
+                    reads.append(self.whole(name, ctx.iters, domain, sub.tensor, sub.span))
+                    if sub.indices:
+                        self.checked.add(id(sub))
+
+        def walk(stmts):
+            for st in stmts:
+                if isinstance(st, T.Loop):
+                    expr(st.start)
+                    expr(st.stop)
+                    walk(st.body)
+                elif isinstance(st, T.If):
+                    expr(st.cond)
+                    walk(st.body)
+                    walk(st.orelse)
+                else:
+                    for i in st.indices:
+                        expr(i)
+                    expr(st.value)
+                    writes.append(self.whole(name, ctx.iters, domain, st.tensor, st.span))
+                    if st.indices:
+                        self.checked.add(id(st))
+
+        walk([loop])
+        s = Statement(name, loop, list(ctx.iters), domain, None, list(ctx.guards), writes, reads)
+        s.schedule = (list(ctx.position), list(ctx.signs))
+        self.statements.append(s)
+
+    def reads(self, name, iters, domain: isl.Set, e: T.TExpr, out: list, guarded: bool):
         """Collect the reads of ``e``; reads under a condition are restricted to where it holds."""
         if isinstance(e, T.Load):
             for i in e.indices:
-                self.reads(name, iters, domain, i, out)
-            out.append(self.access(name, iters, domain, e.tensor, e.indices, e.span))
+                self.reads(name, iters, domain, i, out, guarded)
+            out.append(self.access(name, iters, domain, e, guarded))
             return
         if isinstance(e, T.Select):
-            self.reads(name, iters, domain, e.cond, out)
+            self.reads(name, iters, domain, e.cond, out, guarded)
             try:
                 then_d = domain.intersect(self._cond_set(name, iters, e.cond, False))
                 else_d = domain.intersect(self._cond_set(name, iters, e.cond, True))
+                sub_guarded = guarded
             except _NotAffine:
                 then_d = else_d = domain
-            self.reads(name, iters, then_d, e.a, out)
-            self.reads(name, iters, else_d, e.b, out)
+                sub_guarded = True
+            self.reads(name, iters, then_d, e.a, out, sub_guarded)
+            self.reads(name, iters, else_d, e.b, out, sub_guarded)
             return
         if isinstance(e, T.Logic):
-            self.reads(name, iters, domain, e.a, out)
+            self.reads(name, iters, domain, e.a, out, guarded)
             try:
                 # `a and b` evaluates b only where a holds; `a or b` only where a fails.
                 rest = domain.intersect(self._cond_set(name, iters, e.a, e.op == "or"))
+                sub_guarded = guarded
             except _NotAffine:
                 rest = domain
-            self.reads(name, iters, rest, e.b, out)
+                sub_guarded = True
+            self.reads(name, iters, rest, e.b, out, sub_guarded)
             return
         for sub in _children(e):
-            self.reads(name, iters, domain, sub, out)
+            self.reads(name, iters, domain, sub, out, guarded)
 
     def _cond_set(self, name, iters, cond, negate) -> isl.Set:
         return isl.Set(f"{{ {self.space(name, iters)} : {affine_cond(cond, negate)} }}")
 
-    def access(self, name, iters, domain: isl.Set, tensor: str, indices: list, span) -> Access:
+    def box(self, tensor: str) -> isl.Set:
+        t = self.k.tensors[tensor]
+        return isl.Set("{ %s[%s] : %s }" % (tensor, ", ".join(f"e{k}" for k in range(t.ndim)),
+                                           " and ".join(f"0 <= e{k} < {n}" for k, n in enumerate(t.shape)) or "1 = 1"))
+
+    def whole(self, name, iters, domain: isl.Set, tensor: str, span) -> Access:
+        """An access that may touch any element of ``tensor``."""
+        rel = isl.Map.from_domain_and_range(domain, self.box(tensor))
+        return Access(tensor, rel, False, span)
+
+    def access(self, name, iters, domain: isl.Set, node, guarded: bool) -> Access:
+        """The access of a Load or Store node; affine ones are bounds-checked now."""
+        tensor, indices, span = node.tensor, node.indices, node.span
         t = self.k.tensors[tensor]
         sp = self.space(name, iters)
         try:
             idx = [affine(i) for i in indices]
         except _NotAffine:
-            raise HybridUnsupportedError(
-                "subscripts that are not affine (data-dependent, or products of loop variables) are not "
-                "supported yet", span,
-                "index with constants, shapes and loop variables combined by + - and multiplication by "
-                "constants") from None
+            self.checked.add(id(node))
+            return self.whole(name, iters, domain, tensor, span)
         rel = isl.Map(f"{{ {sp} -> {tensor}[{', '.join(idx)}] }}").intersect_domain(domain)
-        box = isl.Set("{ %s[%s] : %s }" % (tensor, ", ".join(f"e{k}" for k in range(t.ndim)),
-                                          " and ".join(f"0 <= e{k} < {n}" for k, n in enumerate(t.shape)) or "1 = 1"))
-        outside = rel.subtract_range(box)
-        if not outside.is_empty():
+        outside = rel.subtract_range(self.box(tensor))
+        if not outside.is_empty() and guarded:
+            # A condition that is not affine may keep these iterations from running: check then.
+            self.checked.add(id(node))
+        elif not outside.is_empty():
             point = outside.domain().sample_point()
             vals = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(iters))]
             at = ", ".join(f"{v} = {val}" for v, val in zip(iters, vals))
@@ -331,12 +403,14 @@ def describe(p: PolyProgram) -> str:
     """Text for ``inspect("isl")``."""
     lines = []
     for s in p.statements:
-        lines.append(f"{s.name}:  # {s.store.span.source_line.strip() if s.store.span else ''}")
+        kind = "  (opaque: runs as written)" if s.opaque else ""
+        lines.append(f"{s.name}:  # {s.span.source_line.strip() if s.span else ''}{kind}")
         lines.append(f"  domain:   {s.domain}")
         lines.append(f"  schedule: {s.schedule}")
-        lines.append(f"  write:    {s.write.relation}")
+        for w in s.writes:
+            lines.append(f"  {'write' if w.exact else 'may write'}:    {w.relation}")
         for r in s.reads:
-            lines.append(f"  read:     {r.relation}")
+            lines.append(f"  {'read' if r.exact else 'may read'}:     {r.relation}")
         for g in s.guards:
             lines.append(f"  guard:    {g}")
     return "\n".join(lines) + "\n"
