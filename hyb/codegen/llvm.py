@@ -2,10 +2,13 @@
 
 One function per specialised kernel::
 
-    void hyb_<name>(ptr noalias %t0, ptr noalias %t1, ...)
+    i32 hyb_<name>(ptr noalias %t0, ptr noalias %t1, ..., ptr %err)
 
 with one pointer per non-scalar tensor (inputs in parameter order, then outputs and
-temporaries in order of declaration; see :func:`buffer_order`).  Scalar locals live in
+temporaries in order of declaration; see :func:`buffer_order`).  It returns 0, or, when a
+subscript checked at run time is out of bounds, the number of that check site (1-based,
+see :class:`CheckSite`) after writing the offending index and axis to ``err[0:2]``: no
+memory outside the tensors is ever touched.  Scalar locals live in
 ``alloca`` slots that ``mem2reg`` promotes to registers.  Shapes are constants, so every
 address is ``base + Σ index_k · stride_k`` with constant strides.
 """
@@ -25,6 +28,7 @@ from ..schedule import loops as L
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F16 = ir.HalfType()
 F32 = ir.FloatType()
@@ -70,6 +74,21 @@ class Options:
     fastmath: bool = False
 
 
+@dataclass
+class CheckSite:
+    """A subscript bounds-checked at run time."""
+
+    tensor: str
+    shape: tuple
+    span: object
+
+
+@dataclass
+class Generated:
+    ir: str
+    sites: list  # CheckSite, numbered from 1
+
+
 class _FunctionBuilder:
     def __init__(self, nest: L.LoopNest, options: Options, module: ir.Module, fname: str):
         self.nest = nest
@@ -77,13 +96,18 @@ class _FunctionBuilder:
         self.opt = options
         self.module = module
         order = buffer_order(self.k)
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(order))
+        fnty = ir.FunctionType(I32, [PTR] * (len(order) + 1))
         self.fn = ir.Function(module, fnty, fname)
         self.ptrs = {}
         for arg, name in zip(self.fn.args, order):
             arg.name = "t_" + name
             arg.add_attribute("noalias")
             self.ptrs[name] = arg
+        self.err = self.fn.args[-1]
+        self.err.name = "err"
+        self.err.add_attribute("noalias")
+        self.sites: list = []
+        self.checked = nest.poly.runtime_checked
         entry = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.slots = {}
@@ -97,7 +121,7 @@ class _FunctionBuilder:
 
     def build(self):
         self.block(self.nest.body)
-        self.b.ret_void()
+        self.b.ret(ir.Constant(I32, 0))
         return self.fn
 
     # ---------------------------------------------------------- loop IR
@@ -204,25 +228,78 @@ class _FunctionBuilder:
             cond = self.expr(st.guards[0])
             for g in st.guards[1:]:
                 cond = self.b.and_(cond, self.expr(g))
-            self._branch(cond, lambda: self.store(st.store))
+            self._branch(cond, lambda: self.tir_block([st.stmt]))
         else:
-            self.store(st.store)
+            self.tir_block([st.stmt])
+
+    def tir_block(self, stmts: list):
+        """Typed-IR statements run as written (a store, or an opaque statement's loops)."""
+        for s in stmts:
+            if isinstance(s, T.Store):
+                self.store(s)
+            elif isinstance(s, T.If):
+                cond = self.expr(s.cond)
+                self._branch(cond, lambda: self.tir_block(s.body),
+                             (lambda: self.tir_block(s.orelse)) if s.orelse else None)
+            else:
+                self.tir_loop(s)
+
+    def tir_loop(self, s: T.Loop):
+        b = self.b
+        start, stop = self.index(s.start), self.index(s.stop)
+        pre = b.block
+        header = self.fn.append_basic_block(f"loop.{s.var}")
+        body = self.fn.append_basic_block(f"loop.body.{s.var}")
+        exit_ = self.fn.append_basic_block(f"loop.end.{s.var}")
+        b.branch(header)
+        b.position_at_end(header)
+        phi = b.phi(I64, name=s.var)
+        phi.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<" if s.step > 0 else ">", phi, stop), body, exit_)
+        b.position_at_end(body)
+        self.env[s.var] = phi
+        self.tir_block(s.body)
+        del self.env[s.var]
+        phi.add_incoming(b.add(phi, ir.Constant(I64, s.step)), b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
 
     def store(self, s: T.Store):
         value = self.expr(s.value)
         t = self.k.tensors[s.tensor]
         if t.dtype == "bool":
             value = self.b.zext(value, I8)
-        self.b.store(value, self.address(s.tensor, s.indices))
+        self.b.store(value, self.address(s.tensor, s.indices, s))
 
-    def address(self, tensor: str, indices: list):
+    def check_index(self, v, dim: int, axis: int, site: int):
+        """Leave the function with code ``site`` unless ``0 <= v < dim``."""
+        b = self.b
+        ok = b.icmp_unsigned("<", v, ir.Constant(I64, dim))
+        fail = self.fn.append_basic_block("oob")
+        cont = self.fn.append_basic_block("inbounds")
+        b.cbranch(ok, cont, fail)
+        b.position_at_end(fail)
+        b.store(v, self.err)
+        b.store(ir.Constant(I64, axis), b.gep(self.err, [ir.Constant(I64, 1)], source_etype=I64))
+        b.ret(ir.Constant(I32, site))
+        b.position_at_end(cont)
+
+    def address(self, tensor: str, indices: list, node=None):
         if tensor in self.slots:
             return self.slots[tensor]
         t = self.k.tensors[tensor]
+        site = 0
+        if node is not None and id(node) in self.checked:
+            self.sites.append(CheckSite(t.source_name, t.shape, node.span))
+            site = len(self.sites)
         flat = None
         stride = 1
+        axis = t.ndim
         for dim, idx in reversed(list(zip(t.shape, indices))):
+            axis -= 1
             v = self.index(idx)
+            if site:
+                self.check_index(v, dim, axis, site)
             term = v if stride == 1 else self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))
             flat = term if flat is None else self.b.add(flat, term, flags=("nsw",))
             stride *= dim
@@ -256,7 +333,7 @@ class _FunctionBuilder:
 
     def e_Load(self, e: T.Load):
         t = self.k.tensors[e.tensor]
-        v = self.b.load(self.address(e.tensor, e.indices), typ=memory_type(t.dtype))
+        v = self.b.load(self.address(e.tensor, e.indices, e), typ=memory_type(t.dtype))
         if t.dtype == "bool":
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
         return v
@@ -615,8 +692,8 @@ def function_name(k: T.TypedKernel) -> str:
     return "hyb_" + k.name
 
 
-def generate_ir(nest: L.LoopNest, options: Options) -> str:
-    """Unoptimised LLVM IR text of the kernel."""
+def generate_ir(nest: L.LoopNest, options: Options) -> Generated:
+    """Unoptimised LLVM IR text of the kernel, with its run-time check sites."""
     k = nest.poly.kernel
     if not half_in_hardware():
         span = _first_float16(k)
@@ -627,8 +704,9 @@ def generate_ir(nest: L.LoopNest, options: Options) -> str:
     tm = target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
-    _FunctionBuilder(nest, options, module, function_name(k)).build()
-    return str(module)
+    fb = _FunctionBuilder(nest, options, module, function_name(k))
+    fb.build()
+    return Generated(str(module), fb.sites)
 
 
 @functools.lru_cache(maxsize=None)
