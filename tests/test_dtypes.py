@@ -470,3 +470,48 @@ def k(a):
     for g, e, w in zip(got, emu, (np.full(2, np.nan, np.float32), np.array([-np.inf, np.inf], np.float32))):
         same(g, w)
         same(e, w)
+
+
+def test_float_to_int_out_of_range_as_numpy_on_x86():
+    # C leaves these undefined; NumPy's casts give what the x86 conversion gives, and so does hyb
+    # (through int32 for the narrow types, int64 for the others), rather than LLVM's undefined value.
+    a = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 3e9, -3e9, 70000.0, -40000.0, 2.0 ** 63, 1.5e19,
+                  -1.5, 300.7], dtype=np.float64)
+    got, emu = run3(CASTS, a, a)
+    for d, g, e in zip(CAST_TARGETS, got, emu):
+        same(g, e, f"float64 -> {d}: compiled vs emulate")
+        if d in ("int8", "int16", "int32", "int64", "uint8", "uint16"):
+            same(g, numpy(a.astype, d), f"float64 -> {d}: compiled vs NumPy")
+
+
+def test_constants_convert_as_numpy():
+    k = hyb.compile_source('''
+def k(a):
+    c = output_tensor(a.shape, "uint16")
+    d = output_tensor(a.shape, "uint8")
+    for i in range(a.shape[0]):
+        c[i] = a[i] + uint16(int64(-1)) + uint16(float32(-1.5))
+        d[i] = -uint8(popcount(1))
+    return c, d
+''').k
+    a = np.array([1, 2], np.uint16)
+    got, emu = run3(k, a)
+    for g, e in zip(got, emu):
+        same(g, e)
+    same(got[0], np.array([65535 + 1, 65535 + 2], np.int64).astype(np.uint16) + np.uint16(65535))
+    same(got[1], np.array([255, 255], np.uint8))
+
+
+@pytest.mark.parametrize("stmt,col,words", [
+    ("c[i] = -1.0", 16, "Python float -1.0 is out of bounds for uint8"),
+    ("c[i] = 2.0 // 0", 16, "Python float inf cannot be converted to uint8"),
+    ("c[i] = uint8(300.5)", 22, "Python float 300.5 is out of bounds for uint8"),
+    ("c[i] = ceil_div(uint64(a[i]), b[i])", 16, "ceil_div() of uint64 and int64 would compute in float64"),
+])
+def test_python_numbers_that_do_not_fit_are_rejected(stmt, col, words):
+    src = "def k(a, b):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n" \
+          f"        {stmt}\n    return c\n"
+    with pytest.raises(HybridTypeError) as info:
+        hyb.compile_source(src, "bad.hyb").k(np.ones(2, np.uint8), np.ones(2, np.int64))
+    assert (info.value.line, info.value.col) == (4, col), info.value.render()
+    assert words in info.value.message

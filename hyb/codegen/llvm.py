@@ -564,17 +564,29 @@ class _FunctionBuilder:
         return v
 
     def _float_to_int(self, v, d: str):
-        """Truncation toward zero, then wrapping to the width of ``d`` (x86's and so NumPy's result
-        for values within int64; beyond that, and for nan and inf, the value is unspecified, as in NumPy)."""
+        """NumPy's cast as C compilers build it on x86: truncation to int32 for the types that fit
+        in it, to int64 for the others (uint64 above 2**63 unsigned), then wrapping to ``d``.
+        Where the hardware answers for values out of range (nan and inf too) the answer is
+        spelt out, since LLVM's fptosi would leave it undefined."""
         b = self.b
         dt_ = value_type(d)
         if v.type == F16:
             v = b.fpext(v, F32)
         if d == "uint64":
             big = b.fcmp_ordered(">=", v, ir.Constant(v.type, 2.0 ** 63))
-            return b.select(big, b.fptoui(v, I64), b.fptosi(v, I64))
-        r = b.fptosi(v, I64)
-        return r if dt_.width == 64 else b.trunc(r, dt_)
+            fits = b.fcmp_ordered("<", v, ir.Constant(v.type, 2.0 ** 64))
+            high = b.select(fits, b.fptoui(v, I64), ir.Constant(I64, 0))
+            return b.select(big, high, self._truncate(v, I64))
+        r = self._truncate(v, I32 if d in ("int8", "int16", "int32", "uint8", "uint16") else I64)
+        return r if r.type == dt_ else b.trunc(r, dt_)
+
+    def _truncate(self, v, t: ir.IntType):
+        """cvttsd2si: the value truncated toward zero, or the minimum of ``t`` where it does not fit."""
+        b = self.b
+        low = 1 << (t.width - 1)
+        fits = b.and_(b.fcmp_ordered(">=", v, ir.Constant(v.type, float(-low))),
+                      b.fcmp_ordered("<", v, ir.Constant(v.type, float(low))))
+        return b.select(fits, b.fptosi(v, t), ir.Constant(t, -low))
 
     def _to_float32_odd(self, v):
         """float64 -> float32 rounding to odd, so that a further rounding to float16 is exact

@@ -6,6 +6,7 @@ the text that caused it.  Shapes are concrete: a kernel is checked once per sign
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -686,14 +687,22 @@ class _Checker:
         if e.dtype == dtype:
             return e
         if isinstance(e, T.Const):
-            if e.dtype == ty.WEAK_INT and ty.is_int(dtype) and not ty.is_weak(dtype):
-                info = np.iinfo(dtype)
-                if not info.min <= e.value <= info.max:
-                    raise HybridTypeError(f"Python integer {e.value} is out of bounds for {dtype}", e.span,
-                                          f"{dtype} holds {info.min} to {info.max}; cast the other operand "
-                                          "to a wider type, e.g. int64(x)")
-            return T.Const(dtype, _convert_const(e.value, dtype), span=e.span)
+            if ty.is_weak(e.dtype) and ty.is_int(dtype) and not ty.is_weak(dtype):
+                self.check_fits(e, dtype)
+            return T.Const(dtype, _convert_const(e.value, e.dtype, dtype), span=e.span)
         return T.Cast(dtype, e, span=e.span)
+
+    def check_fits(self, e: T.Const, dtype: str):
+        """A Python number given to an integer dtype must fit in it: NumPy raises otherwise."""
+        kind = "integer" if e.dtype == ty.WEAK_INT else "float"
+        if not math.isfinite(e.value):
+            raise HybridTypeError(f"Python float {e.value} cannot be converted to {dtype}", e.span,
+                                  "integers have no inf or nan; compute in a float dtype")
+        info = np.iinfo(dtype)
+        if not info.min <= int(e.value) <= info.max:
+            raise HybridTypeError(f"Python {kind} {e.value} is out of bounds for {dtype}", e.span,
+                                  f"{dtype} holds {info.min} to {info.max}; cast the other operand "
+                                  "to a wider type, e.g. int64(x)")
 
     def v_UnaryOp(self, e: A.UnaryOp):
         a = self.expr(e.operand)
@@ -706,7 +715,7 @@ class _Checker:
         if e.op == "+":
             return a
         if isinstance(a, T.Const):
-            return T.Const(a.dtype, -a.value, span=e.span)
+            return T.Const(a.dtype, _negate(a), span=e.span)
         return T.Unary(a.dtype, "neg", a, span=e.span)
 
     def v_Compare(self, e: A.Compare):
@@ -821,6 +830,10 @@ class _Checker:
             return a  # an integer is already integral; NumPy 2 keeps its dtype
         if name == "ceil_div":
             t = ty.promote(a.dtype, args[1].dtype)
+            if not ty.is_int(t):
+                raise HybridTypeError(f"ceil_div() of {a.dtype} and {args[1].dtype} would compute in {t} "
+                                      "(NumPy's promotion)", span, "cast the arguments to one integer dtype, "
+                                      "e.g. ceil_div(int64(a), int64(b))")
             args = [self.coerce(a, t), self.coerce(args[1], t)]
         elif name == "popcount":
             t = ty.WEAK_INT if ty.is_weak(a.dtype) else "uint8"
@@ -893,12 +906,22 @@ def _fold_intrinsic(name: str, vals: list):
     return None
 
 
-def _convert_const(value, dtype):
-    if ty.is_bool(dtype):
-        return bool(value)
-    if ty.is_int(dtype):
-        return int(value)
-    return float(value)
+def _negate(c: T.Const):
+    if ty.is_weak(c.dtype):
+        return -c.value
+    with np.errstate(all="ignore"):
+        return (-np.array(c.value, dtype=c.dtype)).item()  # wraps: -uint8(1) is 255
+
+
+def _convert_const(value, src: str, dst: str):
+    """A constant's value in ``dst``: Python's conversion for a Python number, NumPy's (C's,
+    wrapping) for a value that already has a dtype."""
+    if ty.is_weak(src) or ty.is_weak(dst):
+        if ty.is_bool(dst):
+            return bool(value)
+        return int(value) if ty.is_int(dst) else float(value)
+    with np.errstate(all="ignore"):
+        return np.array(value, dtype=src).astype(dst).item()
 
 
 def arg_specs(args) -> list:
