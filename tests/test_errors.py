@@ -217,9 +217,11 @@ def test_shape_mismatch_is_an_index_error_not_a_crash():
     assert (info.value.line, info.value.col) == (4, 23)
 
 
-def test_scalar_argument_not_supported_yet():
-    with pytest.raises(HybridUnsupportedError, match="scalar parameters"):
+def test_scalar_passed_for_an_indexed_parameter():
+    with pytest.raises(HybridTypeError) as info:
         ADD(np.ones(3), 2.0)
+    assert info.value.message == "`b` is a scalar (float64 argument) and cannot be indexed"
+    assert (info.value.line, info.value.col) == (4, 23)
 
 
 def test_unsupported_dtype_argument():

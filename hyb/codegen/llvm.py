@@ -112,7 +112,9 @@ class _FunctionBuilder:
         self.b = ir.IRBuilder(entry)
         self.slots = {}
         for t in self.k.tensors.values():
-            if t.kind == "scalar":
+            if t.kind == "param":
+                self.slots[t.name] = self.ptrs[t.name]  # read-only: LLVM hoists its loads
+            elif t.kind == "scalar":
                 slot = self.b.alloca(memory_type(t.dtype), name="s_" + t.name)
                 self.b.store(ir.Constant(memory_type(t.dtype), 0), slot)
                 self.slots[t.name] = slot

@@ -23,10 +23,26 @@ class ArgSpec:
     """What the checker needs to know about one argument of a call."""
 
     shape: tuple
-    dtype: str
+    dtype: str  # for a Python int or float scalar: the weak "int" / "float"
+    scalar: bool = False
 
     def __str__(self):
+        if self.scalar:
+            return {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+def arg_spec(value) -> ArgSpec:
+    """The ArgSpec of a prepared argument: a NumPy array, or a Python/NumPy scalar."""
+    if isinstance(value, np.ndarray):
+        return ArgSpec(tuple(value.shape), value.dtype.name)
+    if isinstance(value, (bool, np.bool_)):
+        return ArgSpec((), "bool", True)
+    if isinstance(value, np.generic):
+        return ArgSpec((), value.dtype.name, True)
+    if isinstance(value, int):
+        return ArgSpec((), ty.WEAK_INT, True)
+    return ArgSpec((), ty.WEAK_FLOAT, True)
 
 
 # Compile-time values that are not scalar expressions.
@@ -146,8 +162,12 @@ class _Checker:
                 raise HybridNameError(f"parameter `{p.name}` hides the built-in `{p.name}`", p.span,
                                       "rename the parameter")
             name = self.unique(p.name)
-            self.tensors[name] = T.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
-            self.declare(p.name, Sym("tensor", name))
+            if a.scalar:
+                self.tensors[name] = T.Tensor(name, (), a.dtype, "param", p.span, p.name)
+                self.declare(p.name, Sym("scalar", name))
+            else:
+                self.tensors[name] = T.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
+                self.declare(p.name, Sym("tensor", name))
             inputs.append(name)
         self.push()
         body = self.block(k.body)
@@ -282,12 +302,18 @@ class _Checker:
             self.declare(name, Sym("scalar", uname))
             return T.Store(uname, [], self.coerce(value, dtype), s.span)
         if sym.kind == "scalar":
+            self.not_a_param(sym, tgt)
             return T.Store(sym.name, [], self.coerce(self.expr(s.value), self.tensors[sym.name].dtype), s.span)
         if sym.kind == "loop":
             raise HybridTypeError(f"cannot assign to loop variable `{name}`", tgt.span,
                                   "use a new scalar name, e.g. `j = " + name + " + 1`")
         raise HybridNameError(f"`{name}` is a tensor; assigning to it would redefine it", tgt.span,
                               f"write to its elements instead: `{name}[i] = ...`")
+
+    def not_a_param(self, sym: Sym, tgt: A.Name):
+        if self.tensors[sym.name].kind == "param":
+            raise HybridTypeError(f"cannot assign to `{tgt.id}`, a scalar parameter", tgt.span,
+                                  f"copy it into a local first: `{tgt.id}_ = {tgt.id}`")
 
     def aug_assign(self, s: A.AugAssign):
         tgt = s.target
@@ -297,6 +323,7 @@ class _Checker:
             if sym.kind != "scalar":
                 raise HybridTypeError(f"cannot update `{tgt.id}`, a {self.kind_word(sym)}", tgt.span,
                                       "augmented assignment works on scalars and tensor elements")
+            self.not_a_param(sym, tgt)
         elif not isinstance(tgt, A.Subscript):
             raise HybridTypeError("cannot assign to this expression", tgt.span, None)
         value = self.binop(s.op, load, self.expr(s.value), s.span)
@@ -314,7 +341,16 @@ class _Checker:
         v = self.value(e)
         if isinstance(v, TensorRef):
             return v.tensor
-        raise HybridTypeError("only tensors can be indexed", e.span, None)
+        self.not_indexable(v, e)
+
+    def not_indexable(self, v, e):
+        if isinstance(v, T.Load) and not v.indices:
+            t = self.tensors[v.tensor]
+            if t.kind == "param":
+                raise HybridTypeError(f"`{t.source_name}` is a scalar ({ty.concrete(t.dtype)} argument) and cannot "
+                                      "be indexed", e.span, f"pass an array for `{t.source_name}`")
+            raise HybridTypeError(f"`{t.source_name}` is a scalar and cannot be indexed", e.span, None)
+        raise HybridTypeError("only tensors and shapes can be indexed", e.span, None)
 
     def make_tensor(self, name: str, call: A.Call, span: Span):
         maker = call.func.id
@@ -634,7 +670,7 @@ class _Checker:
             if isinstance(item, int):
                 return T.Const(ty.WEAK_INT, item, span=e.span)
             return item
-        raise HybridTypeError("only tensors and shapes can be indexed", e.value.span, None)
+        self.not_indexable(base, e.value)
 
     def indices(self, t: T.Tensor, e: A.Subscript) -> list:
         if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], A.Tuple) and not e.indices[0].elts:
@@ -925,8 +961,5 @@ def _convert_const(value, src: str, dst: str):
 
 
 def arg_specs(args) -> list:
-    """ArgSpecs for numpy arrays (used by the runtime)."""
-    out = []
-    for a in args:
-        out.append(ArgSpec(tuple(a.shape), a.dtype.name))
-    return out
+    """ArgSpecs of prepared arguments (arrays and scalars)."""
+    return [arg_spec(a) for a in args]

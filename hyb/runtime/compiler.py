@@ -14,7 +14,8 @@ import numpy as np
 from ..codegen import llvm as cg
 from ..dsl import interp
 from ..dsl import tir as T
-from ..dsl.check import ArgSpec
+from ..dsl import types as ty
+from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
 from ..schedule import astgen, deps, extract
@@ -98,7 +99,7 @@ class CompiledKernel:
     # ------------------------------------------------------------ running
     def __call__(self, *args):
         arrays = prepare_arrays(self.typed, args)
-        specs = [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays]
+        specs = [arg_spec(a) for a in arrays]
         if specs != self.specs:
             got = ", ".join(str(s) for s in specs)
             want = ", ".join(str(s) for s in self.specs)
@@ -112,6 +113,10 @@ class CompiledKernel:
         bufs = {}
         copy_back = []
         for name, a in zip(k.inputs, arrays):
+            t = k.tensors[name]
+            if t.kind == "param":
+                bufs[name] = scalar_buffer(t, a)
+                continue
             if name in self._written:
                 if not a.flags.c_contiguous:
                     work = np.ascontiguousarray(a)
@@ -159,6 +164,15 @@ def warn_uninitialized(poly, d):
             f"`{t.source_name}` first, or read an input instead"), stacklevel=5)
 
 
+def scalar_buffer(t: T.Tensor, value) -> np.ndarray:
+    """A scalar argument as a 0-d array the native code reads through a pointer."""
+    try:
+        return np.array(value, dtype=ty.concrete(t.dtype))
+    except OverflowError:
+        raise HybridArgumentError(f"argument `{t.source_name}` = {value!r} does not fit {ty.concrete(t.dtype)}",
+                                  t.span, "pass a smaller value, or a NumPy scalar of a wider dtype") from None
+
+
 def check_in_place(k: T.TypedKernel, arrays: list):
     """Arrays written in place must be writeable and must not share memory with each other."""
     written = k.written
@@ -178,17 +192,20 @@ def check_in_place(k: T.TypedKernel, arrays: list):
 
 
 def prepare_arrays(k_or_params, args) -> list:
-    """NumPy arrays for the call's arguments; a clear error for anything else."""
-    from ..dsl import types as ty
+    """NumPy arrays (and Python/NumPy scalars) for the call's arguments; a clear error for anything else."""
     out = []
     for pos, a in enumerate(args):
         if isinstance(a, np.ndarray):
             arr = a
-        elif isinstance(a, (bool, int, float, complex, np.generic)):
-            from ..errors import HybridUnsupportedError
-            raise HybridUnsupportedError(
-                f"argument {pos} is a scalar ({a!r}); scalar parameters are not supported yet", None,
-                "pass a NumPy array")
+        elif isinstance(a, (bool, int, float, np.generic)):
+            if isinstance(a, np.generic) and ty.normalize(a.dtype) is None:
+                raise HybridArgumentError(f"argument {pos} is a {a.dtype} scalar, which kernels do not support",
+                                          None, "pass an int, a float or a NumPy scalar of a real dtype")
+            out.append(a)
+            continue
+        elif isinstance(a, complex):
+            raise HybridArgumentError(f"argument {pos} is a complex number, which kernels do not support", None,
+                                      "pass an int or a float")
         elif hasattr(a, "__array__") or isinstance(a, (list, tuple)):
             arr = np.asarray(a)
         elif hasattr(a, "asnumpy"):

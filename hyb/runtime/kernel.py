@@ -12,7 +12,7 @@ import threading
 from ..dsl import ast as A
 from ..dsl import interp
 from ..dsl import parser
-from ..dsl.check import ArgSpec, check_kernel
+from ..dsl.check import arg_specs, check_kernel
 from ..errors import HybridArgumentError, HybridUnsupportedError
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 
@@ -64,7 +64,7 @@ class Kernel:
     def typed(self, *args):
         """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
         arrays = prepare_arrays(self, args)
-        return check_kernel(self.kdef, self.module, [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays])
+        return check_kernel(self.kdef, self.module, arg_specs(arrays))
 
     def compile(self, *args, target: str | None = None) -> CompiledKernel:
         """The :class:`CompiledKernel` for the signature of ``args``, compiled if not cached."""
@@ -78,7 +78,7 @@ class Kernel:
                                          "compile for target=\"cpu\"")
         if target not in _TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
-        specs = [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays]
+        specs = arg_specs(arrays)
         key = (tuple(specs), target)
         ck = self._cache.get(key)
         if ck is None:
@@ -97,7 +97,7 @@ class Kernel:
     def emulate(self, *args):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
         arrays = prepare_arrays(self, args)
-        typed = check_kernel(self.kdef, self.module, [ArgSpec(tuple(a.shape), a.dtype.name) for a in arrays])
+        typed = check_kernel(self.kdef, self.module, arg_specs(arrays))
         check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
