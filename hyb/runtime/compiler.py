@@ -18,7 +18,7 @@ from ..dsl import types as ty
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
-from ..schedule import astgen, deps, extract
+from ..schedule import astgen, deps, extract, plan
 from ..schedule import loops as L
 
 STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate")
@@ -35,7 +35,8 @@ class CompiledKernel:
         self.poly = extract.extract(typed)
         self._deps = None
         warn_uninitialized(self.poly, self.deps)
-        self.nest = astgen.generate(self.poly)
+        self.plan = plan.plan(self.poly, self.deps, plan.parse_options(options.get("schedule")))
+        self.nest = astgen.generate(self.poly, self.plan.schedule)
         gen = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
         self.llvm_ir = gen.ir
         self.check_sites = gen.sites
@@ -65,8 +66,7 @@ class CompiledKernel:
         if stage == "deps":
             return self.deps.describe()
         if stage == "schedule":
-            sched = self.poly.union("schedule")
-            return f"original program order (2d+1 encoding):\n  {sched}\n"
+            return self.plan.describe()
         if stage == "loops":
             return L.fmt_nest(self.nest, self._describe_stmt)
         if stage == "llvm":

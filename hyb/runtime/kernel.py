@@ -10,6 +10,7 @@ import inspect
 import threading
 
 from ..dsl import ast as A
+from ..schedule.plan import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
 from ..dsl.check import arg_specs, check_kernel
@@ -29,10 +30,7 @@ def _validate_options(options: dict) -> dict:
     if target not in _TARGETS:
         raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
     sched = options.get("schedule")
-    if sched not in (None, "original"):
-        raise HybridUnsupportedError(f"schedule={sched!r}: custom schedules are not supported yet", None,
-                                     "this version runs every kernel in its original loop order "
-                                     "(schedule=\"original\")")
+    parse_schedule_options(sched)  # reject bad options when the kernel is made, not at its first call
     return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched}
 
 

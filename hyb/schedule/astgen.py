@@ -65,17 +65,30 @@ def convert_node(n: isl.AstNode) -> list:
         args = [convert_expr(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg())]
         return [L.StmtCall(name, args)]
     if t == isl.ast_node_type.mark:
-        return convert_node(n.mark_get_node())
+        body = convert_node(n.mark_get_node())
+        if n.mark_get_id().get_name() == "parallel":
+            _mark_first_for(body)
+        return body
     raise HybridCompileError(f"internal: isl AST node {t} is not handled")
 
 
-def generate(p: PolyProgram, schedule: isl.UnionMap | None = None) -> L.LoopNest:
-    """Loop IR for ``p`` under ``schedule`` (default: the original program order)."""
+def _mark_first_for(body: list) -> bool:
+    for s in body:
+        if isinstance(s, L.For):
+            s.parallel = True
+            return True
+        if isinstance(s, L.If) and (_mark_first_for(s.then) or _mark_first_for(s.orelse)):
+            return True
+    return False
+
+
+def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> L.LoopNest:
+    """Loop IR for ``p`` under ``schedule`` (an isl schedule tree; None: the original program order)."""
     if not p.statements:
         return L.LoopNest(p, [])
-    if schedule is None:
-        schedule = p.union("schedule")
-    schedule = schedule.intersect_domain(p.union("domain"))
     build = isl.AstBuild.from_context(isl.Set("{ : }"))
-    node = build.node_from_schedule_map(schedule)
+    if schedule is None:
+        node = build.node_from_schedule_map(p.union("schedule").intersect_domain(p.union("domain")))
+    else:
+        node = build.node_from_schedule(schedule)
     return L.LoopNest(p, convert_node(node))

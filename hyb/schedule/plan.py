@@ -1,0 +1,289 @@
+"""Scheduling: which order the statement instances run in, and which loops run on threads.
+
+``plan`` asks isl's scheduler for a schedule that respects every dependence (validity),
+keeps dependent instances close (proximity) and exposes parallel loops (coincidence), under
+an operation limit with a fallback to the original order.  The result is then shaped for a
+CPU:
+
+* in each permutable band, the member with the most unit-stride accesses goes innermost
+  (for LLVM's vectoriser), parallel (coincident) members go outermost;
+* permutable bands of two or more members are tiled;
+* the outermost band whose first member is coincident is marked ``parallel`` (its loop runs
+  on the thread pool).
+
+Every decision can be overridden with the kernel's ``schedule=`` option and is reported in
+``Plan.decisions`` (shown by ``inspect("schedule")``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from ..errors import HybridArgumentError
+from .deps import Dependences
+from .extract import PolyProgram
+
+DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
+OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations")
+
+
+@dataclass
+class ScheduleOptions:
+    original: bool = False  # keep the program order (schedule="original")
+    tile: object = True  # True: default sizes; False: no tiling; a tuple: sizes, outermost first
+    parallel: bool = True
+    interchange: bool = True
+    fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
+    max_operations: int = 300_000
+
+
+def parse_options(schedule) -> ScheduleOptions:
+    """The ``schedule=`` option of a kernel: None, "auto", "original" or a dict of ScheduleOptions."""
+    if schedule in (None, "auto"):
+        return ScheduleOptions()
+    if schedule == "original":
+        return ScheduleOptions(original=True, tile=False, parallel=False, interchange=False)
+    if isinstance(schedule, dict):
+        unknown = set(schedule) - set(OPTION_KEYS)
+        if unknown:
+            raise HybridArgumentError(f"unknown schedule option `{sorted(unknown)[0]}`", None,
+                                      "schedule options are: " + ", ".join(OPTION_KEYS))
+        opts = ScheduleOptions()
+        tile = schedule.get("tile", True)
+        if not (isinstance(tile, bool) or (isinstance(tile, (tuple, list)) and tile
+                                            and all(isinstance(t, int) and t > 0 for t in tile))):
+            raise HybridArgumentError(f"schedule option tile={tile!r} is not valid", None,
+                                      "use True, False or a tuple of positive sizes such as (32, 64, 256)")
+        opts.tile = tuple(tile) if isinstance(tile, (tuple, list)) else tile
+        for key in ("parallel", "interchange", "fuse"):
+            if key in schedule:
+                if not isinstance(schedule[key], bool):
+                    raise HybridArgumentError(f"schedule option {key}={schedule[key]!r} must be True or False",
+                                              None, None)
+                setattr(opts, key, schedule[key])
+        if "max_operations" in schedule:
+            opts.max_operations = int(schedule["max_operations"])
+        return opts
+    raise HybridArgumentError(f"schedule={schedule!r} is not valid", None,
+                              "use schedule=\"auto\", \"original\" or a dict such as "
+                              "{\"tile\": (32, 64, 256), \"parallel\": True}")
+
+
+@dataclass
+class Plan:
+    schedule: object  # isl.Schedule, or None for the original order
+    decisions: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = list(self.decisions)
+        if self.schedule is not None:
+            lines.append("schedule tree:")
+            lines.extend("  " + ln for ln in str(self.schedule.get_root()).split("\n") if ln.strip())
+        return "\n".join(lines) + "\n"
+
+
+def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
+    if opts.original or not p.statements:
+        return Plan(None, ["original program order (schedule=\"original\")" if opts.original
+                           else "no statements"])
+    decisions = []
+    ctx = isl.DEFAULT_CONTEXT
+    dom = p.union("domain")
+    deps_all = d.all
+    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(deps_all)
+    sc = sc.set_coincidence(deps_all)
+    old_fuse = ctx.get_schedule_serialize_sccs()
+    ctx.set_schedule_serialize_sccs(0 if opts.fuse else 1)
+    ctx.set_schedule_maximize_coincidence(1)
+    ctx.set_schedule_outer_coincidence(1)
+    ctx.set_max_operations(opts.max_operations)
+    ctx.reset_operations()
+    try:
+        sched = sc.compute_schedule()
+    except isl.Error:
+        sched = None
+    finally:
+        ctx.set_max_operations(0)
+        ctx.reset_operations()
+        ctx.set_schedule_serialize_sccs(old_fuse)
+    if sched is None:
+        return Plan(None, [f"isl scheduler gave up after {opts.max_operations} operations: original order"])
+    decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
+    shaper = _Shaper(p, opts, decisions)
+    sched = sched.map_schedule_node_bottom_up(shaper.band)
+    if opts.parallel:
+        sched = _mark_parallel(sched, decisions)
+    return Plan(sched, decisions)
+
+
+class _Shaper:
+    """Reorders and tiles permutable bands, bottom-up."""
+
+    def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list):
+        self.p, self.opts, self.decisions = p, opts, decisions
+
+    def band(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != isl.schedule_node_type.band:
+            return node
+        n = node.band_n_member()
+        if n < 2 or not node.band_get_permutable():
+            return node
+        coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+        order = list(range(n))
+        if self.opts.interchange:
+            order = self.order(node, coincident)
+            if order != list(range(n)):
+                node = _permute(node, order, coincident)
+                coincident = [coincident[i] for i in order]
+                self.decisions.append(f"band of {n}: members reordered {order} (innermost: best unit stride; "
+                                      f"parallel members outermost)")
+        if self.opts.tile:
+            sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
+            if sizes is None:
+                sizes = (32,) * (n - 1) + (512,)
+            sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
+            extents = self.extents(node)
+            if any(e is None or e > s for e, s in zip(extents, sizes)):
+                mv = isl.MultiVal.zero(node.band_get_space())
+                for i, s in enumerate(sizes):
+                    mv = mv.set_val(i, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, s))
+                node = node.band_tile(mv)
+                self.decisions.append(f"band of {n} tiled {sizes}")
+        return node
+
+    def extents(self, node) -> list:
+        """Number of values each band member takes (None if unknown)."""
+        umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+        out = []
+        rng = umap.range()
+        sets = []
+        rng.foreach_set(sets.append)
+        if len(sets) != 1:
+            return [None] * node.band_n_member()
+        s = sets[0]
+        for i in range(s.dim(isl.dim_type.set)):
+            try:
+                lo = s.dim_min(i)
+                hi = s.dim_max(i)
+                if lo.is_cst() and hi.is_cst():
+                    lo_v = lo.get_pieces()[0][1].get_constant_val().to_python()
+                    hi_v = hi.get_pieces()[0][1].get_constant_val().to_python()
+                    out.append(int(hi_v - lo_v + 1))
+                else:
+                    out.append(None)
+            except (isl.Error, IndexError):
+                out.append(None)
+        return out
+
+    def order(self, node, coincident: list) -> list:
+        n = len(coincident)
+        scores = [0.0] * n
+        mupa = node.band_get_partial_schedule()
+        for st in self.p.statements:
+            if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
+                continue
+            space = st.domain.get_space()
+            members = []
+            for m in range(n):
+                members.append(_single_iterator(mupa.get_at(m), space, len(st.iters)))
+            if any(it is None for it in members if True) and len(st.iters) >= n:
+                return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
+            for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
+                strides = _access_strides(acc, len(st.iters))
+                if strides is None:
+                    continue
+                for m, it in enumerate(members):
+                    if it is None:
+                        continue
+                    scores[m] += weight * strides.get(it, 0.0)
+        inner = max(range(n), key=lambda m: (scores[m], m))
+        if scores[inner] <= scores[n - 1]:
+            inner = n - 1
+        rest = [m for m in range(n) if m != inner]
+        rest.sort(key=lambda m: (not coincident[m], m))
+        return rest + [inner]
+
+
+def _single_iterator(upa: isl.UnionPwAff, space, ndim: int):
+    """The iterator a band member is for a statement, if it is exactly ±one iterator (+ constant)."""
+    try:
+        pa = upa.extract_pw_aff(_member_space(space))
+        pieces = pa.get_pieces()
+    except isl.Error:
+        return None
+    if len(pieces) != 1:
+        return None
+    aff = pieces[0][1]
+    hit = [k for k in range(ndim) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
+    return hit[0] if len(hit) == 1 else None
+
+
+def _member_space(set_space: isl.Space) -> isl.Space:
+    """The space of a one-dimensional function on a statement's domain."""
+    return isl.Space.map_from_domain_and_range(set_space, isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 1))
+
+
+def _access_strides(acc, ndim: int):
+    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
+    if not acc.exact:
+        return None
+    try:
+        pma = isl.PwMultiAff.from_map(acc.relation)
+    except isl.Error:
+        return None
+    nout = acc.relation.dim(isl.dim_type.out)
+    if nout == 0:
+        return {}
+    out = {}
+    for j in range(nout):
+        pieces = pma.get_pw_aff(j).get_pieces()
+        if len(pieces) != 1:
+            return None
+        aff = pieces[0][1]
+        for k in range(ndim):
+            c = aff.get_coefficient_val(isl.dim_type.in_, k)
+            if c.is_zero():
+                continue
+            if j == nout - 1 and abs(c.to_python()) == 1 and k not in out:
+                out[k] = 3.0
+            else:
+                out[k] = -4.0
+    return out
+
+
+def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
+    mupa = node.band_get_partial_schedule()
+    upas = [mupa.get_at(i) for i in order]
+    lst = isl.UnionPwAffList.alloc(isl.DEFAULT_CONTEXT, len(upas))
+    for u in upas:
+        lst = lst.add(u)
+    space = mupa.get_space()
+    new = isl.MultiUnionPwAff.from_union_pw_aff_list(space, lst)
+    node = node.delete()
+    node = node.insert_partial_schedule(new)
+    node = node.band_set_permutable(1)
+    for i, m in enumerate(order):
+        node = node.band_member_set_coincident(i, 1 if coincident[m] else 0)
+    return node
+
+
+def _mark_parallel(sched: isl.Schedule, decisions: list) -> isl.Schedule:
+    """Mark the outermost band whose first member is coincident; nothing below it is marked."""
+    def visit(node):
+        if node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0):
+            return node.insert_mark(isl.Id("parallel")), True
+        for i in range(node.n_children()):
+            child, done = visit(node.child(i))
+            node = child.parent()
+            if done:
+                return node, True
+        return node, False
+
+    root = sched.get_root()
+    node, done = visit(root)
+    if done:
+        decisions.append("outermost parallel loop: marked `parallel` (runs on the thread pool)")
+        return node.get_schedule()
+    decisions.append("no parallel loop found")
+    return sched
