@@ -2,13 +2,19 @@
 
 One function per specialised kernel::
 
-    i32 hyb_<name>(ptr noalias %t0, ptr noalias %t1, ..., ptr %err)
+    i32 hyb_<name>(ptr noalias %t0, ptr noalias %t1, ..., ptr %rt)
 
 with one pointer per non-scalar tensor (inputs in parameter order, then outputs and
-temporaries in order of declaration; see :func:`buffer_order`).  It returns 0, or, when a
+temporaries in order of declaration; see :func:`buffer_order`) and ``rt``, an ``int64[4]``
+runtime block: ``rt[3]`` is the number of threads to use.  It returns 0, or, when a
 subscript checked at run time is out of bounds, the number of that check site (1-based,
-see :class:`CheckSite`) after writing the offending index and axis to ``err[0:2]``: no
-memory outside the tensors is ever touched.  Scalar locals live in
+see :class:`CheckSite`) after writing the offending index and axis to ``rt[0:2]``: no
+memory outside the tensors is ever touched.
+
+A loop marked parallel is outlined into ``void hyb_<name>.par<k>(ptr %ctx)`` and run by
+libgomp's ``GOMP_parallel``; each thread takes a contiguous block of the iterations (or
+every n-th one when the loop's upper bound is not a simple expression) with private copies
+of the scalar locals.  Without libgomp, parallel loops run serially.  Scalar locals live in
 ``alloca`` slots that ``mem2reg`` promotes to registers.  Shapes are constants, so every
 address is ``base + Σ index_k · stride_k`` with constant strides.
 """
@@ -104,8 +110,10 @@ class _FunctionBuilder:
             arg.add_attribute("noalias")
             self.ptrs[name] = arg
         self.err = self.fn.args[-1]
-        self.err.name = "err"
+        self.err.name = "rt"
         self.err.add_attribute("noalias")
+        self.outlined = False  # building an outlined parallel loop body
+        self.n_parallel = 0
         self.sites: list = []
         self.checked = nest.poly.runtime_checked
         entry = self.fn.append_basic_block("entry")
@@ -139,6 +147,8 @@ class _FunctionBuilder:
                 raise HybridCompileError(f"internal: loop IR node {type(s).__name__}")
 
     def for_loop(self, s: L.For):
+        if s.parallel and not self.outlined and openmp_available():
+            return self.parallel_loop(s)
         b = self.b
         init = self.lexpr(s.init)
         pre = b.block
@@ -156,6 +166,117 @@ class _FunctionBuilder:
         self.block(s.body)
         nxt = b.add(phi, ir.Constant(I64, s.step), name=s.var + ".next", flags=("nsw",))
         phi.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+        del self.loopvars[s.var]
+
+    # ---------------------------------------------------------- threads
+    def parallel_loop(self, s: L.For):
+        """Outline the loop into a function run by every thread of a GOMP_parallel region.
+
+        ``<fn>.par<k>(ptr ctx)`` unpacks the captured values from ``ctx`` and calls
+        ``<fn>.par<k>.body``, whose tensor pointers are ``noalias`` arguments again.
+        """
+        b = self.b
+        tensors = list(self.ptrs.items())
+        shared = [(n, v) for n, v in self.slots.items() if n not in self.ptrs]
+        counters = list(self.loopvars.items())
+        values = [v for _, v in tensors] + [self.err] + [v for _, v in shared] + [v for _, v in counters]
+        kinds = [PTR] * (len(tensors) + 1 + len(shared)) + [I64] * len(counters)
+        name = f"{self.fn.name}.par{self.n_parallel}"
+        self.n_parallel += 1
+        body_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), kinds), name + ".body")
+        for a, (n, _) in zip(body_fn.args, tensors):
+            a.add_attribute("noalias")
+        tramp = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), name)
+        # the context: one 8-byte slot per captured value
+        raw = b.alloca(ir.ArrayType(I64, max(1, len(values))), name="par.ctx")
+        ctx = b.inttoptr(b.ptrtoint(raw, I64), PTR)
+        for i, v in enumerate(values):
+            b.store(v, b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=I8))
+        tb = ir.IRBuilder(tramp.append_basic_block("entry"))
+        args = [tb.load(tb.gep(tramp.args[0], [ir.Constant(I64, 8 * i)], source_etype=I8), typ=t)
+                for i, t in enumerate(kinds)]
+        tb.call(body_fn, args)
+        tb.ret_void()
+        # the body, built with this builder's state pointed at the new function
+        saved = (self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined)
+        self.fn, self.b, self.outlined = body_fn, ir.IRBuilder(body_fn.append_basic_block("entry")), True
+        fargs = list(body_fn.args)
+        self.ptrs = {n: a for (n, _), a in zip(tensors, fargs)}
+        self.err = fargs[len(tensors)]
+        self.slots = {}
+        for n, _ in saved[4].items():
+            if n in self.ptrs:
+                self.slots[n] = self.ptrs[n]
+        for (n, _), a in zip(shared, fargs[len(tensors) + 1:]):
+            t = self.k.tensors[n]
+            private = self.b.alloca(memory_type(t.dtype), name="s_" + n)  # each thread its own copy
+            self.b.store(self.b.load(a, typ=memory_type(t.dtype)), private)
+            self.slots[n] = private
+        self.loopvars = {n: a for (n, _), a in zip(counters, fargs[len(tensors) + 1 + len(shared):])}
+        self.thread_loop(s)
+        self.b.ret_void()
+        self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined = saved
+        b = self.b
+        nthreads = b.trunc(b.load(b.gep(self.err, [ir.Constant(I64, 3)], source_etype=I64), typ=I64), I32)
+        gomp = self.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+        b.call(gomp, [tramp, ctx, nthreads, ir.Constant(I32, 0)])
+        code = b.load(b.gep(self.err, [ir.Constant(I64, 2)], source_etype=I64), typ=I64)
+        failed = b.icmp_signed("!=", code, ir.Constant(I64, 0))
+        fail_bb = self.fn.append_basic_block("par.failed")
+        cont_bb = self.fn.append_basic_block("par.done")
+        b.cbranch(failed, fail_bb, cont_bb)
+        b.position_at_end(fail_bb)
+        b.ret(b.trunc(code, I32))
+        b.position_at_end(cont_bb)
+
+    def thread_loop(self, s: L.For):
+        """This thread's share of the iterations of ``s``."""
+        b = self.b
+        tid = b.sext(b.call(self.declare("omp_get_thread_num", I32, []), []), I64)
+        nth = b.sext(b.call(self.declare("omp_get_num_threads", I32, []), []), I64)
+        init = self.lexpr(s.init)
+        step = ir.Constant(I64, s.step)
+        bound = _upper_bound(s)
+        if bound is not None:
+            # Contiguous blocks: iterations [tid*chunk, (tid+1)*chunk) of the trip count.
+            op, ub_expr = bound
+            ub = self.lexpr(ub_expr)
+            last = ub if op == "le" else b.sub(ub, ir.Constant(I64, 1))
+            trips = b.add(b.sdiv(b.sub(last, init), step), ir.Constant(I64, 1))
+            trips = b.select(b.icmp_signed("<", trips, ir.Constant(I64, 0)), ir.Constant(I64, 0), trips)
+            chunk = b.sdiv(b.add(trips, b.sub(nth, ir.Constant(I64, 1))), nth)
+            first = b.mul(tid, chunk)
+            end = b.add(first, chunk)
+            end = b.select(b.icmp_signed("<", end, trips), end, trips)
+            start = b.add(init, b.mul(first, step))
+            stop = b.add(init, b.mul(end, step))
+            self.counted_loop(s, start, stop, step)
+        else:
+            # Every nth iteration, starting at this thread's number.
+            start = b.add(init, b.mul(tid, step))
+            self.counted_loop(s, start, None, b.mul(nth, step))
+
+    def counted_loop(self, s: L.For, start, stop, stride):
+        b = self.b
+        pre = b.block
+        header = self.fn.append_basic_block(f"pfor.{s.var}")
+        body = self.fn.append_basic_block(f"pbody.{s.var}")
+        exit_ = self.fn.append_basic_block(f"pend.{s.var}")
+        b.branch(header)
+        b.position_at_end(header)
+        phi = b.phi(I64, name=s.var)
+        phi.add_incoming(start, pre)
+        self.loopvars[s.var] = phi
+        if stop is not None:
+            cond = b.icmp_signed("<", phi, stop)
+        else:
+            cond = self.lexpr(s.cond)
+        b.cbranch(cond, body, exit_)
+        b.position_at_end(body)
+        self.block(s.body)
+        phi.add_incoming(b.add(phi, stride, flags=("nsw",)), b.block)
         b.branch(header)
         b.position_at_end(exit_)
         del self.loopvars[s.var]
@@ -283,7 +404,12 @@ class _FunctionBuilder:
         b.position_at_end(fail)
         b.store(v, self.err)
         b.store(ir.Constant(I64, axis), b.gep(self.err, [ir.Constant(I64, 1)], source_etype=I64))
-        b.ret(ir.Constant(I32, site))
+        if self.outlined:
+            # A thread stops its share; the caller reads the code after the region.
+            b.store(ir.Constant(I64, site), b.gep(self.err, [ir.Constant(I64, 2)], source_etype=I64))
+            b.ret_void()
+        else:
+            b.ret(ir.Constant(I32, site))
         b.position_at_end(cont)
 
     def address(self, tensor: str, indices: list, node=None):
@@ -696,6 +822,37 @@ class _FunctionBuilder:
         magnitude = self.i_abs(dt, x)
         return self.b.call(self.declare(f"llvm.ctpop.i{x.type.width}", x.type, [x.type]), [magnitude])
 
+
+
+def _upper_bound(s: L.For):
+    """(op, bound) when the loop's condition is ``var <= bound`` or ``var < bound``."""
+    c = s.cond
+    if (isinstance(c, L.LOp) and c.op in ("le", "lt") and isinstance(c.args[0], L.LVar)
+            and c.args[0].name == s.var and s.step > 0 and not _uses(c.args[1], s.var)):
+        return c.op, c.args[1]
+    return None
+
+
+def _uses(e, var: str) -> bool:
+    if isinstance(e, L.LVar):
+        return e.name == var
+    if isinstance(e, L.LOp):
+        return any(_uses(a, var) for a in e.args)
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def openmp_available() -> bool:
+    """Load libgomp into the process so that JIT code can call GOMP_parallel."""
+    import ctypes.util
+    name = ctypes.util.find_library("gomp")
+    if not name:
+        return False
+    try:
+        llvm.load_library_permanently(name)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _fbits(dt: str) -> int:

@@ -7,6 +7,7 @@ data to plain data; :class:`CompiledKernel` keeps every stage's result so that
 from __future__ import annotations
 
 import ctypes
+import os
 import warnings
 
 import numpy as np
@@ -48,6 +49,7 @@ class CompiledKernel:
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(self.buffers) + 1)))(
             self._jit.address)
         self._written = typed.written
+        self.threads = thread_count(options.get("threads"))
 
     # ------------------------------------------------------------ inspection
     @property
@@ -134,7 +136,8 @@ class CompiledKernel:
         for t in k.tensors.values():
             if t.kind in ("output", "temp"):
                 bufs[t.name] = np.zeros(t.shape, dtype=t.dtype)
-        err = np.zeros(2, dtype=np.int64)
+        err = np.zeros(4, dtype=np.int64)
+        err[3] = self.threads
         code = self._cfunc(*[bufs[n].ctypes.data for n in self.buffers], err.ctypes.data)
         if code:
             site = self.check_sites[code - 1]
@@ -162,6 +165,19 @@ def warn_uninitialized(poly, d):
             "the value read is 0", access.span,
             f"{'output_tensor' if t.kind == 'output' else 'allocate'}(...) starts at zero; write "
             f"`{t.source_name}` first, or read an input instead"), stacklevel=5)
+
+
+def thread_count(option=None) -> int:
+    """Threads for parallel loops: the `threads` option, else HYB_NUM_THREADS, else the CPU count."""
+    if option is not None:
+        return max(1, int(option))
+    env = os.environ.get("HYB_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            warnings.warn(HybridWarning(f"HYB_NUM_THREADS={env!r} is not a number; using the CPU count"))
+    return os.cpu_count() or 1
 
 
 def scalar_buffer(t: T.Tensor, value) -> np.ndarray:

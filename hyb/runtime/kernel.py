@@ -21,7 +21,7 @@ _TARGETS = ("cpu", "cuda")
 
 
 def _validate_options(options: dict) -> dict:
-    known = {"target", "fastmath", "schedule"}
+    known = {"target", "fastmath", "schedule", "threads"}
     for key in options:
         if key not in known:
             raise HybridArgumentError(f"unknown kernel option `{key}`", None,
@@ -31,7 +31,12 @@ def _validate_options(options: dict) -> dict:
         raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
     sched = options.get("schedule")
     parse_schedule_options(sched)  # reject bad options when the kernel is made, not at its first call
-    return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched}
+    threads = options.get("threads")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise HybridArgumentError(f"threads={threads!r} must be a positive integer", None,
+                                  "omit it to use HYB_NUM_THREADS or every CPU")
+    return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched,
+            "threads": threads}
 
 
 class Kernel:

@@ -1,0 +1,185 @@
+"""The scheduler and its options: loop order, tiling, parallel loops on threads, fallbacks."""
+import numpy as np
+import pytest
+
+import hyb
+from hyb.errors import HybridArgumentError, HybridIndexError
+
+SRC = '''
+def matmul(a, b):
+    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            for k in range(a.shape[1]):
+                c[i, j] += a[i, k] * b[k, j]
+    return c
+
+def rowdot(a, b):
+    c = output_tensor((a.shape[0],), a.dtype)
+    for i in range(a.shape[0]):
+        s = 0.0
+        for j in range(a.shape[1]):
+            s += a[i, j] * b[i, j]
+        c[i] = s
+    return c
+
+def jacobi(a, b):
+    for t in range(5):
+        for i in range(1, a.shape[0] - 1):
+            b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3
+        for i in range(1, a.shape[0] - 1):
+            a[i] = (b[i - 1] + b[i] + b[i + 1]) / 3
+    return a, b
+
+def prefix(a):
+    c = output_tensor(a.shape, a.dtype)
+    c[0] = a[0]
+    for i in range(1, a.shape[0]):
+        c[i] = c[i - 1] + a[i]
+    return c
+
+def gather(a, idx):
+    c = output_tensor(idx.shape, a.dtype)
+    for i in range(idx.shape[0]):
+        c[i] = a[idx[i]] * 2
+    return c
+
+def transpose_add(a):
+    c = output_tensor((a.shape[1], a.shape[0]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            c[j, i] = a[i, j] + 1
+    return c
+'''
+
+SCHEDULES = [None, "original", {"tile": False}, {"tile": (4, 8)}, {"tile": (3, 5, 7)}, {"parallel": False},
+             {"interchange": False}, {"fuse": False}, {"max_operations": 1}]
+
+
+def reference(name, args):
+    a = [x.copy() for x in args]
+    if name == "matmul":
+        return (a[0] @ a[1],)
+    if name == "rowdot":
+        return ((a[0] * a[1]).sum(axis=1),)
+    if name == "jacobi":
+        x, y = a
+        for _ in range(5):
+            y[1:-1] = (x[:-2] + x[1:-1] + x[2:]) / 3
+            x[1:-1] = (y[:-2] + y[1:-1] + y[2:]) / 3
+        return x, y
+    if name == "prefix":
+        return (np.cumsum(a[0]),)
+    if name == "gather":
+        return (a[0][a[1]] * 2,)
+    return (a[0].T + 1,)
+
+
+def inputs(name, n, rng):
+    if name in ("matmul",):
+        return [rng.standard_normal((n, n + 3)), rng.standard_normal((n + 3, n - 1 if n > 1 else 1))]
+    if name == "rowdot":
+        return [rng.standard_normal((n, 37)), rng.standard_normal((n, 37))]
+    if name == "jacobi":
+        return [rng.standard_normal(n + 2), np.zeros(n + 2)]
+    if name == "prefix":
+        return [rng.standard_normal(n)]
+    if name == "gather":
+        return [rng.standard_normal(n), rng.integers(0, n, 3 * n)]
+    return [rng.standard_normal((n, 2 * n + 1))]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("name", ["matmul", "rowdot", "jacobi", "prefix", "gather", "transpose_add"])
+def test_every_schedule_gives_the_same_result(schedule, threads, name):
+    mod = hyb.compile_source(SRC, schedule=schedule, threads=threads)
+    rng = np.random.default_rng(threads)
+    for n in (1, 13, 40):
+        args = inputs(name, n, rng)
+        got = getattr(mod, name)(*[x.copy() for x in args])
+        got = got if isinstance(got, tuple) else (got,)
+        for g, r in zip(got, reference(name, args)):
+            np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-10)
+
+
+def loops(name, *args, **options):
+    return getattr(hyb.compile_source(SRC, **options), name).compile(*args).inspect("loops")
+
+
+def test_matmul_innermost_loop_is_j_and_outer_is_parallel():
+    a = np.ones((64, 64), dtype=np.float32)
+    text = loops("matmul", a, a)
+    assert text.startswith("parallel for")
+    from hyb.schedule import loops as L
+    nest = hyb.compile_source(SRC).matmul.compile(a, a).nest
+    node, inner = nest.body[0], None
+    while isinstance(node, L.For):
+        inner, node = node, node.body[0]
+    assert isinstance(node, L.StmtCall)
+    # S0(i, j, k): the innermost loop's counter appears in j's position only
+    assert inner.var in L.fmt_expr(node.args[1])
+    assert inner.var not in L.fmt_expr(node.args[0]) + L.fmt_expr(node.args[2])
+    original = loops("matmul", a, a, schedule="original")
+    assert "parallel" not in original and original.count("for (") == 3
+
+
+def test_tiling_visible_in_schedule_and_loops():
+    a = np.ones((100, 100))
+    text = hyb.compile_source(SRC, schedule={"tile": (16, 16, 16)}).matmul.compile(a, a).inspect("schedule")
+    assert "tiled (16, 16, 16)" in text and "isl scheduler" in text
+    assert "+= 16" in loops("matmul", a, a, schedule={"tile": (16, 16, 16)})
+    assert "tiled" not in hyb.compile_source(SRC, schedule={"tile": False}).matmul.compile(a, a).inspect("schedule")
+
+
+def test_scalar_accumulator_loop_still_correct_and_serial_dependence_respected():
+    a = np.arange(10.0)
+    text = loops("prefix", a)
+    assert not text.startswith("parallel")  # a true recurrence cannot run on threads
+
+
+def test_operation_limit_falls_back_to_original_order():
+    a = np.ones((8, 8))
+    text = hyb.compile_source(SRC, schedule={"max_operations": 1}).matmul.compile(a, a).inspect("schedule")
+    assert "gave up" in text and "original order" in text
+
+
+def test_vectorised_ir_for_elementwise_kernel():
+    mod = hyb.compile_source("def add(a, b):\n    c = output_tensor(a.shape, a.dtype)\n"
+                             "    for i in range(a.shape[0]):\n        c[i] = a[i] + b[i]\n    return c\n")
+    x = np.ones(1000, dtype=np.float32)
+    text = mod.add.compile(x, x).inspect("llvm-opt")
+    assert "fadd <" in text and "x float>" in text  # the loop vectoriser reached the loop
+
+
+def test_out_of_bounds_inside_a_parallel_loop():
+    mod = hyb.compile_source(SRC, threads=2)
+    a = np.arange(8.0)
+    idx = np.zeros(64, dtype=np.int64)
+    idx[50] = 99
+    assert loops("gather", a, idx, threads=2).startswith("parallel for")
+    with pytest.raises(HybridIndexError, match="index 99 is out of bounds for axis 0 of `a`"):
+        mod.gather(a, idx)
+
+
+def test_threads_from_environment(monkeypatch):
+    from hyb.runtime.compiler import thread_count
+    monkeypatch.setenv("HYB_NUM_THREADS", "3")
+    assert thread_count() == 3
+    assert thread_count(5) == 5
+    monkeypatch.setenv("HYB_NUM_THREADS", "many")
+    with pytest.warns(hyb.HybridWarning, match="HYB_NUM_THREADS"):
+        assert thread_count() >= 1
+
+
+@pytest.mark.parametrize("options,words", [
+    ({"schedule": {"tiles": 3}}, "unknown schedule option `tiles`"),
+    ({"schedule": {"tile": (0, 4)}}, "tile=(0, 4) is not valid"),
+    ({"schedule": {"parallel": "yes"}}, "parallel='yes' must be True or False"),
+    ({"schedule": "fast"}, "schedule='fast' is not valid"),
+    ({"threads": 0}, "threads=0 must be a positive integer"),
+])
+def test_bad_schedule_options(options, words):
+    with pytest.raises(HybridArgumentError) as info:
+        hyb.compile_source(SRC, **options)
+    assert words in info.value.message
