@@ -111,6 +111,7 @@ class _Checker:
         self.outputs: list = []
         self.returned = False
         self.depth = 0  # enclosing `for`/`if` blocks
+        self.loop_stack: list = []  # unique names of the enclosing loop variables
         self.call_stack: list = [kdef.name]  # kernels being inlined, outermost first
 
     # ------------------------------------------------------------ scopes
@@ -298,7 +299,8 @@ class _Checker:
                 return None
             dtype = ty.concrete(value.dtype)
             uname = self.unique(name)
-            self.tensors[uname] = T.Tensor(uname, (), dtype, "scalar", tgt.span, name)
+            self.tensors[uname] = T.Tensor(uname, (), dtype, "scalar", tgt.span, name,
+                                           private_to=tuple(self.loop_stack))
             self.declare(name, Sym("scalar", uname))
             return T.Store(uname, [], self.coerce(value, dtype), s.span)
         if sym.kind == "scalar":
@@ -479,7 +481,9 @@ class _Checker:
         self.push()
         self.depth += 1
         self.declare(name, Sym("grid", name, vars_))
+        self.loop_stack.extend(vars_)
         body = self.block(s.body)
+        del self.loop_stack[len(self.loop_stack) - len(vars_):]
         self.depth -= 1
         self.pop()
         for k in reversed(range(len(dims))):
@@ -526,7 +530,9 @@ class _Checker:
         self.push()
         self.depth += 1
         self.declare(name, Sym("loop", var))
+        self.loop_stack.append(var)
         body = self.block(s.body)
+        self.loop_stack.pop()
         self.depth -= 1
         self.pop()
         return T.Loop(var, start, stop, step, body, kind, s.span)

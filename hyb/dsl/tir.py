@@ -22,6 +22,9 @@ class Tensor:
     kind: str  # "input" | "output" | "temp" | "scalar"
     span: Optional[Span] = field(default=None, repr=False)
     source_name: str = ""  # the name the user wrote
+    # For a scalar local: the loops around its declaration.  Its value never flows from one
+    # iteration of these loops to the next (it is declared anew in each), so it is private to them.
+    private_to: tuple = ()
 
     @property
     def ndim(self) -> int:

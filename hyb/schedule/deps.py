@@ -40,11 +40,12 @@ class Dependences:
                 f"output (write after write):\n{fmt(self.output)}\n")
 
 
-def compute(p: PolyProgram) -> Dependences:
+def compute(p: PolyProgram, expanded: bool = True) -> Dependences:
+    """Dependences of ``p``; ``expanded=False`` treats each private scalar as one memory cell."""
     schedule = p.union("schedule")
-    reads = p.union("reads")
-    must = p.union("must_writes")
-    may = p.union("may_writes")
+    reads = p.union("reads", expanded)
+    must = p.union("must_writes", expanded)
+    may = p.union("may_writes", expanded)
 
     def flow_of(sink, must_src, may_src):
         info = isl.UnionAccessInfo.from_sink(sink)

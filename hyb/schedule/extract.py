@@ -66,7 +66,13 @@ class PolyProgram:
     def by_name(self) -> dict:
         return {s.name: s for s in self.statements}
 
-    def union(self, what: str) -> isl.UnionMap | isl.UnionSet:
+    @property
+    def has_private_scalars(self) -> bool:
+        return any(t.kind == "scalar" and t.private_to for t in self.kernel.tensors.values())
+
+    def union(self, what: str, expanded: bool = True) -> isl.UnionMap | isl.UnionSet:
+        """Domains, the schedule or accesses of all statements.  With ``expanded=False`` a
+        scalar private to loops is one memory cell again (as the generated code stores it)."""
         if what == "domain":
             u = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
             for s in self.statements:
@@ -85,6 +91,9 @@ class PolyProgram:
             else:
                 raise ValueError(what)
             for m in maps:
+                if not expanded and m.dim(isl.dim_type.out) and self.kernel.tensors[
+                        m.get_tuple_name(isl.dim_type.out)].kind == "scalar":
+                    m = m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
                 u = u.union(isl.UnionMap.from_map(m))
         return u
 
@@ -345,6 +354,8 @@ class _Extractor:
 
     def box(self, tensor: str) -> isl.Set:
         t = self.k.tensors[tensor]
+        if t.kind == "scalar":
+            return isl.Set("{ %s[%s] }" % (tensor, ", ".join(f"e{k}" for k in range(len(t.private_to)))))
         return isl.Set("{ %s[%s] : %s }" % (tensor, ", ".join(f"e{k}" for k in range(t.ndim)),
                                            " and ".join(f"0 <= e{k} < {n}" for k, n in enumerate(t.shape)) or "1 = 1"))
 
@@ -358,6 +369,10 @@ class _Extractor:
         tensor, indices, span = node.tensor, node.indices, node.span
         t = self.k.tensors[tensor]
         sp = self.space(name, iters)
+        if t.kind == "scalar":
+            # A private scalar is modelled as expanded along the loops it is private to.
+            idx = ", ".join(iname(v) for v in t.private_to)
+            return Access(tensor, isl.Map(f"{{ {sp} -> {tensor}[{idx}] }}").intersect_domain(domain), True, span)
         try:
             idx = [affine(i) for i in indices]
         except _NotAffine:

@@ -22,6 +22,7 @@ import islpy as isl
 
 from ..errors import HybridArgumentError
 from .deps import Dependences
+from .deps import compute as compute_deps
 from .extract import PolyProgram
 
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
@@ -84,9 +85,84 @@ class Plan:
 
 
 def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
+    """A schedule for ``p``.  ``d`` are its dependences with private scalars expanded; when the
+    schedule found with them would interleave the lifetimes of one scalar cell (the generated
+    code keeps one cell per thread), the schedule is computed again without the expansion."""
     if opts.original or not p.statements:
         return Plan(None, ["original program order (schedule=\"original\")" if opts.original
                            else "no statements"])
+    result = _plan(p, d, opts)
+    if result.schedule is None or not p.has_private_scalars:
+        return result
+    cell_deps = compute_deps(p, expanded=False)
+    if _respects(result.schedule, cell_deps.all):
+        result.decisions.insert(1, "scalar locals privatised: each loop iteration (and thread) has its own")
+        return result
+    if opts.interchange or opts.tile:
+        # Reordering or tiling split a scalar's lifetime; keep isl's loop order instead.
+        plain = ScheduleOptions(**{**opts.__dict__, "interchange": False, "tile": False})
+        result = _plan(p, d, plain)
+        if result.schedule is not None and _respects(result.schedule, cell_deps.all):
+            result.decisions.insert(1, "scalar locals privatised; loops neither reordered nor tiled, which "
+                                       "would interleave their lifetimes")
+            return result
+    again = _plan(p, cell_deps, opts)
+    again.decisions.insert(1, "scalar locals kept as single cells (privatising them would interleave "
+                              "their lifetimes)")
+    return again
+
+
+def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
+    """Whether every dependence runs source before sink, except those between different
+    iterations of the parallel loop (each thread has its own scalar cells)."""
+    if deps.is_empty():
+        return True
+    smap = _padded(sched.get_map())
+    bad = deps.intersect(smap.lex_ge_union_map(smap))
+    mark = _parallel_mark(sched)
+    if mark is not None and not bad.is_empty():
+        band = mark.child(0)
+        inner = band.get_domain()
+        first = band.band_get_partial_schedule().get_at(0)
+        member = isl.UnionMap.from_union_pw_aff(first).intersect_domain(inner)
+        prefix = band.get_prefix_schedule_union_map().intersect_domain(inner)
+        same_prefix = prefix.apply_range(prefix.reverse())
+        same_member = member.apply_range(member.reverse())
+        bad = bad.subtract(same_prefix.subtract(same_member))
+    return bad.is_empty()
+
+
+def _padded(smap: isl.UnionMap) -> isl.UnionMap:
+    """The schedule map with every statement's time vector padded with zeros to one length,
+    in one anonymous space, so that times of different statements can be compared."""
+    maps = []
+    smap.foreach_map(maps.append)
+    n = max(m.dim(isl.dim_type.out) for m in maps)
+    out = isl.UnionMap.empty(smap.get_space())
+    for m in maps:
+        k = m.dim(isl.dim_type.out)
+        m = m.add_dims(isl.dim_type.out, n - k)
+        for pos in range(k, n):
+            m = m.fix_si(isl.dim_type.out, pos, 0)
+        out = out.union(isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out)))
+    return out
+
+
+def _parallel_mark(sched: isl.Schedule):
+    """The schedule node marked parallel, if any."""
+    def visit(node):
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == "parallel":
+            return node
+        for i in range(node.n_children()):
+            found = visit(node.child(i))
+            if found is not None:
+                return found
+        return None
+
+    return visit(sched.get_root())
+
+
+def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     decisions = []
     ctx = isl.DEFAULT_CONTEXT
     dom = p.union("domain")
@@ -190,6 +266,8 @@ class _Shaper:
             if any(it is None for it in members if True) and len(st.iters) >= n:
                 return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
             for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
+                if self.p.kernel.tensors[acc.tensor].kind == "scalar":
+                    continue  # registers, not memory
                 strides = _access_strides(acc, len(st.iters))
                 if strides is None:
                     continue
