@@ -183,3 +183,58 @@ def test_bad_schedule_options(options, words):
     with pytest.raises(HybridArgumentError) as info:
         hyb.compile_source(SRC, **options)
     assert words in info.value.message
+
+
+HINTS = '''
+def prefix_par(a):
+    c = output_tensor(a.shape, a.dtype)
+    c[0] = a[0]
+    for i in parallel(1, a.shape[0]):
+        c[i] = c[i - 1] + a[i]
+    return c
+
+def rows_serial(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in serial(a.shape[0]):
+        for j in range(a.shape[1]):
+            c[i, j] = a[i, j] * 2
+    return c
+
+def fine_par(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in parallel(a.shape[0]):
+        c[i] = a[i] * 2
+    return c
+'''
+
+
+def test_parallel_hint_on_a_dependent_loop_warns_and_stays_correct():
+    mod = hyb.compile_source(HINTS, "hints.hyb")
+    x = np.arange(6.0)
+    with pytest.warns(hyb.HybridWarning) as rec:
+        out = mod.prefix_par(x)
+    np.testing.assert_array_equal(out, np.cumsum(x))
+    w = [r.message for r in rec if "written `parallel`" in str(r.message)]
+    assert len(w) == 1
+    assert "iterations depend on each other: iteration" in w[0].message
+    assert (w[0].span.line, w[0].span.col) == (5, 5)
+
+
+def test_parallel_hint_on_an_independent_loop_is_quiet():
+    import warnings
+    mod = hyb.compile_source(HINTS, "hints.hyb")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(mod.fine_par(np.arange(4.0)), np.arange(4.0) * 2)
+
+
+def test_serial_loop_is_never_parallel_nor_moved_inside():
+    mod = hyb.compile_source(HINTS, "hints.hyb")
+    a = np.ones((40, 40))
+    ck = mod.rows_serial.compile(a)
+    text = ck.inspect("loops")
+    assert not text.startswith("parallel")
+    assert "`serial` loops kept in order" in ck.inspect("schedule")
+    np.testing.assert_array_equal(ck(a), a * 2)
+    unhinted = hyb.compile_source(HINTS.replace("in serial(", "in range("), "hints.hyb").rows_serial
+    assert unhinted.compile(a).inspect("loops").startswith("parallel")

@@ -10,6 +10,7 @@ import ctypes
 import os
 import warnings
 
+import islpy as isl
 import numpy as np
 
 from ..codegen import llvm as cg
@@ -36,6 +37,7 @@ class CompiledKernel:
         self.poly = extract.extract(typed)
         self._deps = None
         warn_uninitialized(self.poly, self.deps)
+        warn_parallel_hints(self.poly, self.deps)
         self.plan = plan.plan(self.poly, self.deps, plan.parse_options(options.get("schedule")))
         self.nest = astgen.generate(self.poly, self.plan.schedule)
         gen = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
@@ -187,6 +189,22 @@ def scalar_buffer(t: T.Tensor, value) -> np.ndarray:
     except OverflowError:
         raise HybridArgumentError(f"argument `{t.source_name}` = {value!r} does not fit {ty.concrete(t.dtype)}",
                                   t.span, "pass a smaller value, or a NumPy scalar of a wider dtype") from None
+
+
+def warn_parallel_hints(poly, d):
+    by_name = poly.by_name
+    for loop, carried in plan.parallel_hint_conflicts(poly, d.all):
+        pair = carried.sample()  # one pair of dependent instances
+        src, dst = by_name[pair.get_tuple_name(isl.dim_type.in_)], by_name[pair.get_tuple_name(isl.dim_type.out)]
+        point = pair.wrap().sample_point()
+        coords = [point.get_coordinate_val(isl.dim_type.set, k).to_python()
+                  for k in range(len(src.iters) + len(dst.iters))]
+        k = src.iters.index(loop.var)
+        a, b = coords[k], coords[len(src.iters) + dst.iters.index(loop.var)]
+        warnings.warn(HybridWarning(
+            f"loop `{loop.var}` is written `parallel` but its iterations depend on each other: iteration "
+            f"{b} needs iteration {a} (line {src.span.line} before line {dst.span.line})", loop.span,
+            "it runs in an order that respects the dependence; write `range` to silence this"), stacklevel=5)
 
 
 def check_in_place(k: T.TypedKernel, arrays: list):

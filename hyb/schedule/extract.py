@@ -61,6 +61,7 @@ class PolyProgram:
     statements: list
     depth: int  # the deepest loop nest
     runtime_checked: set = field(default_factory=set)  # id() of Load/Store nodes to bounds-check at run time
+    loops: dict = field(default_factory=dict)  # loop variable -> T.Loop, for the affine loops
 
     @property
     def by_name(self) -> dict:
@@ -192,13 +193,14 @@ class _Extractor:
         self.statements: list = []
         self.depth = 0
         self.checked: set = set()
+        self.loops: dict = {}
 
     def run(self) -> PolyProgram:
         self.block(self.k.body, _Ctx([], [], [], [0], []))
         D = self.depth
         for s in self.statements:
             s.schedule = self._schedule(s, D)
-        return PolyProgram(self.k, self.statements, D, self.checked)
+        return PolyProgram(self.k, self.statements, D, self.checked, self.loops)
 
     def _schedule(self, s: Statement, D: int) -> isl.Map:
         pos, signs = s.schedule  # stashed (positions, signs) until the depth is known
@@ -225,6 +227,7 @@ class _Extractor:
                     self.opaque(st, ctx)
                     ctx.position[-1] += 1
                     continue
+                self.loops[st.var] = st
                 if st.step > 0:
                     cond = f"{lo} <= {v} < {hi}"
                     if st.step != 1:

@@ -162,12 +162,58 @@ def _parallel_mark(sched: isl.Schedule):
     return visit(sched.get_root())
 
 
+def serial_order(p: PolyProgram) -> isl.UnionMap:
+    """Extra dependences that keep every `serial` loop in order and off the threads: each
+    instance inside iteration v of such a loop comes before every instance inside a later one."""
+    out = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    for var, loop in p.loops.items():
+        if loop.kind != "serial":
+            continue
+        inside = [s for s in p.statements if var in s.iters]
+        for a in inside:
+            for b in inside:
+                k = a.iters.index(var)
+                src = [f"x{i}" for i in range(len(a.iters))]
+                dst = [f"y{i}" for i in range(len(b.iters))]
+                cond = [f"x{i} = y{i}" for i in range(k)]
+                cond.append(f"y{k} > x{k}" if loop.step > 0 else f"y{k} < x{k}")
+                m = isl.Map(f"{{ {a.name}[{', '.join(src)}] -> {b.name}[{', '.join(dst)}] : {' and '.join(cond)} }}")
+                m = m.intersect_domain(a.domain).intersect_range(b.domain)
+                out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def parallel_hint_conflicts(p: PolyProgram, deps: isl.UnionMap) -> list:
+    """(loop, dependence) for each loop written `parallel` whose iterations depend on each other."""
+    out = []
+    for var, loop in p.loops.items():
+        if loop.kind != "parallel":
+            continue
+        inside = [s for s in p.statements if var in s.iters]
+        carried = isl.UnionMap.empty(deps.get_space())
+        for a in inside:
+            for b in inside:
+                k = a.iters.index(var)
+                src = [f"x{i}" for i in range(len(a.iters))]
+                dst = [f"y{i}" for i in range(len(b.iters))]
+                cond = [f"x{i} = y{i}" for i in range(k)] + [f"y{k} != x{k}"]
+                m = isl.Map(f"{{ {a.name}[{', '.join(src)}] -> {b.name}[{', '.join(dst)}] : {' and '.join(cond)} }}")
+                carried = carried.union(deps.intersect(isl.UnionMap.from_map(m)))
+        if not carried.is_empty():
+            out.append((loop, carried))
+    return out
+
+
 def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     decisions = []
     ctx = isl.DEFAULT_CONTEXT
     dom = p.union("domain")
     deps_all = d.all
-    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(deps_all)
+    serial = serial_order(p)
+    if not serial.is_empty():
+        deps_all = deps_all.union(serial)
+        decisions.append("`serial` loops kept in order and off the threads")
+    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(d.all)
     sc = sc.set_coincidence(deps_all)
     old_fuse = ctx.get_schedule_serialize_sccs()
     ctx.set_schedule_serialize_sccs(0 if opts.fuse else 1)
