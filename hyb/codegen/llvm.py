@@ -937,14 +937,30 @@ def optimize(ir_text: str) -> llvm.ModuleRef:
 
 
 class JitFunction:
-    """Machine code for one kernel, kept alive with its execution engine."""
+    """Machine code for one kernel, kept alive with its execution engine.
 
-    def __init__(self, mod: llvm.ModuleRef, name: str):
+    ``object_code`` is the object file MCJIT produced; :meth:`from_object` builds the same
+    function from it (the disk cache) without generating code again."""
+
+    def __init__(self, mod: llvm.ModuleRef, name: str, object_code: bytes | None = None):
+        openmp_available()  # JIT code of parallel loops calls libgomp
+        self.object_code = object_code
         self.engine = llvm.create_mcjit_compiler(mod, new_target_machine())
+        self.engine.set_object_cache(self._compiled, self._lookup)
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(name)
         if not self.address:
             raise HybridCompileError(f"internal: function {name} not found after JIT compilation")
+
+    def _compiled(self, module, buffer: bytes):
+        self.object_code = bytes(buffer)
+
+    def _lookup(self, module):
+        return self.object_code
+
+    @classmethod
+    def from_object(cls, ir_text: str, object_code: bytes, name: str) -> "JitFunction":
+        return cls(llvm.parse_assembly(ir_text), name, object_code)
 
 
 def assembly(mod: llvm.ModuleRef) -> str:

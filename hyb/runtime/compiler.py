@@ -22,43 +22,82 @@ from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
 from ..schedule import astgen, deps, extract, plan
 from ..schedule import loops as L
+from . import cache
 
 STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate")
 
 
 class CompiledKernel:
-    """Native code for one kernel and one signature (shapes and dtypes of the arguments)."""
+    """Native code for one kernel and one signature (shapes and dtypes of the arguments).
 
-    def __init__(self, typed: T.TypedKernel, specs: list, options: dict):
+    Built either by running the whole pipeline, or from a disk-cache entry (then the
+    middle-end stages are recomputed only if ``inspect`` asks for them)."""
+
+    def __init__(self, typed: T.TypedKernel, specs: list, options: dict, cached: dict | None = None):
         self.typed = typed
         self.specs = list(specs)
         self.options = dict(options)
         self.name = typed.name
-        self.poly = extract.extract(typed)
-        self._deps = None
-        warn_uninitialized(self.poly, self.deps)
-        warn_parallel_hints(self.poly, self.deps)
-        self.plan = plan.plan(self.poly, self.deps, plan.parse_options(options.get("schedule")))
-        self.nest = astgen.generate(self.poly, self.plan.schedule)
-        gen = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
-        self.llvm_ir = gen.ir
-        self.check_sites = gen.sites
-        mod = cg.optimize(self.llvm_ir)
-        self.llvm_opt = str(mod)
+        self._stages: dict = {}
         self._asm = None
-        self._jit = cg.JitFunction(mod, cg.function_name(typed))
+        if cached is None:
+            found = self.diagnostics()
+            gen = cg.generate_ir(self.nest, cg.Options(fastmath=bool(options.get("fastmath"))))
+            self._stages["llvm"] = gen.ir
+            self.check_sites = gen.sites
+            mod = cg.optimize(gen.ir)
+            self.llvm_opt = str(mod)
+            self._jit = cg.JitFunction(mod, cg.function_name(typed))
+            self.cache_entry = {"llvm_opt": self.llvm_opt, "object": self._jit.object_code,
+                                "sites": [cache.site_to_json(x) for x in self.check_sites],
+                                "warnings": [cache.warning_to_json(w) for w in found]}
+        else:
+            for w in cached["warnings"]:
+                warnings.warn(cache.warning_from_json(w), stacklevel=4)
+            self.check_sites = [cache.site_from_json(x) for x in cached["sites"]]
+            self.llvm_opt = cached["llvm_opt"]
+            self._jit = cg.JitFunction.from_object(self.llvm_opt, cached["object"], cg.function_name(typed))
+            self.cache_entry = cached
         self.buffers = cg.buffer_order(typed)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(self.buffers) + 1)))(
             self._jit.address)
         self._written = typed.written
         self.threads = thread_count(options.get("threads"))
 
-    # ------------------------------------------------------------ inspection
+    def diagnostics(self) -> list:
+        """Emit (and return) the compile-time warnings about the kernel."""
+        found = uninitialized_warnings(self.poly, self.deps) + parallel_hint_warnings(self.poly, self.deps)
+        for w in found:
+            warnings.warn(w, stacklevel=5)
+        return found
+
+    # ------------------------------------------------------------ stages, computed on demand
+    def _stage(self, name, make):
+        if name not in self._stages:
+            self._stages[name] = make()
+        return self._stages[name]
+
+    @property
+    def poly(self) -> extract.PolyProgram:
+        return self._stage("poly", lambda: extract.extract(self.typed))
+
     @property
     def deps(self) -> deps.Dependences:
-        if self._deps is None:
-            self._deps = deps.compute(self.poly)
-        return self._deps
+        return self._stage("deps", lambda: deps.compute(self.poly))
+
+    @property
+    def plan(self) -> plan.Plan:
+        return self._stage("plan", lambda: plan.plan(self.poly, self.deps,
+                                                     plan.parse_options(self.options.get("schedule"))))
+
+    @property
+    def nest(self) -> L.LoopNest:
+        return self._stage("nest", lambda: astgen.generate(self.poly, self.plan.schedule))
+
+    @property
+    def llvm_ir(self) -> str:
+        return self._stage("llvm", lambda: cg.generate_ir(
+            self.nest, cg.Options(fastmath=bool(self.options.get("fastmath")))).ir)
 
     def inspect(self, stage: str = "loops") -> str:
         """Text of one pipeline stage: ``"ast"``, ``"isl"``, ``"deps"``, ``"schedule"``, ``"loops"``,
@@ -154,7 +193,8 @@ class CompiledKernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def warn_uninitialized(poly, d):
+def uninitialized_warnings(poly, d) -> list:
+    out = []
     seen = set()
     for st, access, iteration in deps.uninitialized_reads(poly, d):
         if (st.name, access.tensor) in seen:
@@ -162,11 +202,12 @@ def warn_uninitialized(poly, d):
         seen.add((st.name, access.tensor))
         t = poly.kernel.tensors[access.tensor]
         at = ", ".join(f"{k} = {v}" for k, v in iteration.items())
-        warnings.warn(HybridWarning(
+        out.append(HybridWarning(
             f"`{t.source_name}` is read before anything writes it{' (e.g. when ' + at + ')' if at else ''}; "
             "the value read is 0", access.span,
             f"{'output_tensor' if t.kind == 'output' else 'allocate'}(...) starts at zero; write "
-            f"`{t.source_name}` first, or read an input instead"), stacklevel=5)
+            f"`{t.source_name}` first, or read an input instead"))
+    return out
 
 
 def thread_count(option=None) -> int:
@@ -191,7 +232,8 @@ def scalar_buffer(t: T.Tensor, value) -> np.ndarray:
                                   t.span, "pass a smaller value, or a NumPy scalar of a wider dtype") from None
 
 
-def warn_parallel_hints(poly, d):
+def parallel_hint_warnings(poly, d) -> list:
+    out = []
     by_name = poly.by_name
     for loop, carried in plan.parallel_hint_conflicts(poly, d.all):
         pair = carried.sample()  # one pair of dependent instances
@@ -201,10 +243,11 @@ def warn_parallel_hints(poly, d):
                   for k in range(len(src.iters) + len(dst.iters))]
         k = src.iters.index(loop.var)
         a, b = coords[k], coords[len(src.iters) + dst.iters.index(loop.var)]
-        warnings.warn(HybridWarning(
+        out.append(HybridWarning(
             f"loop `{loop.var}` is written `parallel` but its iterations depend on each other: iteration "
             f"{b} needs iteration {a} (line {src.span.line} before line {dst.span.line})", loop.span,
-            "it runs in an order that respects the dependence; write `range` to silence this"), stacklevel=5)
+            "it runs in an order that respects the dependence; write `range` to silence this"))
+    return out
 
 
 def check_in_place(k: T.TypedKernel, arrays: list):

@@ -15,6 +15,7 @@ from ..dsl import interp
 from ..dsl import parser
 from ..dsl.check import arg_specs, check_kernel
 from ..errors import HybridArgumentError, HybridUnsupportedError
+from . import cache
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 
 _TARGETS = ("cpu", "cuda")
@@ -89,7 +90,16 @@ class Kernel:
                 ck = self._cache.get(key)
                 if ck is None:
                     typed = check_kernel(self.kdef, self.module, specs)
-                    ck = CompiledKernel(typed, specs, self.options)
+                    disk_key = cache.key(self.name, self.module, specs, self.options)
+                    entry = cache.load(disk_key)
+                    if entry is not None:
+                        try:
+                            ck = CompiledKernel(typed, specs, self.options, cached=entry)
+                        except Exception:  # an entry that does not rebuild is not trusted
+                            ck = None
+                    if ck is None:
+                        ck = CompiledKernel(typed, specs, self.options)
+                        cache.store(disk_key, ck.cache_entry)
                     self._cache[key] = ck
         return ck
 

@@ -1,0 +1,124 @@
+"""The disk cache of compiled kernels.
+
+An entry holds what it takes to rebuild a :class:`~hyb.runtime.compiler.CompiledKernel`
+without running the middle end or LLVM's code generator: the optimised LLVM IR, the object
+code MCJIT made from it, the run-time check sites and the compile-time warnings.  Its key
+hashes everything the code depends on (DESIGN.md §6): the kernel's file text and captured
+constants, the signature, the options, hyb's version, llvmlite's and LLVM's versions and the
+CPU's name and features.
+
+Entries are written atomically (a temporary file renamed into place) and carry a checksum;
+an entry that is truncated, garbled or of another format is ignored and rebuilt.  A cache
+directory that cannot be written is skipped: kernels are then compiled in memory only.
+
+``HYB_CACHE_DIR`` sets the directory (default: ``$XDG_CACHE_HOME/hyb`` or ``~/.cache/hyb``);
+``HYB_CACHE=0`` turns the disk cache off.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+
+from ..errors import HybridWarning, Span
+
+FORMAT = b"hyb-cache-1\n"
+
+
+def directory() -> str | None:
+    if os.environ.get("HYB_CACHE", "1").lower() in ("0", "no", "off", "false"):
+        return None
+    d = os.environ.get("HYB_CACHE_DIR")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "hyb")
+
+
+def key(kernel_name: str, module, specs: list, options: dict) -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from .. import __version__
+    parts = {
+        "hyb": __version__, "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
+        "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
+        "kernel": kernel_name, "source": module.source, "file": module.filename,
+        "constants": {k: repr(v[0]) for k, v in sorted(module.constants.items())},
+        "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},
+        "specs": [[list(s.shape), s.dtype, s.scalar] for s in specs],
+        "options": {k: repr(v) for k, v in sorted(options.items()) if k != "threads"},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def load(k: str) -> dict | None:
+    d = directory()
+    if d is None:
+        return None
+    try:
+        with open(os.path.join(d, k[:2], k), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        if not data.startswith(FORMAT):
+            return None
+        digest, rest = data[len(FORMAT):len(FORMAT) + 64], data[len(FORMAT) + 65:]
+        if hashlib.sha256(rest).hexdigest().encode() != digest:
+            return None
+        header_len = int(rest[:16])
+        header = json.loads(rest[16:16 + header_len])
+        header["object"] = rest[16 + header_len:]
+        return header
+    except (ValueError, KeyError, json.JSONDecodeError):
+        return None
+
+
+def store(k: str, entry: dict) -> bool:
+    d = directory()
+    if d is None or entry.get("object") is None:
+        return False
+    header = json.dumps({n: v for n, v in entry.items() if n != "object"}).encode()
+    rest = b"%016d" % len(header) + header + entry["object"]
+    data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
+    sub = os.path.join(d, k[:2])
+    try:
+        os.makedirs(sub, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=sub, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(sub, k))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    return True
+
+
+def _span_to_json(s: Span | None):
+    return None if s is None else [s.filename, s.line, s.col, s.end_line, s.end_col, s.source_line]
+
+
+def _span_from_json(v) -> Span | None:
+    return None if v is None else Span(*v)
+
+
+def site_to_json(site) -> list:
+    return [site.tensor, list(site.shape), _span_to_json(site.span)]
+
+
+def site_from_json(v):
+    from ..codegen.llvm import CheckSite
+    return CheckSite(v[0], tuple(v[1]), _span_from_json(v[2]))
+
+
+def warning_to_json(w: HybridWarning) -> list:
+    return [w.message, _span_to_json(w.span), w.hint]
+
+
+def warning_from_json(v) -> HybridWarning:
+    return HybridWarning(v[0], _span_from_json(v[1]), v[2])
