@@ -132,6 +132,13 @@ def test_tiling_visible_in_schedule_and_loops():
     assert "tiled" not in hyb.compile_source(SRC, schedule={"tile": False}).matmul.compile(a, a).inspect("schedule")
 
 
+def test_small_loops_stay_serial():
+    a = np.ones((10, 10))
+    ck = hyb.compile_source(SRC).transpose_add.compile(a)
+    assert "too little work for threads" in ck.inspect("schedule")
+    assert not ck.inspect("loops").startswith("parallel")
+
+
 def test_scalar_accumulator_loop_still_correct_and_serial_dependence_respected():
     a = np.arange(10.0)
     text = loops("prefix", a)
@@ -155,8 +162,8 @@ def test_vectorised_ir_for_elementwise_kernel():
 def test_out_of_bounds_inside_a_parallel_loop():
     mod = hyb.compile_source(SRC, threads=2)
     a = np.arange(8.0)
-    idx = np.zeros(64, dtype=np.int64)
-    idx[50] = 99
+    idx = np.zeros(1 << 16, dtype=np.int64)
+    idx[50000] = 99
     assert loops("gather", a, idx, threads=2).startswith("parallel for")
     with pytest.raises(HybridIndexError, match="index 99 is out of bounds for axis 0 of `a`"):
         mod.gather(a, idx)
@@ -230,7 +237,7 @@ def test_parallel_hint_on_an_independent_loop_is_quiet():
 
 def test_serial_loop_is_never_parallel_nor_moved_inside():
     mod = hyb.compile_source(HINTS, "hints.hyb")
-    a = np.ones((40, 40))
+    a = np.ones((200, 200))
     ck = mod.rows_serial.compile(a)
     text = ck.inspect("loops")
     assert not text.startswith("parallel")

@@ -16,6 +16,7 @@ directory that cannot be written is skipped: kernels are then compiled in memory
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -36,13 +37,26 @@ def directory() -> str | None:
     return os.path.join(base, "hyb")
 
 
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """A hash of hyb's own code, so that a changed compiler never reuses old entries."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith((".py", ".lark")):
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+    return h.hexdigest()
+
+
 def key(kernel_name: str, module, specs: list, options: dict) -> str:
     import llvmlite
     import llvmlite.binding as llvm
 
     from .. import __version__
     parts = {
-        "hyb": __version__, "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
+        "hyb": __version__, "code": code_fingerprint(), "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
         "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
         "kernel": kernel_name, "source": module.source, "file": module.filename,
         "constants": {k: repr(v[0]) for k, v in sorted(module.constants.items())},

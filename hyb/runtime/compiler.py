@@ -24,6 +24,8 @@ from ..schedule import astgen, deps, extract, plan
 from ..schedule import loops as L
 from . import cache
 
+_RuntimeBlock = ctypes.c_int64 * 4  # error index, axis, error code from threads, thread count
+
 STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate")
 
 
@@ -59,10 +61,17 @@ class CompiledKernel:
             self._jit = cg.JitFunction.from_object(self.llvm_opt, cached["object"], cg.function_name(typed))
             self.cache_entry = cached
         self.buffers = cg.buffer_order(typed)
-        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(self.buffers) + 1)))(
-            self._jit.address)
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
+                                       ctypes.POINTER(ctypes.c_int64))(self._jit.address)
         self._written = typed.written
         self.threads = thread_count(options.get("threads"))
+        # The argument plan, computed once: what each input is, what to allocate, where outputs are.
+        self._kinds = [typed.tensors[n].kind for n in typed.inputs]
+        self._in_place = any(n in self._written for n in typed.inputs)
+        made = self.buffers[len(typed.inputs):]
+        self._made = [(typed.tensors[n].shape, typed.tensors[n].dtype) for n in made]
+        self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
+                           for n in typed.outputs]
 
     def diagnostics(self) -> list:
         """Emit (and return) the compile-time warnings about the kernel."""
@@ -151,35 +160,35 @@ class CompiledKernel:
         return self.run(arrays)
 
     def run(self, arrays: list):
+        """Run on prepared arguments of this kernel's signature."""
         k = self.typed
-        check_in_place(k, arrays)
-        bufs = {}
+        written = self._written
+        if self._in_place:
+            check_in_place(k, arrays, written)
+        ptrs = []
         copy_back = []
-        for name, a in zip(k.inputs, arrays):
-            t = k.tensors[name]
-            if t.kind == "param":
-                bufs[name] = scalar_buffer(t, a)
-                continue
-            if name in self._written:
-                if not a.flags.c_contiguous:
-                    work = np.ascontiguousarray(a)
+        for name, kind, a in zip(k.inputs, self._kinds, arrays):
+            if kind == "param":
+                a = scalar_buffer(k.tensors[name], a)
+                self._keep = a
+            elif not (a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative):
+                work = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+                if name in written:
                     copy_back.append((a, work))
-                    a = work
-            else:
-                a = np.ascontiguousarray(a)
-            bufs[name] = a
-        # An array written in place must not be seen through another argument (noalias).
-        written_inputs = [n for n in k.inputs if n in self._written]
-        for w in written_inputs:
-            for n in k.inputs:
-                if n != w and np.shares_memory(bufs[n], bufs[w]):
-                    bufs[n] = bufs[n].copy()
-        for t in k.tensors.values():
-            if t.kind in ("output", "temp"):
-                bufs[t.name] = np.zeros(t.shape, dtype=t.dtype)
-        err = np.zeros(4, dtype=np.int64)
+                a = work
+            ptrs.append(a)
+        if self._in_place:
+            # An array written in place must not be seen through another argument (noalias).
+            for i, w in enumerate(k.inputs):
+                if w in written:
+                    for j, n in enumerate(k.inputs):
+                        if j != i and self._kinds[j] != "param" and np.shares_memory(ptrs[j], ptrs[i]):
+                            ptrs[j] = ptrs[j].copy()
+        made = [np.zeros(shape, dtype=dtype) for shape, dtype in self._made]
+        err = _RuntimeBlock()
         err[3] = self.threads
-        code = self._cfunc(*[bufs[n].ctypes.data for n in self.buffers], err.ctypes.data)
+        code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],
+                           *[b.__array_interface__["data"][0] for b in made], err)
         if code:
             site = self.check_sites[code - 1]
             raise HybridIndexError(
@@ -188,8 +197,7 @@ class CompiledKernel:
                 "the index was computed at run time; check the values it is read from")
         for orig, work in copy_back:
             orig[...] = work
-        orig = dict(zip(k.inputs, arrays))
-        outs = [orig[n] if n in orig else bufs[n] for n in k.outputs]
+        outs = [arrays[i] if i >= 0 else made[-i - 1] for i in self._out_index]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -250,9 +258,9 @@ def parallel_hint_warnings(poly, d) -> list:
     return out
 
 
-def check_in_place(k: T.TypedKernel, arrays: list):
+def check_in_place(k: T.TypedKernel, arrays: list, written=None):
     """Arrays written in place must be writeable and must not share memory with each other."""
-    written = k.written
+    written = k.written if written is None else written
     by_name = dict(zip(k.inputs, arrays))
     names = [n for n in k.inputs if n in written]
     for n in names:

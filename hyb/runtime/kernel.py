@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 import threading
 
+import numpy as np
+
 from ..dsl import ast as A
 from ..schedule.plan import parse_options as parse_schedule_options
 from ..dsl import interp
@@ -49,6 +51,7 @@ class Kernel:
         self.name = kdef.name
         self.options = _validate_options(options)
         self._cache: dict = {}
+        self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
         self._lock = threading.Lock()
         self.__doc__ = kdef.docstring
 
@@ -104,8 +107,15 @@ class Kernel:
         return ck
 
     def __call__(self, *args):
-        arrays = prepare_arrays(self, args)
-        return self._compiled(arrays).run(arrays)
+        key = _fast_key(args)
+        ck = self._fast.get(key) if key is not None else None
+        if ck is None:
+            arrays = prepare_arrays(self, args)
+            ck = self._compiled(arrays)
+            if key is not None:
+                self._fast[key] = ck
+            return ck.run(arrays)
+        return ck.run(args)
 
     def emulate(self, *args):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
@@ -119,6 +129,20 @@ class Kernel:
     def grad(self, *args, **kwargs):
         raise HybridUnsupportedError("automatic gradients (Kernel.grad) are not built yet", self.kdef.span,
                                      "write the backward kernel by hand for now")
+
+
+def _fast_key(args):
+    """A cheap signature key for arguments that need no conversion (arrays and plain scalars)."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.shape, a.dtype))
+        elif t in (int, float, bool) or isinstance(a, np.generic):
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
 
 
 class HybModule:

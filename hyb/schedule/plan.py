@@ -235,7 +235,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     shaper = _Shaper(p, opts, decisions)
     sched = sched.map_schedule_node_bottom_up(shaper.band)
     if opts.parallel:
-        sched = _mark_parallel(sched, decisions)
+        sched = _mark_parallel(sched, decisions, p)
     return Plan(sched, decisions)
 
 
@@ -392,22 +392,53 @@ def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.Sched
     return node
 
 
-def _mark_parallel(sched: isl.Schedule, decisions: list) -> isl.Schedule:
+PARALLEL_MIN_WORK = 1 << 15  # statement instances below which threads cost more than they save
+
+
+def work(p: PolyProgram, domain: isl.UnionSet) -> int:
+    """An upper bound on the statement instances in ``domain`` (bounding boxes)."""
+    total = 0
+    for st in p.statements:
+        d = domain.intersect(isl.UnionSet.from_set(st.domain))
+        if d.is_empty():
+            continue
+        box = 1
+        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
+        for i in range(s.dim(isl.dim_type.set)):
+            try:
+                lo = s.dim_min(i).get_pieces()
+                hi = s.dim_max(i).get_pieces()
+                lo_v = min(a.get_constant_val().to_python() for _, a in lo)
+                hi_v = max(a.get_constant_val().to_python() for _, a in hi)
+                box *= max(0, int(hi_v - lo_v + 1))
+            except (isl.Error, ValueError):
+                return 1 << 62
+        total += box
+    return total
+
+
+def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram) -> isl.Schedule:
     """Mark the outermost band whose first member is coincident; nothing below it is marked."""
     def visit(node):
         if node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0):
-            return node.insert_mark(isl.Id("parallel")), True
+            amount = work(p, node.get_domain())
+            if amount < PARALLEL_MIN_WORK:
+                decisions.append(f"parallel loop left serial: about {amount} instances are too little work "
+                                 "for threads")
+                return node, "serial"
+            return node.insert_mark(isl.Id("parallel")), "marked"
         for i in range(node.n_children()):
-            child, done = visit(node.child(i))
+            child, state = visit(node.child(i))
             node = child.parent()
-            if done:
-                return node, True
-        return node, False
+            if state:
+                return node, state
+        return node, None
 
-    root = sched.get_root()
-    node, done = visit(root)
-    if done:
+    node, state = visit(sched.get_root())
+    if state == "marked":
         decisions.append("outermost parallel loop: marked `parallel` (runs on the thread pool)")
         return node.get_schedule()
+    if state == "serial":
+        return sched
     decisions.append("no parallel loop found")
     return sched
