@@ -221,3 +221,20 @@ def test_no_warning_for_accumulation_or_written_reads():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(m.k(np.arange(3.0)), -np.arange(3.0))
+
+
+def test_big_endian_and_unaligned_arrays():
+    m = hyb.compile_source("def inc(a, b):\n    for i in range(a.shape[0]):\n        a[i] += b[i]\n    return a\n")
+    for _ in range(2):  # the second call takes the warm path
+        a = np.arange(5, dtype=">f8")
+        b = np.ones(5, dtype=">f8")
+        out = m.inc(a, b)
+        assert out is a
+        np.testing.assert_array_equal(a, np.arange(5) + 1.0)
+    raw = np.zeros(5 * 8 + 1, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float64)
+    assert not unaligned.flags.aligned
+    unaligned[:] = np.arange(5.0)
+    for _ in range(2):
+        m.inc(unaligned, np.ones(5))
+    np.testing.assert_array_equal(unaligned, np.arange(5.0) + 2)
