@@ -1,0 +1,13 @@
+"""hyb's benchmark suite: PolyBench/C 4.2.1 and ML kernels as hybrid kernels, timed against
+Numba, NumPy and C (gcc -O3) in the same run, results cross-checked before any time is reported.
+
+    python -m benchmarks --size medium            # or: hyb bench (calls benchmarks.main)
+    python -m benchmarks --size mini --kernels gemm,atax --repeat 1
+"""
+
+
+def main(argv=None) -> int:
+    """Run the suite with command-line arguments ``argv`` (None: sys.argv); returns the exit status."""
+    from .harness import main as _main
+
+    return _main(argv)

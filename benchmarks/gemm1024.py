@@ -1,0 +1,22 @@
+"""The float32 gemm 1024x1024x1024 that issue 4 sets targets on.
+
+The loops are PolyBench's gemm (i, k, j order; C = alpha*A*B + beta*C) on float32 arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .polybench.blas import GEMM, GEMM_C, gemm_init
+from .spec import Bench
+
+N = 1024
+DIMS = {"NI": N, "NJ": N, "NK": N}
+
+GEMM_F32 = Bench(
+    name="gemm-f32-1024", group="target",
+    sizes={s: dict(DIMS) for s in ("mini", "small", "medium", "large")},
+    init=lambda d: gemm_init(d, dtype=np.float32), params=GEMM.params, hyb=GEMM.hyb,
+    hyb_params=GEMM.hyb_params, outputs=GEMM.outputs, loops=GEMM.loops, numpy=GEMM.numpy,
+    c=GEMM_C.replace("double", "float"), c_dims=GEMM.c_dims, rtol=1e-4, atol=1e-5,
+    flops=GEMM.flops, entry_name="kernel_gemm",
+)

@@ -1,0 +1,394 @@
+"""The benchmark run: for each kernel, hyb's cold compile time, a cross-check of every version's
+results, then interleaved timing; and the float32 gemm 1024³ targets of issue 4.
+
+``python -m benchmarks --help`` lists the options; :func:`main` is what ``hyb bench`` calls.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from . import ml, polybench
+from .gemm1024 import DIMS as GEMM_DIMS
+from .gemm1024 import GEMM_F32
+from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, VARIANTS, CCompiler, NotAvailable, build, hyb_module,
+                    hyb_options, hyb_threads_env)
+from .report import agrees, markdown, speedup, summary, write_csv, write_json, write_png
+from .spec import SIZES
+
+REPO = Path(__file__).resolve().parent.parent
+GEMM_NAME = GEMM_F32.name
+REFERENCE_ORDER = ("numpy", "c", "numba", "numba-par", "hyb")
+
+
+def all_benches() -> dict:
+    return {b.name: b for b in polybench.BENCHES + ml.BENCHES}
+
+
+def log(msg: str = ""):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ options
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="PolyBench/C 4.2.1 and ML kernels as hybrid kernels, timed against Numba, NumPy and C.")
+    ap.add_argument("--size", choices=SIZES, default="medium", help="PolyBench dataset size (default: medium)")
+    ap.add_argument("--kernels", default=None,
+                    help="comma-separated kernel names, or the groups `polybench`, `ml`; "
+                         f"`{GEMM_NAME}` is the float32 gemm of the targets (default: all of them)")
+    ap.add_argument("--repeat", type=int, default=10, help="timing rounds per kernel (default: 10)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads of the parallel versions (Numba parallel, hyb's all-threads gemm)")
+    ap.add_argument("--hyb-threads", type=int, default=1,
+                    help="HYB_NUM_THREADS for the hyb column of the table (default: 1, one thread)")
+    ap.add_argument("--out", default=None, help="output directory (default: benchmarks/results/<size>)")
+    ap.add_argument("--schedule", default=None,
+                    help='hyb schedule option as JSON, passed through: \'"original"\', \'{"tile": [32, 64, 256]}\'')
+    ap.add_argument("--no-fastmath", action="store_true", help="compile hyb and Numba without fast-math")
+    ap.add_argument("--compile-repeat", type=int, default=3, help="cold compiles of each hyb kernel (median)")
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help=f"versions to run, of {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)}; "
+                         "hyb-par is hyb with parallel loops on --threads threads)")
+    ap.add_argument("--cc", default=None, help="C compiler (default: $CC or gcc)")
+    ap.add_argument("--cflags", default=DEFAULT_CFLAGS, help=f"C flags (default: {DEFAULT_CFLAGS})")
+    ap.add_argument("--min-time", type=float, default=0.02,
+                    help="a fast version is called until this many seconds per round (default: 0.02)")
+    ap.add_argument("--budget", type=float, default=20.0,
+                    help="seconds of timing per version and kernel before rounds are cut (default: 20)")
+    ap.add_argument("--list", action="store_true", help="list the kernels and exit")
+    a = ap.parse_args(argv)
+    a.schedule = json.loads(a.schedule) if a.schedule else None
+    a.fastmath = not a.no_fastmath
+    a.variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    bad = [v for v in a.variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"unknown variant(s) {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
+    if "hyb" not in a.variants:
+        ap.error("the hyb variant is what is measured: keep it in --variants")
+    a.out = Path(a.out) if a.out else Path(__file__).resolve().parent / "results" / a.size
+    return a
+
+
+def select(spec: str | None):
+    """(benchmarks, run the gemm 1024 targets?) for --kernels."""
+    benches = all_benches()
+    if not spec:
+        return list(benches.values()), True
+    chosen, gemm = [], False
+    for name in (n.strip() for n in spec.split(",")):
+        if not name:
+            continue
+        if name == GEMM_NAME:
+            gemm = True
+        elif name in ("polybench", "ml"):
+            chosen += [b for b in benches.values() if b.group == name]
+        elif name in benches:
+            chosen.append(benches[name])
+        else:
+            raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, polybench, ml")
+    seen = set()
+    return [b for b in chosen if not (b.name in seen or seen.add(b.name))], gemm
+
+
+# ------------------------------------------------------------------ one kernel
+
+def cold_compile(bench, dims, pristine, opts, n) -> tuple:
+    """Seconds from kernel text to a compiled kernel, each time under a new kernel name (so no cache
+    of any kind can serve it); also the last kernel compiled. A compile slower than 30 s is not
+    repeated."""
+    args = [pristine[p] for p in bench.hyb_params]
+    options = hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads)
+    times, kernel = [], None
+    for r in range(n):
+        suffix = f"_cold{os.getpid()}x{time.time_ns()}x{r}"
+        with hyb_threads_env(opts.hyb_threads):
+            t0 = time.perf_counter()
+            mod, entry = hyb_module(bench, dims, options, entry_suffix=suffix)
+            mod.kernels[entry].compile(*args)
+            times.append(time.perf_counter() - t0)
+        kernel = mod.kernels[entry]
+        if times[-1] > 30.0:
+            break
+    return times, kernel
+
+
+def time_runners(runners: dict, pristine: dict, opts, rounds: int) -> tuple:
+    """Median seconds per call of each runner: warm-up, then `rounds` rounds that visit every runner in
+    turn (rotating the order), each taking enough samples to fill --min-time; slow runners get fewer
+    rounds once --budget would be exceeded. Arrays are reset before each call, outside the timing."""
+    est = {}
+    for v, r in runners.items():
+        r.reset(pristine)
+        t0 = time.perf_counter()
+        r.call()
+        est[v] = max(time.perf_counter() - t0, 1e-7)
+    per_round = {v: max(1, min(50, int(opts.min_time / est[v]))) for v in runners}
+    n_rounds = {v: min(rounds, max(3, math.ceil(opts.budget / (est[v] * per_round[v])))) for v in runners}
+    samples = {v: [] for v in runners}
+    order = list(runners)
+    perf = time.perf_counter
+    gc.collect()
+    gc.disable()
+    try:
+        for k in range(max(n_rounds.values(), default=0)):
+            for v in order[k % len(order):] + order[:k % len(order)]:
+                if k >= n_rounds[v]:
+                    continue
+                r = runners[v]
+                for _ in range(per_round[v]):
+                    r.reset(pristine)
+                    t0 = perf()
+                    r.call()
+                    samples[v].append(perf() - t0)
+    finally:
+        gc.enable()
+    return {v: statistics.median(s) for v, s in samples.items() if s}, {v: len(s) for v, s in samples.items()}
+
+
+def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, variants=None) -> dict:
+    import hyb
+
+    dims = bench.dims(size)
+    row = {"name": bench.name, "group": bench.group, "size": size,
+           "dims": " ".join(f"{k}={v}" for k, v in dims.items()), "status": "ok", "compile_s": None,
+           "compile_samples": [], "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
+           "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None}
+    pristine = bench.init(dims)
+    variants = variants or opts.variants
+    seen_warnings = []
+    kernel = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # 1. cold compile (parse to callable)
+        try:
+            row["compile_samples"], kernel = cold_compile(bench, dims, pristine, opts, max(1, opts.compile_repeat))
+            row["compile_s"] = statistics.median(row["compile_samples"])
+        except hyb.HybridUnsupportedError as e:
+            row["errors"]["hyb"] = f"not available: {type(e).__name__}: {str(e).splitlines()[0]}"
+        except Exception as e:  # noqa: BLE001 - a kernel that does not compile is a result to report
+            row["errors"]["hyb"] = f"{type(e).__name__}: {e}"
+        # 2. the versions
+        runners = {}
+        for v in variants:
+            if v.startswith("hyb") and "hyb" in row["errors"]:
+                continue
+            try:
+                runners[v] = build(v, bench, dims, pristine, opts=opts, cc=cc, kernel=kernel)
+            except NotAvailable as e:
+                row["na"][v] = str(e)
+            except Exception as e:  # noqa: BLE001
+                row["errors"][v] = f"{type(e).__name__}: {e}"
+        # 3. cross-check, before any timing: one run each on fresh data
+        results = {}
+        for v, r in list(runners.items()):
+            try:
+                t0 = time.perf_counter()
+                r.run()
+                row["first_call_s"][v] = time.perf_counter() - t0
+                results[v] = r.outputs()
+            except Exception as e:  # noqa: BLE001
+                row["errors"][v] = f"{type(e).__name__}: {e}"
+                del runners[v]
+        for w in caught:
+            text = str(w.message).splitlines()[0]
+            if text not in seen_warnings:
+                seen_warnings.append(text)
+    row["notes"] += [f"warning: {w}" for w in seen_warnings]
+    ref = next((v for v in REFERENCE_ORDER if v in results), None)
+    row["reference"] = ref
+    for v, out in results.items():
+        if v == ref:
+            row["check"][v] = 0.0
+            continue
+        ok, err = agrees(out, results[ref], bench.rtol, bench.atol)
+        row["check"][v] = err
+        if not ok:
+            row["mismatch"].append(v)
+            log(f"!!! MISMATCH {bench.name}: {LABELS[v]} differs from {LABELS[ref]} "
+                f"(largest error {err:.3g} of the largest |value|; tolerance rtol={bench.rtol:g}, "
+                f"atol={bench.atol:g}×max)")
+    # 4. timing
+    row["time"], row["samples"] = time_runners(runners, pristine, opts, rounds or opts.repeat)
+    for v in row["mismatch"]:
+        row["problems"].append(f"{v} results differ (error {row['check'][v]:.3g})")
+    for v, e in row["errors"].items():
+        row["problems"].append(f"{v}: {e.splitlines()[0]}")
+    if "hyb" in row["errors"]:
+        row["status"] = "ERROR"
+    elif row["mismatch"]:
+        row["status"] = "MISMATCH"
+    elif row["errors"]:
+        row["status"] = "PEER ERROR"
+    if row["errors"]:
+        for v, e in row["errors"].items():
+            log(f"!!! {bench.name}: {LABELS[v]} failed: {e}")
+    return row
+
+
+def progress(k: int, n: int, row: dict, seconds: float):
+    parts = []
+    for v in VARIANTS:
+        t = row["time"].get(v)
+        parts.append(f"{LABELS[v]} {t * 1e3:.3g} ms" if t else f"{LABELS[v]} {'error' if v in row['errors'] else 'n/a'}")
+    comp = f"compile {row['compile_s']:.2f} s" if row["compile_s"] else "compile —"
+    sp = speedup(row, "numba")
+    vs = f"  hyb {sp:.2f}x Numba" if sp else ""
+    log(f"[{k:2d}/{n}] {row['name']:<18} {row['status']:<8} {comp} | " + " | ".join(parts) + vs
+        + f"  ({seconds:.1f} s)")
+
+
+# ------------------------------------------------------------------ gemm 1024 targets
+
+def run_gemm1024(opts, cc: CCompiler) -> dict:
+    log(f"[gemm] float32 gemm {GEMM_DIMS['NI']}³: hyb on {opts.hyb_threads} thread(s) and with parallel loops "
+        f"on {opts.threads}, Numba serial and parallel, C, NumPy")
+    t0 = time.perf_counter()
+    rounds = max(1, min(opts.repeat, 5))
+    wanted = [v for v in VARIANTS if v in opts.variants or v == "hyb-par"]
+    row = run_bench(GEMM_F32, opts, cc, "medium", rounds=rounds, variants=wanted)
+    rows = {}
+
+    def entry(v, label, threads):
+        d = {"label": label, "threads": threads, "time": row["time"].get(v)}
+        if d["time"] is None:
+            d["reason"] = row["errors"].get(v) or row["na"].get(v) or "not run"
+        else:
+            d["check"] = "✗ differs" if v in row["mismatch"] else "ok"
+        return d
+
+    rows["hyb"] = entry("hyb", "hyb", opts.hyb_threads)
+    rows["hyb-par"] = entry("hyb-par", "hyb, schedule parallel=True", opts.threads)
+    rows["numba"] = entry("numba", "Numba", 1)
+    rows["numba-par"] = entry("numba-par", "Numba parallel (prange i)", opts.threads)
+    rows["c"] = entry("c", "C (gcc -O3 -march=native)", 1)
+    rows["numpy"] = entry("numpy", "NumPy (BLAS sgemm)", "BLAS")
+    log("[gemm] " + " | ".join(f"{r['label']}: {r['time'] * 1e3:.1f} ms" if r.get("time") else
+                               f"{r['label']}: {r.get('reason', 'n/a')}" for r in rows.values())
+        + f"  ({time.perf_counter() - t0:.1f} s)")
+    return {"flops": GEMM_F32.flops(GEMM_DIMS), "dims": GEMM_DIMS, "rows": rows, "status": row["status"],
+            "compile_s": row["compile_s"], "bench_row": row}
+
+
+# ------------------------------------------------------------------ metadata
+
+def _run(cmd, cwd=None) -> str:
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def cpu_model() -> str:
+    for line in _run(["lscpu"]).splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def metadata(opts, cc: CCompiler) -> dict:
+    import llvmlite
+
+    try:
+        import numba
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = "not installed"
+    commit = _run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO) or "unknown"
+    dirty = bool(_run(["git", "status", "--porcelain", "--", "hyb"], cwd=REPO))
+    return {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(),
+            "commit": commit, "dirty": dirty, "python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba_version, "llvmlite": llvmlite.__version__, "cc": cc.cc, "cc_version": cc.version(),
+            "cflags": opts.cflags, "size": opts.size, "repeat": opts.repeat, "compile_repeat": opts.compile_repeat,
+            "threads": opts.threads, "hyb_threads": opts.hyb_threads, "fastmath": opts.fastmath,
+            "schedule": opts.schedule, "variants": opts.variants, "load_start": _load()}
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+# ------------------------------------------------------------------ main
+
+def main(argv=None) -> int:
+    """Run the suite; returns 0 when every version of every kernel agreed, else 1."""
+    opts = parse_args(argv)
+    if opts.list:
+        for b in all_benches().values():
+            print(f"{b.name:<18} {b.group:<10} " + ", ".join(f"{s}: {b.sizes[s]}" for s in ("medium",)))
+        print(f"{GEMM_NAME:<18} target     float32, NI=NJ=NK=1024")
+        return 0
+    try:
+        import numba
+        numba.set_num_threads(max(1, min(opts.threads, numba.config.NUMBA_NUM_THREADS)))
+    except ImportError:
+        log("note: numba is not installed; the Numba versions are skipped (pip install numba, or .[bench])")
+    benches, gemm_wanted = select(opts.kernels)
+    workdir = Path(tempfile.mkdtemp(prefix="hyb-bench-"))
+    cc = CCompiler(workdir, opts.cc, opts.cflags)
+    if "c" in opts.variants and cc.why_not():
+        log(f"note: {cc.why_not()}")
+    meta = metadata(opts, cc)
+    log(f"hyb benchmarks: {len(benches)} kernels{' + gemm 1024' if gemm_wanted else ''}, size {opts.size}, "
+        f"{opts.repeat} rounds; {meta['cpu']}, {meta['cores']} cores; hyb {meta['commit']}"
+        f"{' (dirty)' if meta['dirty'] else ''}")
+    rows = []
+    gemm = None
+    try:
+        for k, b in enumerate(benches, 1):
+            t0 = time.perf_counter()
+            row = run_bench(b, opts, cc, opts.size)
+            rows.append(row)
+            progress(k, len(benches), row, time.perf_counter() - t0)
+        if gemm_wanted:
+            gemm = run_gemm1024(opts, cc)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    meta["load_end"] = _load()
+    opts.out.mkdir(parents=True, exist_ok=True)
+    text = markdown(meta, rows, gemm)
+    (opts.out / "results.md").write_text(text)
+    write_csv(opts.out / "results.csv", rows)
+    write_json(opts.out / "results.json", meta, rows, gemm)
+    why = write_png(opts.out / "speedups.png", meta, rows)
+    print(text)
+    if why:
+        log(f"note: {why}")
+    log(f"wrote {opts.out}/results.md, results.csv, results.json" + ("" if why else ", speedups.png"))
+    for g in ("polybench", "ml"):
+        s = summary(rows, g)
+        if s["kernels"]:
+            log(f"geomean hyb speedup ({g}, {s['kernels']} kernels): "
+                + ", ".join(f"vs {LABELS[p]} {s[p]:.2f}x" for p in ("numba", "numba-par", "c", "numpy") if s[p]))
+    bad = [r["name"] for r in rows if r["status"] != "ok"]
+    if gemm and gemm["status"] != "ok":
+        bad.append(GEMM_NAME)
+    if bad:
+        log(f"!!! not ok: {', '.join(bad)}")
+    return 1 if bad else 0

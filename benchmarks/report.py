@@ -1,0 +1,292 @@
+"""Cross-checks and the written results: markdown table, CSV, JSON and a PNG bar chart."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+
+from .peers import LABELS, VARIANTS
+
+RATIO_PEERS = ("numba", "numba-par", "c", "numpy")  # speedup of hyb = t_peer / t_hyb
+
+
+# ------------------------------------------------------------------ checking
+
+def max_rel_error(got, ref) -> float:
+    """Largest |got - ref|, relative to the largest |ref| (inf if shapes or NaN patterns differ)."""
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        return math.inf
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    if not np.array_equal(np.isnan(g), np.isnan(r)):
+        return math.inf
+    mask = ~np.isnan(r)
+    if not mask.any():
+        return 0.0
+    scale = float(np.max(np.abs(r[mask]))) or 1.0
+    if np.isinf(scale):
+        return 0.0 if np.array_equal(g, r) else math.inf
+    return float(np.max(np.abs(g[mask] - r[mask]))) / scale
+
+
+def agrees(got: list, ref: list, rtol: float, atol: float) -> tuple:
+    """(ok, largest relative error) of one version's outputs against the reference's."""
+    worst = 0.0
+    ok = len(got) == len(ref)
+    for g, r in zip(got, ref):
+        g = np.asarray(g)
+        r = np.asarray(r)
+        err = max_rel_error(g, r)
+        worst = max(worst, err)
+        if g.shape != r.shape:
+            ok = False
+            continue
+        scale = float(np.max(np.abs(r))) if r.size else 0.0
+        if not np.allclose(g, r, rtol=rtol, atol=atol * (scale if np.isfinite(scale) else 1.0), equal_nan=True):
+            ok = False
+    return ok, worst
+
+
+# ------------------------------------------------------------------ numbers
+
+def speedup(row: dict, peer: str, mine: str = "hyb"):
+    """t_peer / t_mine: how many times faster hyb (or `mine`) is."""
+    t = row["time"]
+    if t.get(mine) and t.get(peer):
+        return t[peer] / t[mine]
+    return None
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def summary(rows: list, group: str) -> dict:
+    """Geometric means of hyb's speedups over the rows of a group whose checks passed."""
+    ok = [r for r in rows if r["group"] == group and r["status"] == "ok"]
+    out = {"kernels": len(ok)}
+    for p in RATIO_PEERS:
+        vals = [speedup(r, p) for r in ok]
+        vals = [v for v in vals if v]
+        out[p] = geomean(vals)
+        out[p + "_n"] = len(vals)
+    comp = [r["compile_s"] for r in ok if r.get("compile_s")]
+    out["compile_max_s"] = max(comp) if comp else None
+    out["compile_median_s"] = float(np.median(comp)) if comp else None
+    out["compile_over_0.5s"] = [r["name"] for r in ok if r.get("compile_s") and r["compile_s"] > 0.5]
+    return out
+
+
+def fmt_ms(t) -> str:
+    if t is None:
+        return "—"
+    ms = t * 1e3
+    if ms >= 100:
+        return f"{ms:.0f}"
+    if ms >= 10:
+        return f"{ms:.1f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.3f}"
+
+
+def fmt_x(v) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def cell(row: dict, variant: str) -> str:
+    if variant in row["time"] and row["time"][variant] is not None:
+        s = fmt_ms(row["time"][variant])
+        return f"**{s}** ✗" if variant in row["mismatch"] else s
+    if variant in row["errors"]:
+        return "error"
+    return "n/a"
+
+
+# ------------------------------------------------------------------ writing
+
+def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
+    out = [f"# hyb benchmark results ({meta['size']})", ""]
+    out.append(f"- date: {meta['date']}")
+    out.append(f"- machine: {meta['cpu']}, {meta['cores']} cores; load average {meta.get('load_start', '?')} "
+               f"at the start, {meta.get('load_end', '?')} at the end (the machine is shared)")
+    out.append(f"- hyb: commit {meta['commit']}{' (hyb/ has uncommitted changes)' if meta.get('dirty') else ''}")
+    out.append(f"- versions: Python {meta['python']}, NumPy {meta['numpy']}, Numba {meta['numba']}, "
+               f"llvmlite {meta['llvmlite']}, {meta['cc_version']}")
+    out.append(f"- hyb options: fastmath={meta['fastmath']}, schedule={meta['schedule']!r}, "
+               f"HYB_NUM_THREADS={meta['hyb_threads']}")
+    out.append(f"- Numba: @njit(fastmath={meta['fastmath']}); parallel=True with prange on {meta['threads']} threads")
+    out.append(f"- C: `{meta['cc']} {meta['cflags']}`, PolyBench's loops with `restrict`, called through ctypes")
+    out.append("- NumPy: vectorised where natural; its BLAS uses the threads it is configured with")
+    out.append(f"- times: median of per-call samples after warm-up ({meta['repeat']} rounds, versions "
+               "interleaved, arrays reset before each call outside the timed region); cold compile: "
+               f"median of {meta['compile_repeat']} fresh `hyb.compile_source` + first `.compile(*args)`")
+    out.append("- speedup = peer time / hyb time (> 1: hyb is faster); every version's results were checked "
+               "against the reference (NumPy, else C) before timing; ✗ marks a version whose results differ")
+    out.append("")
+    shown = [v for v in VARIANTS if v in meta["variants"]]
+    peers = [p for p in RATIO_PEERS if p in shown]
+    par = "hyb-par" in shown and "numba-par" in shown
+    out.append("| kernel | dims | check | hyb compile s | " + " | ".join(f"{LABELS[v]} ms" for v in shown) + " | "
+               + " | ".join(f"vs {LABELS[p]}" for p in peers) + (" | hyb par vs Numba par |" if par else " |"))
+    out.append("|---|---|---|--:|" + "--:|" * (len(shown) + len(peers) + par))
+    for group in ("polybench", "ml"):
+        for r in (r for r in rows if r["group"] == group):
+            check = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
+            comp = "—" if r.get("compile_s") is None else f"{r['compile_s']:.3f}"
+            out.append(f"| {r['name']} | {r['dims']} | {check} | {comp} | "
+                       + " | ".join(cell(r, v) for v in shown) + " | "
+                       + " | ".join(fmt_x(speedup(r, p)) for p in peers)
+                       + (f" | {fmt_x(speedup(r, 'numba-par', 'hyb-par'))} |" if par else " |"))
+    out.append("")
+    for group, title in (("polybench", "PolyBench kernels"), ("ml", "ML kernels")):
+        s = summary(rows, group)
+        if not s["kernels"]:
+            continue
+        out.append(f"**Geometric mean of hyb's speedup, {title}** ({s['kernels']} kernels whose checks passed): "
+                   + ", ".join(f"vs {LABELS[p]} {fmt_x(s[p])} (n={s[p + '_n']})" for p in RATIO_PEERS if s[p + "_n"])
+                   + f"; cold compile median {s['compile_median_s']:.3f} s, max {s['compile_max_s']:.3f} s.")
+        out.append("")
+    bad = [r for r in rows if r["status"] != "ok"]
+    if bad:
+        out.append("**Rows not counted:** " + "; ".join(f"{r['name']}: {r['status']} ({'; '.join(r['problems'])})"
+                                                       for r in bad))
+        out.append("")
+    na = {}
+    for r in rows:
+        for v, why in r["na"].items():
+            na.setdefault((v, why), []).append(r["name"])
+    if na:
+        out.append("Not available (n/a): " + "; ".join(
+            f"{LABELS[v]} for {', '.join(names) if len(names) < len(rows) else 'every kernel'}: {why}"
+            for (v, why), names in na.items()) + ".")
+        out.append("")
+    notes = [f"{r['name']}: {n}" for r in rows for n in r["notes"]]
+    if notes:
+        out.append("Notes:")
+        out.extend(f"- {n}" for n in notes)
+        out.append("")
+    if gemm:
+        out.extend(gemm_markdown(gemm))
+    out.extend(targets_markdown(rows, gemm))
+    return "\n".join(out) + "\n"
+
+
+def gemm_markdown(g: dict) -> list:
+    out = ["## float32 gemm 1024×1024×1024", "",
+           "PolyBench's gemm loops (i, k, j; C = alpha·A·B + beta·C) on float32 arrays.", "",
+           "| version | threads | median ms | GFLOP/s | speedup vs Numba (1 thread) | check |",
+           "|---|--:|--:|--:|--:|---|"]
+    base = g["rows"].get("numba", {}).get("time")
+    for key, r in g["rows"].items():
+        t = r.get("time")
+        if t is None:
+            out.append(f"| {r['label']} | {r['threads']} | {r.get('reason', 'n/a')} | | | |")
+            continue
+        gf = g["flops"] / t / 1e9
+        sp = fmt_x(base / t) if base else "—"
+        out.append(f"| {r['label']} | {r['threads']} | {fmt_ms(t)} | {gf:.2f} | {sp} | {r.get('check', '')} |")
+    out.append("")
+    return out
+
+
+def targets(rows: list, gemm: dict | None) -> list:
+    """Issue 4 item 5, as (what, measured text, met: True/False/None)."""
+    res = []
+    if gemm:
+        r = gemm["rows"]
+        h1, n1, hn = (r.get("hyb", {}).get("time"), r.get("numba", {}).get("time"), r.get("hyb-par", {}).get("time"))
+        res.append(("float32 gemm 1024³, one thread: hyb ≥ 1.5× Numba",
+                    fmt_x(n1 / h1) if h1 and n1 else "not measured", (n1 / h1 >= 1.5) if h1 and n1 else None))
+        res.append(("float32 gemm 1024³, all cores: hyb ≥ 1.7× hyb on one thread",
+                    fmt_x(h1 / hn) if h1 and hn else r.get("hyb-par", {}).get("reason", "not measured"),
+                    (h1 / hn >= 1.7) if h1 and hn else None))
+    s = summary(rows, "polybench")
+    if s["kernels"]:
+        res.append(("PolyBench geomean, one thread: hyb ≥ 1.3× Numba", fmt_x(s["numba"]),
+                    None if s["numba"] is None else s["numba"] >= 1.3))
+        res.append(("PolyBench geomean, one thread: hyb ≥ 1.0× gcc -O3", fmt_x(s["c"]),
+                    None if s["c"] is None else s["c"] >= 1.0))
+        over = s["compile_over_0.5s"]
+        res.append(("cold compile median ≤ 0.5 s per PolyBench kernel",
+                    f"max {s['compile_max_s']:.3f} s" + (f"; over: {', '.join(over)}" if over else ""),
+                    s["compile_max_s"] is not None and s["compile_max_s"] <= 0.5))
+    return res
+
+
+def targets_markdown(rows: list, gemm: dict | None) -> list:
+    t = targets(rows, gemm)
+    if not t:
+        return []
+    out = ["## Issue 4 targets", "", "| target | measured | |", "|---|---|---|"]
+    for what, measured, met in t:
+        out.append(f"| {what} | {measured} | {'met' if met else ('**missed**' if met is False else '—')} |")
+    out.append("")
+    return out
+
+
+def write_csv(path, rows: list):
+    cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s"] + [f"{v}_s" for v in VARIANTS]
+            + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS] + ["problems"])
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([c.replace("-", "_") for c in cols])
+        for r in rows:
+            w.writerow([r["name"], r["group"], r["size"], r["dims"], r["status"], _num(r.get("compile_s"))]
+                       + [_num(r["time"].get(v)) for v in VARIANTS]
+                       + [_num(speedup(r, p)) for p in RATIO_PEERS]
+                       + [_num(r["check"].get(v)) for v in VARIANTS] + ["; ".join(r["problems"])])
+
+
+def _num(v):
+    return "" if v is None else f"{v:.6g}"
+
+
+def write_json(path, meta: dict, rows: list, gemm: dict | None):
+    doc = {"meta": meta, "kernels": rows, "gemm_f32_1024": gemm,
+           "geomean": {g: summary(rows, g) for g in ("polybench", "ml")},
+           "targets": [{"target": a, "measured": b, "met": c} for a, b, c in targets(rows, gemm)]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+
+
+def write_png(path, meta: dict, rows: list) -> str | None:
+    """Bar chart of hyb's speedups (log scale); returns why not if matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no chart (pip install matplotlib, or .[bench])"
+    shown = [r for r in rows if r["time"].get("hyb")]
+    if not shown:
+        return "no hyb times to plot"
+    peers = ("numba", "c", "numpy")
+    colors = {"numba": "#4c72b0", "c": "#55a868", "numpy": "#c44e52"}
+    width = 0.26
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.42 * len(shown) + 2), 5.0))
+    xs = np.arange(len(shown))
+    for k, p in enumerate(peers):
+        vals = [speedup(r, p) or np.nan for r in shown]
+        ax.bar(xs + (k - 1) * width, vals, width, label=f"vs {LABELS[p]}", color=colors[p])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([r["name"] + ("" if r["status"] == "ok" else " (!)") for r in shown], rotation=60,
+                       ha="right", fontsize=8)
+    ax.set_ylabel("hyb speedup (peer time / hyb time)")
+    ax.set_title(f"hyb vs peers, {meta['size']} size, {meta['date']} ({meta['cpu']}, {meta['cores']} cores)",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
