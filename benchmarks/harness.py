@@ -44,6 +44,14 @@ def log(msg: str = ""):
     print(msg, file=sys.stderr, flush=True)
 
 
+_STAGE_FILE = None  # in a child process: where the current step is written, for the parent if we crash
+
+
+def stage(variant: str, what: str, row: dict):
+    if _STAGE_FILE is not None:
+        Path(_STAGE_FILE).write_text(json.dumps({"variant": variant, "what": what, "row": row}, default=str))
+
+
 # ------------------------------------------------------------------ options
 
 def parse_args(argv):
@@ -73,7 +81,11 @@ def parse_args(argv):
                     help="a fast version is called until this many seconds per round (default: 0.02)")
     ap.add_argument("--budget", type=float, default=20.0,
                     help="seconds of timing per version and kernel before rounds are cut (default: 20)")
+    ap.add_argument("--no-isolate", action="store_true",
+                    help="run every kernel in this process (default: each in a child process, so that a crash "
+                         "is reported as that kernel's result instead of ending the run)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
+    ap.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.schedule = json.loads(a.schedule) if a.schedule else None
     a.fastmath = not a.no_fastmath
@@ -167,10 +179,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
     import hyb
 
     dims = bench.dims(size)
-    row = {"name": bench.name, "group": bench.group, "size": size,
-           "dims": " ".join(f"{k}={v}" for k, v in dims.items()), "status": "ok", "compile_s": None,
-           "compile_samples": [], "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
-           "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None}
+    row = new_row(bench, size)
     pristine = bench.init(dims)
     variants = variants or opts.variants
     seen_warnings = []
@@ -178,6 +187,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # 1. cold compile (parse to callable)
+        stage("hyb", "cold compile", row)
         try:
             row["compile_samples"], kernel = cold_compile(bench, dims, pristine, opts, max(1, opts.compile_repeat))
             row["compile_s"] = statistics.median(row["compile_samples"])
@@ -190,6 +200,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
         for v in variants:
             if v.startswith("hyb") and "hyb" in row["errors"]:
                 continue
+            stage(v, "building (compiling) it", row)
             try:
                 runners[v] = build(v, bench, dims, pristine, opts=opts, cc=cc, kernel=kernel)
             except NotAvailable as e:
@@ -199,6 +210,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
         # 3. cross-check, before any timing: one run each on fresh data
         results = {}
         for v, r in list(runners.items()):
+            stage(v, "its first run (the cross-check)", row)
             try:
                 t0 = time.perf_counter()
                 r.run()
@@ -226,6 +238,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
                 f"(largest error {err:.3g} of the largest |value|; tolerance rtol={bench.rtol:g}, "
                 f"atol={bench.atol:g}×max)")
     # 4. timing
+    stage("", "timing", row)
     row["time"], row["samples"] = time_runners(runners, pristine, opts, rounds or opts.repeat)
     for v in row["mismatch"]:
         row["problems"].append(f"{v} results differ (error {row['check'][v]:.3g})")
@@ -245,7 +258,7 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
 
 def progress(k: int, n: int, row: dict, seconds: float):
     parts = []
-    for v in VARIANTS:
+    for v in (v for v in VARIANTS if v in row["time"] or v in row["errors"] or v in row["na"]):
         t = row["time"].get(v)
         parts.append(f"{LABELS[v]} {t * 1e3:.3g} ms" if t else f"{LABELS[v]} {'error' if v in row['errors'] else 'n/a'}")
     comp = f"compile {row['compile_s']:.2f} s" if row["compile_s"] else "compile —"
@@ -336,8 +349,92 @@ def _load() -> str:
 
 # ------------------------------------------------------------------ main
 
+def new_row(bench, size: str) -> dict:
+    dims = bench.dims(size)
+    return {"name": bench.name, "group": bench.group, "size": size,
+            "dims": " ".join(f"{k}={v}" for k, v in dims.items()), "status": "ok", "compile_s": None,
+            "compile_samples": [], "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
+            "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None}
+
+
+def child_args(opts, name: str, json_path: Path) -> list:
+    a = [f"--size={opts.size}", f"--kernels={name}", f"--repeat={opts.repeat}", f"--threads={opts.threads}",
+         f"--hyb-threads={opts.hyb_threads}", f"--compile-repeat={opts.compile_repeat}",
+         f"--variants={','.join(opts.variants)}", f"--cflags={opts.cflags}", f"--min-time={opts.min_time}",
+         f"--budget={opts.budget}", f"--out={opts.out}", f"--child-json={json_path}"]
+    if opts.schedule is not None:
+        a.append(f"--schedule={json.dumps(opts.schedule)}")
+    if not opts.fastmath:
+        a.append("--no-fastmath")
+    if opts.cc:
+        a.append(f"--cc={opts.cc}")
+    return a
+
+
+def run_isolated(name: str, opts, workdir: Path) -> dict:
+    """One kernel (or the gemm) in a child process; a crash becomes that kernel's result."""
+    import signal
+
+    path = workdir / f"{name}.json"
+    stage_path = Path(str(path) + ".stage")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", *child_args(opts, name, path)], cwd=REPO)
+    if proc.returncode == 0 and path.exists():
+        return json.loads(path.read_text())
+    try:
+        where = json.loads(stage_path.read_text())
+    except (OSError, ValueError):
+        where = {"variant": "", "what": "starting"}
+    how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+           else f"exit status {proc.returncode}")
+    what = f"the benchmark process died ({how}) during {where['variant'] or 'the run'}: {where['what']}"
+    log(f"!!! CRASH {name}: {what}")
+    variant = where["variant"] or "hyb"
+    if where.get("row"):
+        row = where["row"]
+    elif name == GEMM_NAME:
+        row = new_row(GEMM_F32, "medium")
+    else:
+        row = new_row(all_benches()[name], opts.size)
+    row["status"] = "CRASH"
+    row["time"] = {}  # nothing was timed: the crash came first, or during timing
+    row["errors"][variant] = what
+    row["problems"].append(what)
+    if name == GEMM_NAME:
+        return {"gemm": {"flops": GEMM_F32.flops(GEMM_DIMS), "dims": GEMM_DIMS, "status": "CRASH",
+                         "compile_s": None, "bench_row": row,
+                         "rows": {"hyb": {"label": "hyb", "threads": opts.hyb_threads, "time": None,
+                                          "reason": what}}}}
+    return {"row": row}
+
+
+def child_main(opts) -> int:
+    """--child-json: run the one kernel named by --kernels here and write its result as JSON."""
+    global _STAGE_FILE
+    _STAGE_FILE = opts.child_json + ".stage"
+    benches, gemm_wanted = select(opts.kernels)
+    workdir = Path(tempfile.mkdtemp(prefix="hyb-bench-"))
+    cc = CCompiler(workdir, opts.cc, opts.cflags)
+    try:
+        doc = {"gemm": run_gemm1024(opts, cc)} if gemm_wanted else {"row": run_bench(benches[0], opts, cc, opts.size)}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    Path(opts.child_json).write_text(json.dumps(doc, default=str))
+    return 0
+
+
+def write_results(opts, meta, rows, gemm, final: bool):
+    meta["load_end"] = _load()
+    opts.out.mkdir(parents=True, exist_ok=True)
+    text = markdown(meta, rows, gemm)
+    (opts.out / "results.md").write_text(text)
+    write_csv(opts.out / "results.csv", rows)
+    write_json(opts.out / "results.json", meta, rows, gemm)
+    why = write_png(opts.out / "speedups.png", meta, rows) if final else None
+    return text, why
+
+
 def main(argv=None) -> int:
-    """Run the suite; returns 0 when every version of every kernel agreed, else 1."""
+    """Run the suite; returns 0 when every version of every kernel ran and agreed, else 1."""
     opts = parse_args(argv)
     if opts.list:
         for b in all_benches().values():
@@ -348,7 +445,10 @@ def main(argv=None) -> int:
         import numba
         numba.set_num_threads(max(1, min(opts.threads, numba.config.NUMBA_NUM_THREADS)))
     except ImportError:
-        log("note: numba is not installed; the Numba versions are skipped (pip install numba, or .[bench])")
+        if not opts.child_json:
+            log("note: numba is not installed; the Numba versions are skipped (pip install numba, or .[bench])")
+    if opts.child_json:
+        return child_main(opts)
     benches, gemm_wanted = select(opts.kernels)
     workdir = Path(tempfile.mkdtemp(prefix="hyb-bench-"))
     cc = CCompiler(workdir, opts.cc, opts.cflags)
@@ -357,26 +457,24 @@ def main(argv=None) -> int:
     meta = metadata(opts, cc)
     log(f"hyb benchmarks: {len(benches)} kernels{' + gemm 1024' if gemm_wanted else ''}, size {opts.size}, "
         f"{opts.repeat} rounds; {meta['cpu']}, {meta['cores']} cores; hyb {meta['commit']}"
-        f"{' (dirty)' if meta['dirty'] else ''}")
+        f"{' (dirty)' if meta['dirty'] else ''}; results in {opts.out}")
     rows = []
     gemm = None
     try:
         for k, b in enumerate(benches, 1):
             t0 = time.perf_counter()
-            row = run_bench(b, opts, cc, opts.size)
+            if opts.no_isolate:
+                row = run_bench(b, opts, cc, opts.size)
+            else:
+                row = run_isolated(b.name, opts, workdir)["row"]
             rows.append(row)
             progress(k, len(benches), row, time.perf_counter() - t0)
+            write_results(opts, meta, rows, gemm, final=False)
         if gemm_wanted:
-            gemm = run_gemm1024(opts, cc)
+            gemm = run_gemm1024(opts, cc) if opts.no_isolate else run_isolated(GEMM_NAME, opts, workdir)["gemm"]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    meta["load_end"] = _load()
-    opts.out.mkdir(parents=True, exist_ok=True)
-    text = markdown(meta, rows, gemm)
-    (opts.out / "results.md").write_text(text)
-    write_csv(opts.out / "results.csv", rows)
-    write_json(opts.out / "results.json", meta, rows, gemm)
-    why = write_png(opts.out / "speedups.png", meta, rows)
+    text, why = write_results(opts, meta, rows, gemm, final=True)
     print(text)
     if why:
         log(f"note: {why}")

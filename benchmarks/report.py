@@ -107,7 +107,7 @@ def cell(row: dict, variant: str) -> str:
         return f"**{s}** ✗" if variant in row["mismatch"] else s
     if variant in row["errors"]:
         return "error"
-    return "n/a"
+    return "—" if row["status"] == "CRASH" else "n/a"
 
 
 # ------------------------------------------------------------------ writing
