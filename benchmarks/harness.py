@@ -81,6 +81,9 @@ def parse_args(argv):
                     help="a fast version is called until this many seconds per round (default: 0.02)")
     ap.add_argument("--budget", type=float, default=20.0,
                     help="seconds of timing per version and kernel before rounds are cut (default: 20)")
+    ap.add_argument("--blas-threads", default="1",
+                    help="threads of NumPy's BLAS (OPENBLAS/MKL/BLIS_NUM_THREADS of the child processes; default 1, "
+                         "a one-thread comparison; `default` leaves them as configured)")
     ap.add_argument("--no-isolate", action="store_true",
                     help="run every kernel in this process (default: each in a child process, so that a crash "
                          "is reported as that kernel's result instead of ending the run)")
@@ -292,7 +295,8 @@ def run_gemm1024(opts, cc: CCompiler) -> dict:
     rows["numba"] = entry("numba", "Numba", 1)
     rows["numba-par"] = entry("numba-par", "Numba parallel (prange i)", opts.threads)
     rows["c"] = entry("c", "C (gcc -O3 -march=native)", 1)
-    rows["numpy"] = entry("numpy", "NumPy (BLAS sgemm)", "BLAS")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS") or "BLAS default"
+    rows["numpy"] = entry("numpy", "NumPy (BLAS sgemm)", blas)
     log("[gemm] " + " | ".join(f"{r['label']}: {r['time'] * 1e3:.1f} ms" if r.get("time") else
                                f"{r['label']}: {r.get('reason', 'n/a')}" for r in rows.values())
         + f"  ({time.perf_counter() - t0:.1f} s)")
@@ -337,7 +341,8 @@ def metadata(opts, cc: CCompiler) -> dict:
             "numba": numba_version, "llvmlite": llvmlite.__version__, "cc": cc.cc, "cc_version": cc.version(),
             "cflags": opts.cflags, "size": opts.size, "repeat": opts.repeat, "compile_repeat": opts.compile_repeat,
             "threads": opts.threads, "hyb_threads": opts.hyb_threads, "fastmath": opts.fastmath,
-            "schedule": opts.schedule, "variants": opts.variants, "load_start": _load()}
+            "schedule": opts.schedule, "variants": opts.variants, "load_start": _load(),
+            "blas_threads": "as configured" if opts.no_isolate or opts.blas_threads == "default" else opts.blas_threads}
 
 
 def _load() -> str:
@@ -377,7 +382,11 @@ def run_isolated(name: str, opts, workdir: Path) -> dict:
 
     path = workdir / f"{name}.json"
     stage_path = Path(str(path) + ".stage")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", *child_args(opts, name, path)], cwd=REPO)
+    env = dict(os.environ)
+    if opts.blas_threads != "default":
+        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+            env[var] = str(opts.blas_threads)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", *child_args(opts, name, path)], cwd=REPO, env=env)
     if proc.returncode == 0 and path.exists():
         return json.loads(path.read_text())
     try:
