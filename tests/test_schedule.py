@@ -245,3 +245,39 @@ def test_serial_loop_is_never_parallel_nor_moved_inside():
     np.testing.assert_array_equal(ck(a), a * 2)
     unhinted = hyb.compile_source(HINTS.replace("in serial(", "in range("), "hints.hyb").rows_serial
     assert unhinted.compile(a).inspect("loops").startswith("parallel")
+
+
+def test_scheduler_time_limit_falls_back_to_original_order():
+    # isl's scheduler is very slow on this time-iterated 3-D stencil; the limit bounds it.
+    src = '''
+def heat(a, b):
+    for t in range(4):
+        for i in range(1, a.shape[0] - 1):
+            for j in range(1, a.shape[1] - 1):
+                for k in range(1, a.shape[2] - 1):
+                    b[i, j, k] = 0.125 * (a[i + 1, j, k] - 2.0 * a[i, j, k] + a[i - 1, j, k]) + a[i, j, k] \\
+                        + 0.125 * (a[i, j + 1, k] + a[i, j - 1, k] + a[i, j, k + 1] + a[i, j, k - 1])
+        for i in range(1, a.shape[0] - 1):
+            for j in range(1, a.shape[1] - 1):
+                for k in range(1, a.shape[2] - 1):
+                    a[i, j, k] = 0.125 * (b[i + 1, j, k] - 2.0 * b[i, j, k] + b[i - 1, j, k]) + b[i, j, k] \\
+                        + 0.125 * (b[i, j + 1, k] + b[i, j - 1, k] + b[i, j, k + 1] + b[i, j, k - 1])
+    return a, b
+'''
+    import time
+    k = hyb.compile_source(src, schedule={"timeout": 0.5}).heat
+    a = np.random.default_rng(0).standard_normal((8, 8, 8))
+    t0 = time.perf_counter()
+    ck = k.compile(a, a.copy())
+    assert time.perf_counter() - t0 < 30
+    text = ck.inspect("schedule")
+    assert "took longer than 0.5 s" in text or "isl scheduler:" in text
+    got = ck(a.copy(), a.copy())
+    emu = k.emulate(a.copy(), a.copy())
+    for g, e in zip(got, emu):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
+
+
+def test_bad_timeout_option():
+    with pytest.raises(HybridArgumentError, match="timeout=-1 must be a number of seconds"):
+        hyb.compile_source(SRC, schedule={"timeout": -1})

@@ -117,7 +117,13 @@ class _FunctionBuilder:
         self.sites: list = []
         self.checked = nest.poly.runtime_checked
         entry = self.fn.append_basic_block("entry")
+        start = self.fn.append_basic_block("start")
+        # Stack slots live in the entry block, which only branches to `start`: an alloca made
+        # later (inside loops) must not grow the stack on every iteration.
+        self.allocas = ir.IRBuilder(entry)
+        self.allocas.position_before(self.allocas.branch(start))
         self.b = ir.IRBuilder(entry)
+        self.b.position_before(entry.terminator)
         self.slots = {}
         for t in self.k.tensors.values():
             if t.kind == "param":
@@ -128,6 +134,7 @@ class _FunctionBuilder:
                 self.slots[t.name] = slot
         self.loopvars = {}
         self.flags = ("fast",) if options.fastmath else ()
+        self.b.position_at_end(start)
 
     def build(self):
         self.block(self.nest.body)
@@ -190,7 +197,7 @@ class _FunctionBuilder:
             a.add_attribute("noalias")
         tramp = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), name)
         # the context: one 8-byte slot per captured value
-        raw = b.alloca(ir.ArrayType(I64, max(1, len(values))), name="par.ctx")
+        raw = self.allocas.alloca(ir.ArrayType(I64, max(1, len(values))), name="par.ctx")
         ctx = b.inttoptr(b.ptrtoint(raw, I64), PTR)
         for i, v in enumerate(values):
             b.store(v, b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=I8))
@@ -221,7 +228,19 @@ class _FunctionBuilder:
         b = self.b
         nthreads = b.trunc(b.load(b.gep(self.err, [ir.Constant(I64, 3)], source_etype=I64), typ=I64), I32)
         gomp = self.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+        # With one thread, call the body directly: it sees thread 0 of 1 and takes every iteration.
+        one = b.icmp_signed("<=", nthreads, ir.Constant(I32, 1))
+        direct_bb = self.fn.append_basic_block("par.direct")
+        gomp_bb = self.fn.append_basic_block("par.gomp")
+        joined_bb = self.fn.append_basic_block("par.joined")
+        b.cbranch(one, direct_bb, gomp_bb)
+        b.position_at_end(direct_bb)
+        b.call(tramp, [ctx])
+        b.branch(joined_bb)
+        b.position_at_end(gomp_bb)
         b.call(gomp, [tramp, ctx, nthreads, ir.Constant(I32, 0)])
+        b.branch(joined_bb)
+        b.position_at_end(joined_bb)
         code = b.load(b.gep(self.err, [ir.Constant(I64, 2)], source_etype=I64), typ=I64)
         failed = b.icmp_signed("!=", code, ir.Constant(I64, 0))
         fail_bb = self.fn.append_basic_block("par.failed")

@@ -16,6 +16,11 @@ Every decision can be overridden with the kernel's ``schedule=`` option and is r
 """
 from __future__ import annotations
 
+import os
+import select
+import signal
+import time
+import warnings
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -26,7 +31,7 @@ from .deps import compute as compute_deps
 from .extract import PolyProgram
 
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
-OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations")
+OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations", "timeout")
 
 
 @dataclass
@@ -37,6 +42,7 @@ class ScheduleOptions:
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
     max_operations: int = 300_000
+    timeout: float = 2.0  # seconds for isl's scheduler
 
 
 def parse_options(schedule) -> ScheduleOptions:
@@ -65,6 +71,12 @@ def parse_options(schedule) -> ScheduleOptions:
                 setattr(opts, key, schedule[key])
         if "max_operations" in schedule:
             opts.max_operations = int(schedule["max_operations"])
+        if "timeout" in schedule:
+            t = schedule["timeout"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+                raise HybridArgumentError(f"schedule option timeout={t!r} must be a number of seconds", None,
+                                          "0 runs isl without a time limit")
+            opts.timeout = float(t)
         return opts
     raise HybridArgumentError(f"schedule={schedule!r} is not valid", None,
                               "use schedule=\"auto\", \"original\" or a dict such as "
@@ -222,21 +234,68 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     ctx.set_max_operations(opts.max_operations)
     ctx.reset_operations()
     try:
-        sched = sc.compute_schedule()
-    except isl.Error:
-        sched = None
+        sched, why = _compute_schedule(sc, opts.timeout)
     finally:
         ctx.set_max_operations(0)
         ctx.reset_operations()
         ctx.set_schedule_serialize_sccs(old_fuse)
     if sched is None:
-        return Plan(None, [f"isl scheduler gave up after {opts.max_operations} operations: original order"])
+        return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
     shaper = _Shaper(p, opts, decisions)
     sched = sched.map_schedule_node_bottom_up(shaper.band)
     if opts.parallel:
         sched = _mark_parallel(sched, decisions, p)
     return Plan(sched, decisions)
+
+
+def _compute_schedule(sc: isl.ScheduleConstraints, timeout: float):
+    """isl's schedule for ``sc``, or (None, why).  isl cannot be interrupted and its operation
+    limit does not bound its time, so where the system can fork, the scheduler runs in a child
+    process that is killed after ``timeout`` seconds; the schedule comes back as text."""
+    if not hasattr(os, "fork") or timeout <= 0:
+        try:
+            return sc.compute_schedule(), ""
+        except isl.Error:
+            return None, "gave up (operation limit)"
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child runs isl only
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(r)
+            text = sc.compute_schedule().to_str().encode()
+            view = memoryview(text)
+            while view:
+                view = view[os.write(w, view):]
+            code = 0
+        except BaseException:
+            pass
+        os._exit(code)
+    os.close(w)
+    chunks, deadline, timed_out = [], time.monotonic() + timeout, False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return None, f"took longer than {timeout:g} s (schedule={{'timeout': ...}} changes the limit)"
+    if status != 0 or not chunks:
+        return None, "gave up (operation limit)"
+    return isl.Schedule.read_from_str(isl.DEFAULT_CONTEXT, b"".join(chunks).decode()), ""
 
 
 class _Shaper:
