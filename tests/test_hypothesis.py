@@ -219,7 +219,6 @@ def k(a):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="a data-dependent `if` is re-evaluated before each statement of its branches")
 @pytest.mark.parametrize("source,inplace", [(COND_REWRITTEN_SCALAR, ()), (COND_REWRITTEN_INPLACE, (0,)),
                                             (COND_REWRITTEN_OUTPUT, ())], ids=["scalar", "inplace", "output"])
 def test_regression_if_condition_changed_by_its_own_branch(source, inplace):
@@ -244,7 +243,6 @@ def k(a, b):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="emulate returns a written 0-d output as a NumPy scalar, not a 0-d array")
 def test_regression_zero_d_output_is_an_array():
     x = np.arange(5.0)
     kernel = hyb.compile_source(ZERO_D_OUTPUT).k
@@ -253,7 +251,6 @@ def test_regression_zero_d_output_is_an_array():
     assert type(emu) is np.ndarray and emu.shape == () and emu == 10  # emulated: np.float64(10.0)
 
 
-@pytest.mark.xfail(strict=True, reason="emulate drops in-place writes to a 0-d input (it rebinds a local)")
 def test_regression_zero_d_input_written_in_place():
     kernel = hyb.compile_source(ZERO_D_INPLACE).k
     for run in (kernel, kernel.emulate):
@@ -294,8 +291,9 @@ def test_regression_parallel_mark_on_dependent_loop():
     # second member, which carries the flow dependence s = 1 -> y[0, i, j] = s, yet it is the one
     # run on threads (each with its own copy of s).  emulated: y[0] == 1 in columns 0 and 1;
     # compiled (2+ threads): column 1 is 0.  Deterministic for threads >= 2; passes with threads=1.
-    needs_parallel_loop(PARALLEL_DEGENERATE_BAND, [np.array([1])], threads=2)
-    run_both(PARALLEL_DEGENERATE_BAND, [np.array([1])], options={"threads": 2})
+    opts = {"threads": 2, "schedule": {"min_parallel_work": 0}}
+    needs_parallel_loop(PARALLEL_DEGENERATE_BAND, [np.array([1])], **opts)
+    run_both(PARALLEL_DEGENERATE_BAND, [np.array([1])], options=opts)
 
 
 PARALLEL_SCALAR_LIVE_IN_OUT = '''
@@ -317,8 +315,9 @@ def test_regression_parallel_loop_drops_scalar_update(threads):
     # The schedule puts `s += 1` alone in a one-iteration `parallel for`, between `s = a[i]` and
     # `c[i] = s`; the outlined loop updates a private copy of s.  a = [10, 20, 30]:
     # emulated [11, 21, 0]; compiled [10, 20, 0] (with schedule={"parallel": False}: [11, 21, 0]).
-    needs_parallel_loop(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], threads=threads)
-    run_both(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], options={"threads": threads})
+    opts = {"threads": threads, "schedule": {"min_parallel_work": 0}}
+    needs_parallel_loop(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], **opts)
+    run_both(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], options=opts)
 
 
 DEPS_CRASH = '''
@@ -333,8 +332,6 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="dependence analysis crashes (islpy.Error from compute_flow) on a "
-                                       "one-iteration strided loop next to a data-dependent write")
 def test_regression_compute_flow_crash():
     # compiled: islpy._isl.Error: call to isl_union_access_info_compute_flow failed: affine expression
     # involves some of the domain dimensions (schedule="original" too; it comes from deps.compute);
@@ -393,8 +390,6 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="an inner `if`/`elif` condition is evaluated even where the outer condition "
-                                       "excludes it, so its out-of-range index raises")
 @pytest.mark.parametrize("source", [NESTED_CONDITION_ELIF, NESTED_CONDITION_IF], ids=["elif", "nested_if"])
 def test_regression_nested_condition_evaluated_eagerly(source):
     # x = [0, 0]: the inner condition, which reads x[-1], is never reached in Python.

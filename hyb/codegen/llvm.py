@@ -366,13 +366,14 @@ class _FunctionBuilder:
         st = self.nest.statements[call.stmt]
         env = {v: self.lexpr(a) for v, a in zip(st.iters, call.args)}
         self.env = env
-        if st.guards:
-            cond = self.expr(st.guards[0])
-            for g in st.guards[1:]:
-                cond = self.b.and_(cond, self.expr(g))
-            self._branch(cond, lambda: self.tir_block([st.stmt]))
-        else:
-            self.tir_block([st.stmt])
+        self.guarded(st.guards, [st.stmt])
+
+    def guarded(self, guards: list, stmts: list):
+        """``stmts`` under conditions evaluated outermost first, each only where the previous held."""
+        if not guards:
+            self.tir_block(stmts)
+            return
+        self._branch(self.expr(guards[0]), lambda: self.guarded(guards[1:], stmts))
 
     def tir_block(self, stmts: list):
         """Typed-IR statements run as written (a store, or an opaque statement's loops)."""

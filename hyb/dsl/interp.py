@@ -72,8 +72,10 @@ class _Emitter:
             return "v_" + e.name
         if isinstance(e, T.Load):
             t = self.k.tensors[e.tensor]
-            if t.ndim == 0:
+            if t.kind in ("scalar", "param"):
                 return self.ref(e.tensor)
+            if t.ndim == 0:
+                return f"{self.ref(e.tensor)}[()]"
             return self.subscript(e)
         if isinstance(e, T.Bin):
             return self.binop(e)
@@ -141,8 +143,10 @@ class _Emitter:
             elif isinstance(s, T.Store):
                 t = self.k.tensors[s.tensor]
                 value = self.expr(s.value)
-                if t.ndim == 0:
+                if t.kind == "scalar":
                     self.emit(depth, f"{self.ref(s.tensor)} = {value}", s.span)
+                elif t.ndim == 0:
+                    self.emit(depth, f"{self.ref(s.tensor)}[()] = {value}", s.span)
                 else:
                     self.emit(depth, f"{self.subscript(s)} = {value}", s.span)
             else:

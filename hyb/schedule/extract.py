@@ -247,6 +247,12 @@ class _Extractor:
                     then_ctx = _Ctx(ctx.iters, ctx.conds + [then_c], ctx.guards, ctx.position, ctx.signs)
                     else_ctx = _Ctx(ctx.iters, ctx.conds + [else_c], ctx.guards, ctx.position, ctx.signs)
                 except _NotAffine:
+                    if _reads(st.cond) & _writes(st.body + st.orelse):
+                        # The branches change what the condition reads: it must be evaluated once,
+                        # before them, so the whole `if` runs as written.
+                        self.opaque(st, ctx)
+                        ctx.position[-1] += 1
+                        continue
                     neg = T.Unary("bool", "not", st.cond, span=st.cond.span)
                     then_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [st.cond], ctx.position, ctx.signs)
                     else_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [neg], ctx.position, ctx.signs)
@@ -264,7 +270,9 @@ class _Extractor:
     def _domain(self, name, ctx: _Ctx) -> isl.Set:
         sp = self.space(name, ctx.iters)
         conds = " and ".join(f"({c})" for c in ctx.conds)
-        return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}")
+        # Equalities hidden in strides (`(i - 1) mod 3 = 0` with 0 <= i <= 1) made explicit:
+        # isl's dataflow analysis fails on some such sets.
+        return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}").detect_equalities().coalesce()
 
     def statement(self, st: T.Store, ctx: _Ctx):
         name = f"S{len(self.statements)}"
@@ -281,8 +289,9 @@ class _Extractor:
         s.schedule = (list(ctx.position), list(ctx.signs))
         self.statements.append(s)
 
-    def opaque(self, loop: T.Loop, ctx: _Ctx):
-        """A loop with non-affine bounds: one statement, touching whole tensors, checked at run time."""
+    def opaque(self, loop, ctx: _Ctx):
+        """A loop with non-affine bounds (or an `if` that changes its own condition): one statement,
+        touching whole tensors, checked at run time."""
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
         writes, reads = [], []
@@ -382,6 +391,7 @@ class _Extractor:
             self.checked.add(id(node))
             return self.whole(name, iters, domain, tensor, span)
         rel = isl.Map(f"{{ {sp} -> {tensor}[{', '.join(idx)}] }}").intersect_domain(domain)
+        rel = rel.detect_equalities().coalesce()
         outside = rel.subtract_range(self.box(tensor))
         if not outside.is_empty() and guarded:
             # A condition that is not affine may keep these iterations from running: check then.
@@ -397,6 +407,22 @@ class _Extractor:
                 f"`{t.source_name}` (shape {t.shape}) is indexed out of bounds{where}: element {tuple(eidx)}",
                 span, "tighten the loop bounds or guard the access with an `if`")
         return Access(tensor, rel, True, span)
+
+
+def _reads(e: T.TExpr) -> set:
+    return {x.tensor for x in T.walk_expr(e) if isinstance(x, T.Load)}
+
+
+def _writes(stmts: list) -> set:
+    out = set()
+    for st in stmts:
+        if isinstance(st, T.Store):
+            out.add(st.tensor)
+        elif isinstance(st, T.Loop):
+            out |= _writes(st.body)
+        elif isinstance(st, T.If):
+            out |= _writes(st.body) | _writes(st.orelse)
+    return out
 
 
 def _children(e: T.TExpr):

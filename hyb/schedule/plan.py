@@ -31,7 +31,7 @@ from .deps import compute as compute_deps
 from .extract import PolyProgram
 
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
-OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations", "timeout")
+OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations", "timeout", "min_parallel_work")
 
 
 @dataclass
@@ -43,6 +43,7 @@ class ScheduleOptions:
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
     max_operations: int = 300_000
     timeout: float = 2.0  # seconds for isl's scheduler
+    min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
 
 
 def parse_options(schedule) -> ScheduleOptions:
@@ -71,6 +72,11 @@ def parse_options(schedule) -> ScheduleOptions:
                 setattr(opts, key, schedule[key])
         if "max_operations" in schedule:
             opts.max_operations = int(schedule["max_operations"])
+        if "min_parallel_work" in schedule:
+            w = schedule["min_parallel_work"]
+            if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+                raise HybridArgumentError(f"schedule option min_parallel_work={w!r} must be a count >= 0", None, None)
+            opts.min_parallel_work = w
         if "timeout" in schedule:
             t = schedule["timeout"]
             if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
@@ -245,7 +251,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     shaper = _Shaper(p, opts, decisions)
     sched = sched.map_schedule_node_bottom_up(shaper.band)
     if opts.parallel:
-        sched = _mark_parallel(sched, decisions, p)
+        sched = _mark_parallel(sched, decisions, p, opts.min_parallel_work)
     return Plan(sched, decisions)
 
 
@@ -451,7 +457,13 @@ def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.Sched
     return node
 
 
-PARALLEL_MIN_WORK = 1 << 15  # statement instances below which threads cost more than they save
+def _constant_first_member(band: isl.ScheduleNode) -> bool:
+    """Whether the band's first member takes one value for each iteration of the loops around it:
+    isl then generates no loop for it, and the first loop below would be a different member."""
+    dom = band.get_domain()
+    member = isl.UnionMap.from_union_pw_aff(band.band_get_partial_schedule().get_at(0)).intersect_domain(dom)
+    prefix = band.get_prefix_schedule_union_map().intersect_domain(dom)
+    return prefix.reverse().apply_range(member).is_single_valued()
 
 
 def work(p: PolyProgram, domain: isl.UnionSet) -> int:
@@ -476,12 +488,13 @@ def work(p: PolyProgram, domain: isl.UnionSet) -> int:
     return total
 
 
-def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram) -> isl.Schedule:
+def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_work: int) -> isl.Schedule:
     """Mark the outermost band whose first member is coincident; nothing below it is marked."""
     def visit(node):
-        if node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0):
+        if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
+                and not _constant_first_member(node)):
             amount = work(p, node.get_domain())
-            if amount < PARALLEL_MIN_WORK:
+            if amount < min_work:
                 decisions.append(f"parallel loop left serial: about {amount} instances are too little work "
                                  "for threads")
                 return node, "serial"
