@@ -208,9 +208,9 @@ class Config:
     calls: bool = True  # a helper kernel, inlined
     grid: bool = True
     schedules: bool = True  # random schedule= and threads= options
-    # No parallel loops in kernels with scalar locals inside loops: a parallel loop can carry their
-    # dependences, and a scalar live into or out of one loses its value (test_regression_parallel_*).
-    avoid_parallel_bug: bool = True
+    # No parallel loops in kernels with scalar locals inside loops (once needed for the bugs of
+    # test_regression_parallel_*; fixed, so off).
+    avoid_parallel_bug: bool = False
     # Stores through data-dependent subscripts (`y[x[i] % n] = ...`): off, as they lead the
     # dependence analysis to crash or the scheduled code to break an output dependence
     # (test_regression_compute_flow_crash, test_regression_scheduled_code_breaks_output_dependence).
@@ -218,9 +218,9 @@ class Config:
     # Data-dependent subscripts that may leave their tensor by one (`(e) % (S + 2) - 1`): both
     # compiled code and emulate must then raise HybridIndexError.
     out_of_bounds: bool = False
-    # Inside an `if`, write nothing its condition reads: the compiler re-evaluates a data-dependent
-    # condition before every statement of the branch (test_regression_if_condition_*).
-    stable_conditions: bool = True
+    # Inside an `if`, write nothing its condition reads (once needed for the bug of
+    # test_regression_if_condition_*; fixed, so off).
+    stable_conditions: bool = False
 
 
 @dataclass
