@@ -64,20 +64,45 @@ def cmd_check(args) -> int:
     return status
 
 
+def cmd_bench(args, rest) -> int:
+    """Run the benchmark suite of the source tree (benchmarks/ beside the hyb package)."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks" / "__init__.py").is_file():
+        print("error: the benchmark suite is not here: `hyb bench` runs benchmarks/ of a source checkout "
+              f"(looked in {root})", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(root))
+    os.chdir(root)
+    from benchmarks import main as bench_main
+    return bench_main(rest)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hyb", description="hyb: a polyhedral compiler for hybrid tensor kernels")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("demo", help="compile and run an example kernel, next to NumPy",
                        description="Compile a matmul kernel, run it on random data and compare with NumPy.")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("bench", help="run the benchmark suite (PolyBench and ML kernels against Numba, NumPy, C)",
+                       description="Run benchmarks/ (the same as `python -m benchmarks`); every further argument "
+                                   "goes to it. Example: hyb bench --size small --kernels gemm,atax",
+                       add_help=False)
+    p.set_defaults(func=cmd_bench, passthrough=True)
     p = sub.add_parser("check", help="parse .hyb files and report syntax errors",
                        description="Parse each file and report errors in compiler format. Example: hyb check kernels.hyb")
     p.add_argument("files", nargs="+", metavar="FILE.hyb")
     p.set_defaults(func=cmd_check)
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "passthrough", False):
+        return args.func(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.func(args)
 
 

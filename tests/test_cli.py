@@ -36,3 +36,14 @@ def test_no_command_prints_help():
     r = run()
     assert r.returncode == 2
     assert "demo" in r.stdout
+
+
+def test_bench_lists_the_suite():
+    r = subprocess.run(["hyb", "bench", "--list"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "gemm" in r.stdout and "floyd-warshall" in r.stdout
+
+
+def test_unknown_argument_is_rejected():
+    r = run("demo", "--bogus")
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
