@@ -42,7 +42,7 @@ class ScheduleOptions:
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
     max_operations: int = 300_000
-    timeout: float = 2.0  # seconds for isl's scheduler
+    timeout: float = 0.35  # seconds for isl's scheduler
     min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
 
 
