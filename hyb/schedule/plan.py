@@ -371,11 +371,11 @@ class _Shaper:
             if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
                 continue
             space = st.domain.get_space()
-            members = []
-            for m in range(n):
-                members.append(_single_iterator(mupa.get_at(m), space, len(st.iters)))
-            if any(it is None for it in members if True) and len(st.iters) >= n:
-                return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
+            members = [_single_iterator(mupa.get_at(m), space, len(st.iters)) for m in range(n)]
+            if any(it is None for it in members):
+                if len(st.iters) >= n:
+                    return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
+                continue  # a statement outside some of the band's loops (an initialisation) does not vote
             for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
                 if self.p.kernel.tensors[acc.tensor].kind == "scalar":
                     continue  # registers, not memory
@@ -383,9 +383,8 @@ class _Shaper:
                 if strides is None:
                     continue
                 for m, it in enumerate(members):
-                    if it is None:
-                        continue
-                    scores[m] += weight * strides.get(it, 0.0)
+                    # unit stride 3, invariant (a register across the loop) 2, long stride -4
+                    scores[m] += weight * strides.get(it, 2.0)
         inner = max(range(n), key=lambda m: (scores[m], m))
         if scores[inner] <= scores[n - 1]:
             inner = n - 1
