@@ -184,6 +184,8 @@ def test_threads_from_environment(monkeypatch):
     ({"schedule": {"tile": (0, 4)}}, "tile=(0, 4) is not valid"),
     ({"schedule": {"parallel": "yes"}}, "parallel='yes' must be True or False"),
     ({"schedule": "fast"}, "schedule='fast' is not valid"),
+    ({"schedule": {"min_parallel_work": -1}}, "min_parallel_work=-1 must be a count >= 0"),
+    ({"schedule": {"interchange": 1}}, "interchange=1 must be True or False"),
     ({"threads": 0}, "threads=0 must be a positive integer"),
 ])
 def test_bad_schedule_options(options, words):
