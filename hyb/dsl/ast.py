@@ -7,7 +7,7 @@ which turns this tree into the typed kernel IR of ``tir.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from ..errors import Span
 

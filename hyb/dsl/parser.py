@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 
 import lark
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token
 from lark.indenter import DedentError, Indenter
 
 from ..errors import HybridSyntaxError, HybridUnsupportedError, Span
@@ -175,7 +175,7 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
         lines = text.rstrip("\n").split("\n")
         raise HybridSyntaxError("unexpected end of file", smap.span(len(lines), len(lines[-1]) + 1),
                                 "a block or an expression is not finished") from None
-    except (DedentError, lark.exceptions.UnexpectedInput) as e:
+    except (DedentError, lark.exceptions.UnexpectedInput):
         line = _bad_dedent_line(text)
         raise HybridSyntaxError("unindent does not match any outer indentation level",
                                 smap.span(line, 1), "line up the block with an enclosing one") from None
