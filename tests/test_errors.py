@@ -257,3 +257,14 @@ def test_read_only_in_place_argument():
 def test_render_without_span():
     e = HybridArgumentError("something is wrong", None, "do this")
     assert str(e) == "error: something is wrong\nhint: do this"
+
+
+def test_features_not_built_yet_say_so():
+    x = np.ones(3)
+    with pytest.raises(HybridUnsupportedError, match="CUDA back end is not built yet") as info:
+        hyb.compile_source(ADD.source, "add.hyb", target="cuda").add(x, x)
+    assert isinstance(info.value, NotImplementedError)
+    with pytest.raises(HybridUnsupportedError, match="automatic gradients"):
+        ADD.grad()
+    with pytest.raises(HybridUnsupportedError, match="CUDA back end is not built yet"):
+        ADD.compile(x, x).inspect("cuda")
