@@ -156,26 +156,30 @@ class _FunctionBuilder:
     def for_loop(self, s: L.For):
         if s.parallel and not self.outlined and openmp_available():
             return self.parallel_loop(s)
+        self.emit_loop(s.var, self.lexpr(s.init), ir.Constant(I64, s.step), lambda phi: self.lexpr(s.cond),
+                       lambda: self.block(s.body), self.loopvars, ("nsw",))
+
+    def emit_loop(self, var: str, start, stride, cond, body, scope: dict, flags=()):
+        """A loop whose counter starts at ``start`` and advances by ``stride`` while ``cond(counter)``
+        holds.  ``body()`` emits the body with the counter bound to ``var`` in ``scope`` (the loop IR's
+        counters, or a statement's typed-IR environment)."""
         b = self.b
-        init = self.lexpr(s.init)
         pre = b.block
-        header = self.fn.append_basic_block(f"for.{s.var}")
-        body = self.fn.append_basic_block(f"body.{s.var}")
-        exit_ = self.fn.append_basic_block(f"end.{s.var}")
+        header = self.fn.append_basic_block(f"for.{var}")
+        body_bb = self.fn.append_basic_block(f"body.{var}")
+        exit_ = self.fn.append_basic_block(f"end.{var}")
         b.branch(header)
         b.position_at_end(header)
-        phi = b.phi(I64, name=s.var)
-        phi.add_incoming(init, pre)
-        self.loopvars[s.var] = phi
-        cond = self.lexpr(s.cond)
-        b.cbranch(cond, body, exit_)
-        b.position_at_end(body)
-        self.block(s.body)
-        nxt = b.add(phi, ir.Constant(I64, s.step), name=s.var + ".next", flags=("nsw",))
-        phi.add_incoming(nxt, b.block)
+        phi = b.phi(I64, name=var)
+        phi.add_incoming(start, pre)
+        scope[var] = phi
+        b.cbranch(cond(phi), body_bb, exit_)
+        b.position_at_end(body_bb)
+        body()
+        phi.add_incoming(b.add(phi, stride, name=var + ".next", flags=flags), b.block)
         b.branch(header)
         b.position_at_end(exit_)
-        del self.loopvars[s.var]
+        del scope[var]
 
     # ---------------------------------------------------------- threads
     def parallel_loop(self, s: L.For):
@@ -278,27 +282,11 @@ class _FunctionBuilder:
             self.counted_loop(s, start, None, b.mul(nth, step))
 
     def counted_loop(self, s: L.For, start, stop, stride):
-        b = self.b
-        pre = b.block
-        header = self.fn.append_basic_block(f"pfor.{s.var}")
-        body = self.fn.append_basic_block(f"pbody.{s.var}")
-        exit_ = self.fn.append_basic_block(f"pend.{s.var}")
-        b.branch(header)
-        b.position_at_end(header)
-        phi = b.phi(I64, name=s.var)
-        phi.add_incoming(start, pre)
-        self.loopvars[s.var] = phi
-        if stop is not None:
-            cond = b.icmp_signed("<", phi, stop)
-        else:
-            cond = self.lexpr(s.cond)
-        b.cbranch(cond, body, exit_)
-        b.position_at_end(body)
-        self.block(s.body)
-        phi.add_incoming(b.add(phi, stride, flags=("nsw",)), b.block)
-        b.branch(header)
-        b.position_at_end(exit_)
-        del self.loopvars[s.var]
+        """``s`` from ``start`` by ``stride``, up to ``stop`` (or while its own condition holds if None)."""
+        def cond(phi):
+            return self.lexpr(s.cond) if stop is None else self.b.icmp_signed("<", phi, stop)
+
+        self.emit_loop(s.var, start, stride, cond, lambda: self.block(s.body), self.loopvars, ("nsw",))
 
     def if_node(self, s: L.If):
         cond = self.lexpr(s.cond)
@@ -388,24 +376,10 @@ class _FunctionBuilder:
                 self.tir_loop(s)
 
     def tir_loop(self, s: T.Loop):
-        b = self.b
         start, stop = self.index(s.start), self.index(s.stop)
-        pre = b.block
-        header = self.fn.append_basic_block(f"loop.{s.var}")
-        body = self.fn.append_basic_block(f"loop.body.{s.var}")
-        exit_ = self.fn.append_basic_block(f"loop.end.{s.var}")
-        b.branch(header)
-        b.position_at_end(header)
-        phi = b.phi(I64, name=s.var)
-        phi.add_incoming(start, pre)
-        b.cbranch(b.icmp_signed("<" if s.step > 0 else ">", phi, stop), body, exit_)
-        b.position_at_end(body)
-        self.env[s.var] = phi
-        self.tir_block(s.body)
-        del self.env[s.var]
-        phi.add_incoming(b.add(phi, ir.Constant(I64, s.step)), b.block)
-        b.branch(header)
-        b.position_at_end(exit_)
+        op = "<" if s.step > 0 else ">"
+        self.emit_loop(s.var, start, ir.Constant(I64, s.step), lambda phi: self.b.icmp_signed(op, phi, stop),
+                       lambda: self.tir_block(s.body), self.env)
 
     def store(self, s: T.Store):
         value = self.expr(s.value)
