@@ -342,26 +342,12 @@ class _Shaper:
     def extents(self, node) -> list:
         """Number of values each band member takes (None if unknown)."""
         umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
-        out = []
         rng = umap.range()
         sets = []
         rng.foreach_set(sets.append)
         if len(sets) != 1:
             return [None] * node.band_n_member()
-        s = sets[0]
-        for i in range(s.dim(isl.dim_type.set)):
-            try:
-                lo = s.dim_min(i)
-                hi = s.dim_max(i)
-                if lo.is_cst() and hi.is_cst():
-                    lo_v = lo.get_pieces()[0][1].get_constant_val().to_python()
-                    hi_v = hi.get_pieces()[0][1].get_constant_val().to_python()
-                    out.append(int(hi_v - lo_v + 1))
-                else:
-                    out.append(None)
-            except (isl.Error, IndexError):
-                out.append(None)
-        return out
+        return [_extent(sets[0], i) for i in range(sets[0].dim(isl.dim_type.set))]
 
     def order(self, node, coincident: list) -> list:
         n = len(coincident)
@@ -475,16 +461,26 @@ def work(p: PolyProgram, domain: isl.UnionSet) -> int:
         box = 1
         s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
         for i in range(s.dim(isl.dim_type.set)):
-            try:
-                lo = s.dim_min(i).get_pieces()
-                hi = s.dim_max(i).get_pieces()
-                lo_v = min(a.get_constant_val().to_python() for _, a in lo)
-                hi_v = max(a.get_constant_val().to_python() for _, a in hi)
-                box *= max(0, int(hi_v - lo_v + 1))
-            except (isl.Error, ValueError):
+            n = _extent(s, i)
+            if n is None:
                 return 1 << 62
+            box *= n
         total += box
     return total
+
+
+def _extent(s: isl.Set, i: int):
+    """How many values dimension ``i`` of ``s`` spans (max - min + 1, at least 0), or None if unknown."""
+    try:
+        lo = [a for _, a in s.dim_min(i).get_pieces()]
+        hi = [a for _, a in s.dim_max(i).get_pieces()]
+        if not lo or not hi or not all(a.is_cst() for a in lo + hi):
+            return None
+        lo_v = min(a.get_constant_val().to_python() for a in lo)
+        hi_v = max(a.get_constant_val().to_python() for a in hi)
+    except isl.Error:
+        return None
+    return max(0, int(hi_v - lo_v + 1))
 
 
 def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_work: int) -> isl.Schedule:
