@@ -59,27 +59,7 @@ class HybridError(Exception):
         return self.span.source_line if self.span else None
 
     def render(self) -> str:
-        if self.span is None:
-            text = f"{self.kind}: {self.message}"
-            if self.hint:
-                text += f"\nhint: {self.hint}"
-            return text
-        s = self.span
-        lines = [f"{s}: {self.kind}: {self.message}"]
-        if s.source_line:
-            num = str(s.line)
-            pad = " " * len(num)
-            src = s.source_line.rstrip("\n").expandtabs(1)
-            width = 1
-            if s.end_line == s.line and s.end_col > s.col:
-                width = s.end_col - s.col
-            width = max(1, min(width, max(1, len(src) - s.col + 1)))
-            lines.append(f" {pad} |")
-            lines.append(f" {num} | {src}")
-            lines.append(f" {pad} | {' ' * (s.col - 1)}{'^' * width}")
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+        return render(self.kind, self.message, self.span, self.hint)
 
 
 class HybridWarning(UserWarning):
@@ -87,10 +67,30 @@ class HybridWarning(UserWarning):
 
     def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
         self.message, self.span, self.hint = message, span, hint
-        err = HybridError.__new__(HybridError)
-        err.message, err.span, err.hint = message, span, hint
-        err.kind = "warning"
-        super().__init__(err.render())
+        super().__init__(render("warning", message, span, hint))
+
+
+def render(kind: str, message: str, span: Span | None, hint: str | None) -> str:
+    """``file:line:col: kind: message``, the source line with a caret under the place, and the hint."""
+    if span is None:
+        text = f"{kind}: {message}"
+        return text + f"\nhint: {hint}" if hint else text
+    s = span
+    lines = [f"{s}: {kind}: {message}"]
+    if s.source_line:
+        num = str(s.line)
+        pad = " " * len(num)
+        src = s.source_line.rstrip("\n").expandtabs(1)
+        width = 1
+        if s.end_line == s.line and s.end_col > s.col:
+            width = s.end_col - s.col
+        width = max(1, min(width, max(1, len(src) - s.col + 1)))
+        lines.append(f" {pad} |")
+        lines.append(f" {num} | {src}")
+        lines.append(f" {pad} | {' ' * (s.col - 1)}{'^' * width}")
+    if hint:
+        lines.append(f"hint: {hint}")
+    return "\n".join(lines)
 
 
 class HybridSyntaxError(HybridError):
