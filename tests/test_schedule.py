@@ -283,3 +283,56 @@ def heat(a, b):
 def test_bad_timeout_option():
     with pytest.raises(HybridArgumentError, match="timeout=-1 must be a number of seconds"):
         hyb.compile_source(SRC, schedule={"timeout": -1})
+
+
+# ------------------------------------------------------------------ generated loops checked against deps
+SKEWED = '''
+def k(x0):
+    y0 = output_tensor((2, 3), "int32")
+    for i in range(2):
+        for j in range(i + 1, 3):
+            y0[1 - i, 2 - j] = 0
+            y0[x0[i, j], j] = j
+        for j in range(i):
+            y0[1, 1] = 7
+            y0[0, 2] = 1
+            y0[0, x0[0, 0] + 2] -= 1
+        for j in range(3):
+            y0[i, j] = -3
+    return y0
+'''
+
+
+def test_loops_that_break_a_dependence_fall_back_to_the_original_order():
+    from hyb.schedule import astgen, plan, verify
+    x = np.array([[0, 0, 0], [1, 1, 0]])
+    ck = hyb.compile_source(SKEWED).k.compile(x)
+    schedule = plan.plan(ck.poly, ck.deps, plan.parse_options(None)).schedule  # isl's, as planned
+    assert schedule is not None
+    broken = verify.violations(astgen.generate(ck.poly, schedule), ck.deps.all)
+    assert not broken.is_empty() and "S1[h_i = 1, h_j = 2] -> S3" in str(broken)
+    text = ck.inspect("schedule")
+    assert "generated loops broke dependences" in text and "original order used" in text
+    assert verify.violations(ck.nest, ck.deps.all).is_empty()
+    np.testing.assert_array_equal(ck(x.copy()), [[0, -3, 0], [-3, -3, -3]])
+
+
+def test_verifier_sees_a_dependence_carried_by_a_parallel_loop():
+    from hyb.schedule import verify
+    x = np.arange(100.0)
+    ck = hyb.compile_source(SRC).prefix.compile(x)
+    nest = ck.nest
+    assert verify.violations(nest, ck.deps.all).is_empty()
+    outer = next(s for s in nest.body if hasattr(s, "parallel"))
+    outer.parallel = True  # what a wrong parallel mark would do
+    assert not verify.violations(nest, ck.deps.all).is_empty()
+
+
+def test_verifier_accepts_every_benchmark_schedule():
+    # Tiled, skewed and fused loops of the matmul and stencil kernels keep their dependences.
+    from hyb.schedule import verify
+    a = np.ones((40, 40))
+    for name, args in [("matmul", (a, a)), ("transpose_add", (a,)), ("prefix", (np.ones(50),))]:
+        for opts in ({}, {"tile": (8, 8, 8)}, {"parallel": False}):
+            ck = getattr(hyb.compile_source(SRC, schedule=opts), name).compile(*args)
+            assert verify.violations(ck.nest, ck.deps.all).is_empty(), (name, opts)

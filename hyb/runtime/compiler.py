@@ -20,7 +20,7 @@ from ..dsl import types as ty
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
-from ..schedule import astgen, deps, extract, plan
+from ..schedule import astgen, deps, extract, plan, verify
 from ..schedule import loops as L
 from . import cache
 
@@ -101,7 +101,20 @@ class CompiledKernel:
 
     @property
     def nest(self) -> L.LoopNest:
-        return self._stage("nest", lambda: astgen.generate(self.poly, self.plan.schedule))
+        return self._stage("nest", self._make_nest)
+
+    def _make_nest(self) -> L.LoopNest:
+        nest = astgen.generate(self.poly, self.plan.schedule)
+        if self.plan.schedule is None:
+            return nest
+        broken = verify.violations(nest, self.deps.all)
+        if broken is None or broken.is_empty():
+            return nest
+        # The loops isl generated from the schedule run some dependence the wrong way round
+        # (seen with skewed schedules over statements of different depths): use the original order.
+        self.plan.decisions.append(f"generated loops broke dependences {broken}; original order used")
+        self.plan.schedule = None
+        return astgen.generate(self.poly, None)
 
     @property
     def llvm_ir(self) -> str:
@@ -118,6 +131,7 @@ class CompiledKernel:
         if stage == "deps":
             return self.deps.describe()
         if stage == "schedule":
+            self.nest  # noqa: B018 - building the loops may overrule the plan
             return self.plan.describe()
         if stage == "loops":
             return L.fmt_nest(self.nest, self._describe_stmt)

@@ -1,0 +1,129 @@
+"""Check generated loops against the dependences they must keep.
+
+The loop IR says in which order statement instances run: each instance's *time* is the
+vector of (position in the enclosing block, loop counter) pairs on its path from the root.
+This module rebuilds that order as an isl map, from the loop IR itself rather than from the
+schedule it came from, and checks that every dependence runs source before sink and that no
+dependence is carried by a loop marked parallel.  It guards against the AST generator (or
+our own passes between the schedule and the loops) emitting an order the schedule did not ask
+for.
+"""
+from __future__ import annotations
+
+import islpy as isl
+
+from . import loops as L
+
+_CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
+
+
+class _Unsupported(Exception):
+    """An expression isl's set syntax cannot state (a select); the nest is not checked."""
+
+
+def _expr(e) -> str:
+    if isinstance(e, L.LInt):
+        return str(e.value)
+    if isinstance(e, L.LVar):
+        return e.name
+    a = [_expr(x) for x in e.args]
+    if e.op in ("add", "sub", "mul"):
+        return f"({a[0]} {dict(add='+', sub='-', mul='*')[e.op]} {a[1]})"
+    if e.op == "neg":
+        return f"(-{a[0]})"
+    if e.op in ("min", "max"):
+        return f"{e.op}({a[0]}, {a[1]})"
+    if e.op in ("fdiv_q", "pdiv_q", "div"):
+        return f"floor(({a[0]})/{a[1]})"
+    if e.op in ("pdiv_r", "zdiv_r"):
+        # zdiv_r only appears compared with 0, where it agrees with mod.
+        return f"(({a[0]}) mod {a[1]})"
+    if e.op in _CMP:
+        return f"({a[0]} {_CMP[e.op]} {a[1]})"
+    if e.op in ("and", "or"):
+        return f"({a[0]} {e.op} {a[1]})"
+    raise _Unsupported(e.op)
+
+
+def executed_order(nest: L.LoopNest):
+    """(statement instance -> time) as an isl union map, and the time positions of parallel
+    loops; None where the loops use an expression isl cannot parse."""
+    pieces = []  # (time names, constraints, stmt, args)
+    parallel = []  # (index of the loop counter in the time vector)
+
+    def walk(body, time, conds):
+        pos = 0
+        for s in body:
+            if isinstance(s, L.StmtCall):
+                pieces.append((time + [str(pos)], conds, s.stmt, [_expr(a) for a in s.args]))
+                pos += 1
+            elif isinstance(s, L.For):
+                c = s.var
+                op = ">=" if s.step > 0 else "<="
+                k = f"k_{c}"
+                stride = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
+                if abs(s.step) == 1:
+                    stride = f"{c} {op} {_expr(s.init)}"
+                if s.parallel:
+                    parallel.append(len(time) + 1)
+                walk(s.body, time + [str(pos), c], conds + [stride, _expr(s.cond)])
+                pos += 1
+            elif isinstance(s, L.If):
+                cond = _expr(s.cond)
+                walk(s.then, time + [str(pos)], conds + [cond])
+                walk(s.orelse, time + [str(pos + 1)], conds + [f"not {cond}"])
+                pos += 2
+
+    try:
+        walk(nest.body, [], [])
+    except _Unsupported:
+        return None, []
+    if not pieces:
+        return None, []
+    n = max(len(t) for t, *_ in pieces)
+    out = None
+    for time, conds, stmt, args in pieces:
+        counters = [t for t in time if not t.lstrip("-").isdigit()]
+        # Counters keep their own names; positions and padding are fixed values.
+        vec = time + ["0"] * (n - len(time))
+        where = " and ".join(f"({c})" for c in conds) or "true"
+        m = isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}")
+        call = isl.Map(f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}")
+        inst_to_time = call.reverse().apply_range(m)
+        u = isl.UnionMap.from_map(inst_to_time)
+        out = u if out is None else out.union(u)
+    return out, parallel
+
+
+def violations(nest: L.LoopNest, deps: isl.UnionMap) -> isl.UnionMap | None:
+    """The dependences the loops of ``nest`` break (run sink before or with source, or across
+    iterations of a parallel loop); an empty map if none, None if the nest could not be read."""
+    order, parallel = executed_order(nest)
+    if order is None:
+        return None
+    if deps.is_empty():
+        return deps
+    times = deps.apply_domain(order).apply_range(order)
+    dim = _time_dim(order)
+    lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
+    wrong = [] if times.is_subset(lex_lt) else [times.subtract(lex_lt)]
+    a = ", ".join(f"a{i}" for i in range(dim))
+    b = ", ".join(f"b{i}" for i in range(dim))
+    for p in parallel:
+        same = " and ".join([f"a{i} = b{i}" for i in range(p)] + [f"a{p} != b{p}"])
+        carried = times.intersect(isl.UnionMap.from_map(isl.Map(f"{{ [{a}] -> [{b}] : {same} }}")))
+        if not carried.is_empty():
+            wrong.append(carried)
+    if not wrong:
+        return isl.UnionMap.empty(deps.get_space())
+    # Which dependences those are, for the message.
+    out = isl.UnionMap.empty(deps.get_space())
+    for w in wrong:
+        out = out.union(deps.intersect(order.apply_range(w).apply_range(order.reverse())))
+    return out
+
+
+def _time_dim(order: isl.UnionMap) -> int:
+    maps = []
+    order.foreach_map(maps.append)
+    return maps[0].dim(isl.dim_type.out)
