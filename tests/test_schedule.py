@@ -336,3 +336,33 @@ def test_verifier_accepts_every_benchmark_schedule():
         for opts in ({}, {"tile": (8, 8, 8)}, {"parallel": False}):
             ck = getattr(hyb.compile_source(SRC, schedule=opts), name).compile(*args)
             assert verify.violations(ck.nest, ck.deps.all).is_empty(), (name, opts)
+
+
+def _self_loops(ir: str) -> list:
+    """The basic blocks of LLVM IR text that branch back to themselves (innermost loops)."""
+    blocks, name, lines = [], None, []
+    for line in ir.splitlines() + ["end:"]:
+        head = line.split(";")[0].rstrip()
+        if head.endswith(":") and not head.startswith(" "):
+            if name is not None:
+                blocks.append((name, lines))
+            name, lines = head[:-1], []
+        elif name is not None and line.strip():
+            lines.append(line)
+    return [body for name, body in blocks if body and f"label %{name}," in body[-1] + ","]
+
+
+def test_accumulator_stays_in_a_register():
+    # c[i] reduced over the innermost k: the load and store of c[i] leave the k loop, and the
+    # running sum is a phi (scalar replacement, done by LLVM's LICM thanks to noalias arguments).
+    mod = hyb.compile_source("def rowsum(a):\n    c = output_tensor((a.shape[0],), a.dtype)\n"
+                             "    for i in range(a.shape[0]):\n        for k in range(a.shape[1]):\n"
+                             "            c[i] += a[i, k] * a[i, k]\n    return c\n")
+    a = np.random.default_rng(0).random((300, 700))
+    ck = mod.rowsum.compile(a)
+    inner = _self_loops(ck.inspect("llvm-opt"))
+    assert inner, "no innermost loop found"
+    for body in inner:
+        text = "\n".join(body)
+        assert "store " not in text and "fadd double" in text and "phi double" in text
+    np.testing.assert_allclose(ck(a), (a * a).sum(axis=1), rtol=1e-12)
