@@ -303,18 +303,54 @@ def k(x0):
 '''
 
 
-def test_loops_that_break_a_dependence_fall_back_to_the_original_order():
-    from hyb.schedule import astgen, plan, verify
+# The schedule isl's scheduler once chose for SKEWED; isl's AST generator emits S3 and S2 before S1
+# at c0 == 3, although the second band member orders S1 (value 2) before them (value 3).
+SKEWED_TREE = (
+    '{ domain: "{ S3[h_i = 1, h_j_1 = 0]; S4[h_i = 1, h_j_1 = 0]; S0[h_i, h_j] : 0 <= h_i <= 1 and '
+    'h_i < h_j <= 2; S5[h_i, h_j_2] : 0 <= h_i <= 1 and 0 <= h_j_2 <= 2; S2[h_i = 1, h_j_1 = 0]; '
+    'S1[h_i, h_j] : 0 <= h_i <= 1 and h_i < h_j <= 2 }", child: { schedule: "[{ S3[h_i, h_j_1] -> [(3)]; '
+    'S4[h_i, h_j_1] -> [(3)]; S0[h_i, h_j] -> [(1 + h_i)]; S5[h_i, h_j_2] -> [(2 + h_i)]; '
+    'S2[h_i, h_j_1] -> [(3)]; S1[h_i, h_j] -> [(h_i + h_j)] }]", child: { schedule: "[{ S3[h_i, h_j_1] -> '
+    '[(3)]; S4[h_i, h_j_1] -> [(4)]; S0[h_i, h_j] -> [(3h_j)]; S5[h_i, h_j_2] -> [(5)]; S2[h_i, h_j_1] -> '
+    '[(3)]; S1[h_i, h_j] -> [(4 - 2h_i)] }]", child: { set: [ { filter: "{ S1[h_i, h_j] }" }, '
+    '{ filter: "{ S2[h_i, h_j_1] }" }, { filter: "{ S5[h_i, h_j_2] }", child: { schedule: '
+    '"[{ S5[h_i, h_j_2] -> [(h_j_2)] }]", permutable: 1, coincident: [ 1 ] } }, { filter: '
+    '"{ S0[h_i, h_j] }" }, { filter: "{ S4[h_i, h_j_1] }" }, { filter: "{ S3[h_i, h_j_1] }" } ] } } } }')
+
+
+def test_verifier_catches_isl_misordering_statements():
+    import islpy as isl
+
+    from hyb.schedule import astgen, verify
     x = np.array([[0, 0, 0], [1, 1, 0]])
     ck = hyb.compile_source(SKEWED).k.compile(x)
-    schedule = plan.plan(ck.poly, ck.deps, plan.parse_options(None)).schedule  # isl's, as planned
-    assert schedule is not None
+    schedule = isl.Schedule.read_from_str(isl.DEFAULT_CONTEXT, SKEWED_TREE)
     broken = verify.violations(astgen.generate(ck.poly, schedule), ck.deps.all)
     assert not broken.is_empty() and "S1[h_i = 1, h_j = 2] -> S3" in str(broken)
-    text = ck.inspect("schedule")
-    assert "generated loops broke dependences" in text and "original order used" in text
     assert verify.violations(ck.nest, ck.deps.all).is_empty()
     np.testing.assert_array_equal(ck(x.copy()), [[0, -3, 0], [-3, -3, -3]])
+
+
+def test_loops_that_break_a_dependence_fall_back_to_the_original_order(monkeypatch):
+    # Simulate an AST generator that runs a loop backwards: the prefix sum would come out wrong.
+    from hyb.schedule import astgen
+    from hyb.schedule import loops as L
+    real = astgen.generate
+
+    def backwards(p, schedule=None):
+        nest = real(p, schedule)
+        if schedule is not None:
+            for s in nest.body:
+                if isinstance(s, L.For):
+                    s.init, s.cond, s.step = (L.LOp("sub", [s.cond.args[1], L.LInt(0)]),
+                                              L.LOp("ge", [L.LVar(s.var), s.init]), -1)
+        return nest
+
+    monkeypatch.setattr(astgen, "generate", backwards)
+    x = np.arange(1.0, 2001.0)
+    ck = hyb.compile_source(SRC, schedule={"parallel": False}).prefix.compile(x)
+    assert "generated loops broke dependences" in ck.inspect("schedule")
+    np.testing.assert_allclose(ck(x), np.cumsum(x))
 
 
 def test_verifier_sees_a_dependence_carried_by_a_parallel_loop():
@@ -366,3 +402,14 @@ def test_accumulator_stays_in_a_register():
         text = "\n".join(body)
         assert "store " not in text and "fadd double" in text and "phi double" in text
     np.testing.assert_allclose(ck(a), (a * a).sum(axis=1), rtol=1e-12)
+
+
+def test_verifier_reads_reversed_loops():
+    from hyb.schedule import verify
+    src = ("def suffix(a):\n    c = output_tensor(a.shape, a.dtype)\n    c[a.shape[0] - 1] = a[a.shape[0] - 1]\n"
+           "    for i in range(a.shape[0] - 2, -1, -1):\n        c[i] = c[i + 1] + a[i]\n    return c\n")
+    x = np.arange(1.0, 50.0)
+    ck = hyb.compile_source(src, schedule="original").suffix.compile(x)
+    assert "S1(-c1)" in ck.inspect("loops")  # isl counts up over -i
+    assert verify.violations(ck.nest, ck.deps.all).is_empty()
+    np.testing.assert_allclose(ck(x), np.cumsum(x[::-1])[::-1])

@@ -8,6 +8,9 @@ CPU:
 * in each permutable band, the member with the most unit-stride accesses goes innermost
   (for LLVM's vectoriser), parallel (coincident) members go outermost;
 * permutable bands of two or more members are tiled;
+* where the program's own loop order walks memory better innermost (:func:`locality`) and
+  isl's order runs no loop on threads or walks memory mostly with long strides, the
+  original order is kept;
 * the outermost band whose first member is coincident is marked ``parallel`` (its loop runs
   on the thread pool).
 
@@ -249,10 +252,72 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
         return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
     shaper = _Shaper(p, opts, decisions)
-    sched = sched.map_schedule_node_bottom_up(shaper.band)
+    if opts.interchange:
+        sched = sched.map_schedule_node_bottom_up(shaper.reorder)
     if opts.parallel:
         sched = _mark_parallel(sched, decisions, p, opts.min_parallel_work)
+    # isl's order must pay for itself: where the program's own loops walk memory better
+    # innermost (a triangular solve as dot products rather than column sweeps), keep them,
+    # unless isl's order has threads to offer and walks memory tolerably (tiled wavefronts of
+    # seidel-2d are fast although their innermost loops stride).
+    mine, theirs = locality(p, p.union("schedule")), locality(p, sched.get_map())
+    if mine > theirs and (_parallel_mark(sched) is None or theirs < 0):
+        decisions.append(f"original order kept: its innermost loops walk memory better "
+                         f"(locality score {mine:.3g} against {theirs:.3g} for isl's schedule)")
+        return Plan(None, decisions)
+    if opts.tile:
+        sched = sched.map_schedule_node_bottom_up(shaper.tile)
     return Plan(sched, decisions)
+
+
+def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
+    """How well the innermost loop of each statement walks memory under schedule ``smap``:
+    the access scores of :meth:`_Shaper.order` for the statement's innermost loop, weighted
+    by its number of instances; statements whose innermost loop is no single iterator score 0."""
+    total = 0.0
+    for st in p.statements:
+        inner = _innermost_iterator(smap, st)
+        if inner is None:
+            continue
+        count = work(p, isl.UnionSet.from_set(st.domain))
+        total += count * _access_score(p, st, inner)
+    return total
+
+
+def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:
+    """The iterator of ``st`` that the last non-constant schedule dimension runs over."""
+    maps = []
+    smap.intersect_domain(isl.UnionSet.from_set(st.domain)).foreach_map(maps.append)
+    if len(maps) != 1:
+        return None
+    m = maps[0]
+    try:
+        pma = isl.PwMultiAff.from_map(m)
+    except isl.Error:
+        return None
+    for d in reversed(range(m.dim(isl.dim_type.out))):
+        pieces = pma.get_pw_aff(d).get_pieces()
+        if len(pieces) != 1:
+            return None
+        aff = pieces[0][1]
+        hit = [k for k in range(len(st.iters)) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
+        if len(hit) == 1:
+            return hit[0]
+        if hit:
+            return None  # skewed
+    return None
+
+
+def _access_score(p: PolyProgram, st, it: int) -> float:
+    """Unit stride 3, invariant (a register across the loop) 2, long stride -4; writes count twice."""
+    score = 0.0
+    for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
+        if p.kernel.tensors[acc.tensor].kind == "scalar":
+            continue  # registers, not memory
+        strides = _access_strides(acc, len(st.iters))
+        if strides is not None:
+            score += weight * strides.get(it, 2.0)
+    return score
 
 
 def _compute_schedule(sc: isl.ScheduleConstraints, timeout: float):
@@ -310,34 +375,39 @@ class _Shaper:
     def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list):
         self.p, self.opts, self.decisions = p, opts, decisions
 
-    def band(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
-        if node.get_type() != isl.schedule_node_type.band:
+    def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if not self._permutable(node):
             return node
         n = node.band_n_member()
-        if n < 2 or not node.band_get_permutable():
-            return node
         coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
-        order = list(range(n))
-        if self.opts.interchange:
-            order = self.order(node, coincident)
-            if order != list(range(n)):
-                node = _permute(node, order, coincident)
-                coincident = [coincident[i] for i in order]
-                self.decisions.append(f"band of {n}: members reordered {order} (innermost: best unit stride; "
-                                      f"parallel members outermost)")
-        if self.opts.tile:
-            sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
-            if sizes is None:
-                sizes = (32,) * (n - 1) + (512,)
-            sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
-            extents = self.extents(node)
-            if any(e is None or e > s for e, s in zip(extents, sizes)):
-                mv = isl.MultiVal.zero(node.band_get_space())
-                for i, s in enumerate(sizes):
-                    mv = mv.set_val(i, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, s))
-                node = node.band_tile(mv)
-                self.decisions.append(f"band of {n} tiled {sizes}")
+        order = self.order(node, coincident)
+        if order != list(range(n)):
+            node = _permute(node, order, coincident)
+            self.decisions.append(f"band of {n}: members reordered {order} (innermost: best unit stride; "
+                                  f"parallel members outermost)")
         return node
+
+    def tile(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if not self._permutable(node):
+            return node
+        n = node.band_n_member()
+        sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
+        if sizes is None:
+            sizes = (32,) * (n - 1) + (512,)
+        sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
+        extents = self.extents(node)
+        if any(e is None or e > s for e, s in zip(extents, sizes)):
+            mv = isl.MultiVal.zero(node.band_get_space())
+            for i, s in enumerate(sizes):
+                mv = mv.set_val(i, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, s))
+            node = node.band_tile(mv)
+            self.decisions.append(f"band of {n} tiled {sizes}")
+        return node
+
+    @staticmethod
+    def _permutable(node: isl.ScheduleNode) -> bool:
+        return (node.get_type() == isl.schedule_node_type.band and node.band_n_member() >= 2
+                and bool(node.band_get_permutable()))
 
     def extents(self, node) -> list:
         """Number of values each band member takes (None if unknown)."""
@@ -362,15 +432,8 @@ class _Shaper:
                 if len(st.iters) >= n:
                     return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
                 continue  # a statement outside some of the band's loops (an initialisation) does not vote
-            for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
-                if self.p.kernel.tensors[acc.tensor].kind == "scalar":
-                    continue  # registers, not memory
-                strides = _access_strides(acc, len(st.iters))
-                if strides is None:
-                    continue
-                for m, it in enumerate(members):
-                    # unit stride 3, invariant (a register across the loop) 2, long stride -4
-                    scores[m] += weight * strides.get(it, 2.0)
+            for m, it in enumerate(members):
+                scores[m] += _access_score(self.p, st, it)
         inner = max(range(n), key=lambda m: (scores[m], m))
         if scores[inner] <= scores[n - 1]:
             inner = n - 1

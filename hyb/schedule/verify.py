@@ -48,42 +48,43 @@ def _expr(e) -> str:
 def executed_order(nest: L.LoopNest):
     """(statement instance -> time) as an isl union map, and the time positions of parallel
     loops; None where the loops use an expression isl cannot parse."""
-    pieces = []  # (time names, constraints, stmt, args)
+    pieces = []  # (time vector, loop counters, constraints, stmt, args)
     parallel = []  # (index of the loop counter in the time vector)
 
-    def walk(body, time, conds):
+    def walk(body, time, counters, conds):
         pos = 0
         for s in body:
             if isinstance(s, L.StmtCall):
-                pieces.append((time + [str(pos)], conds, s.stmt, [_expr(a) for a in s.args]))
+                pieces.append((time + [str(pos)], counters, conds, s.stmt, [_expr(a) for a in s.args]))
                 pos += 1
             elif isinstance(s, L.For):
                 c = s.var
-                op = ">=" if s.step > 0 else "<="
                 k = f"k_{c}"
-                stride = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
                 if abs(s.step) == 1:
-                    stride = f"{c} {op} {_expr(s.init)}"
+                    start = f"{c} {'>=' if s.step > 0 else '<='} {_expr(s.init)}"
+                else:
+                    start = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
                 if s.parallel:
                     parallel.append(len(time) + 1)
-                walk(s.body, time + [str(pos), c], conds + [stride, _expr(s.cond)])
+                # A loop that counts down runs its larger counters first.
+                walk(s.body, time + [str(pos), c if s.step > 0 else f"-{c}"], counters + [c],
+                     conds + [start, _expr(s.cond)])
                 pos += 1
             elif isinstance(s, L.If):
                 cond = _expr(s.cond)
-                walk(s.then, time + [str(pos)], conds + [cond])
-                walk(s.orelse, time + [str(pos + 1)], conds + [f"not {cond}"])
+                walk(s.then, time + [str(pos)], counters, conds + [cond])
+                walk(s.orelse, time + [str(pos + 1)], counters, conds + [f"not {cond}"])
                 pos += 2
 
     try:
-        walk(nest.body, [], [])
+        walk(nest.body, [], [], [])
     except _Unsupported:
         return None, []
     if not pieces:
         return None, []
     n = max(len(t) for t, *_ in pieces)
     out = None
-    for time, conds, stmt, args in pieces:
-        counters = [t for t in time if not t.lstrip("-").isdigit()]
+    for time, counters, conds, stmt, args in pieces:
         # Counters keep their own names; positions and padding are fixed values.
         vec = time + ["0"] * (n - len(time))
         where = " and ".join(f"({c})" for c in conds) or "true"
