@@ -104,7 +104,7 @@ def violations(nest: L.LoopNest, deps: isl.UnionMap) -> isl.UnionMap | None:
         return None
     if deps.is_empty():
         return deps
-    times = deps.apply_domain(order).apply_range(order)
+    times = deps.coalesce().apply_domain(order).apply_range(order)
     dim = _time_dim(order)
     lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
     wrong = [] if times.is_subset(lex_lt) else [times.subtract(lex_lt)]
