@@ -1,0 +1,414 @@
+"""Reverse-mode gradients (`Kernel.grad()`, issue 5), checked in float64 against central finite
+differences of ``sum(dout * forward(x))`` on random inputs (tests/gradcases.py holds the kernels),
+PyTorch's conventions at kinks checked exactly, the API (names, None for integer inputs and scalar
+parameters, ``with_outputs=True``, ``inspect("grad")``, the `.hyb` text compiling by itself), and,
+when jax is installed, agreement with ``jax.vjp``.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import hyb
+import gradcases as G
+
+PARAMS = [pytest.param(c.name, d, id=f"{c.name}-{'x'.join(map(str, d))}") for c in G.CASES for d in c.dims]
+
+
+def rng_for(*key) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def setup(name, dims):
+    """(case, forward kernel, arguments, forward outputs, douts) for one case and shape."""
+    c = G.BY_NAME[name]
+    rng = rng_for(name, dims)
+    args = c.make(rng, dims)
+    k = G.kernel_of(name)
+    outs = G.forward(k, args)
+    douts = G.random_douts(rng, outs)
+    return c, k, args, outs, douts
+
+
+def call_grad(g, args, extra, n_inputs) -> list:
+    """g(*args, *extra) as a list of per-input gradients; one input gives a bare value, not a tuple."""
+    got = g(*G.copies(args), *G.copies(extra))
+    if n_inputs == 1:
+        assert not isinstance(got, tuple), "a kernel with one input gets its gradient as a single value"
+        return [got]
+    assert isinstance(got, tuple), f"expected a tuple of {n_inputs} gradients, got {type(got).__name__}"
+    return list(got)
+
+
+def tolerances(c, outs, douts):
+    return dict(rtol=c.rtol, atol=c.atol + 1e-9 * G.loss_scale(outs, douts))
+
+
+# ------------------------------------------------------------------ against finite differences
+
+@pytest.mark.parametrize("name, dims", PARAMS)
+def test_gradient_matches_finite_differences(name, dims):
+    c, k, args, outs, douts = setup(name, dims)
+    g = G.grad_of(name)
+    got = call_grad(g, args, douts, len(args))
+    want = G.fd_grads(k, args, douts)
+    G.assert_grads_close(got, want, what=f"{name} {dims}", **tolerances(c, outs, douts))
+
+
+WITH_OUTPUTS = ["matmul", "softmax", "in_place_mul", "jacobi_1d", "two_outputs", "layernorm",
+                "time_loop_in_place_nonlinear", "output_reads_output"]
+
+
+@pytest.mark.parametrize("name", WITH_OUTPUTS)
+def test_with_outputs_matches_finite_differences(name):
+    """grad(with_outputs=True) takes the inputs, the forward outputs, then the douts."""
+    dims = G.BY_NAME[name].dims[0]
+    c, k, args, outs, douts = setup(name, dims)
+    g = G.grad_of(name, True)
+    assert isinstance(g, hyb.Kernel)
+    got = call_grad(g, args, list(outs) + douts, len(args))
+    want = G.fd_grads(k, args, douts)
+    G.assert_grads_close(got, want, what=f"{name} with_outputs", **tolerances(c, outs, douts))
+    plain = call_grad(G.grad_of(name), args, douts, len(args))
+    G.assert_grads_close(got, plain, rtol=1e-12, atol=1e-12, what=f"{name}: with_outputs vs recomputed")
+
+
+# ------------------------------------------------------------------ the gradient kernel as a Kernel
+
+API_CASES = ["add", "matmul", "seed_square_grad", "softmax", "layernorm", "jacobi_1d", "scalar_product_recurrence",
+             "if_else_data", "allocate_inside_accumulate", "gather_int_index", "axpy_scalar", "inlined_call",
+             "time_loop_in_place_nonlinear", "stencil_2d"]
+
+
+@pytest.mark.parametrize("name", API_CASES)
+def test_grad_source_compiles_by_itself_and_gives_the_same_numbers(name):
+    c, k, args, outs, douts = setup(name, G.BY_NAME[name].dims[0])
+    g = G.grad_of(name)
+    assert isinstance(g, hyb.Kernel)
+    assert g.name == k.name + "_grad"
+    assert isinstance(g.source, str) and f"def {k.name}_grad(" in g.source
+    mod = hyb.compile_source(g.source)
+    assert g.name in mod.kernels
+    again = call_grad(mod.kernels[g.name], args, douts, len(args))
+    first = call_grad(g, args, douts, len(args))
+    G.assert_grads_close(again, first, rtol=1e-13, atol=1e-13, what=f"{name}: compile_source(g.source)")
+
+
+@pytest.mark.parametrize("name", ["add", "matmul", "softmax", "jacobi_1d", "if_else_data", "seed_square_grad"])
+def test_adjoint_blocks_name_their_forward_lines(name):
+    src = G.grad_of(name).source
+    assert re.search(r"#.*\bline \d+", src), f"no `# ... line N` comment in the gradient of {name}:\n{src}"
+
+
+def test_gradient_takes_inputs_then_one_dout_per_output():
+    assert len(G.grad_of("matmul").params) == 3
+    assert len(G.grad_of("two_outputs").params) == 4
+    assert len(G.grad_of("two_outputs", True).params) == 6
+    assert len(G.grad_of("outputs_of_different_shapes").params) == 4
+    assert len(G.grad_of("in_place_and_output", True).params) == 6
+
+
+def test_one_input_gives_a_bare_array():
+    _, _, args, _, douts = setup("row_sum", (3, 4))
+    got = G.grad_of("row_sum")(*args, *douts)
+    assert isinstance(got, np.ndarray) and got.shape == (3, 4) and got.dtype == np.float64
+
+
+def test_integer_inputs_and_scalar_parameters_get_none():
+    _, _, args, _, douts = setup("axpy_scalar", (5,))
+    got = G.grad_of("axpy_scalar")(*args, *douts)
+    assert isinstance(got, tuple) and len(got) == 3 and got[0] is None
+    np.testing.assert_allclose(got[1], args[0] * douts[0], rtol=1e-14)
+    np.testing.assert_allclose(got[2], douts[0], rtol=1e-14)
+    _, _, args, _, douts = setup("gather_int_index", (4, 7))
+    got = G.grad_of("gather_int_index")(*args, *douts)
+    assert got[1] is None
+    want = np.zeros(4)
+    np.add.at(want, args[1], douts[0] * args[2])  # repeated indices accumulate
+    np.testing.assert_allclose(got[0], want, rtol=1e-14, atol=1e-15)
+    _, _, args, _, douts = setup("layernorm", (3, 5))
+    got = G.grad_of("layernorm")(*args, *douts)
+    assert len(got) == 4 and got[3] is None and all(isinstance(x, np.ndarray) for x in got[:3])
+    _, _, args, _, douts = setup("in_place_gemm_scalars", (3, 4, 2))
+    got = G.grad_of("in_place_gemm_scalars")(*args, *douts)
+    assert len(got) == 5 and got[0] is None and got[1] is None
+
+
+def test_gradient_has_the_input_dtype_and_shape():
+    for name in ("matmul", "conv2d", "sum_squares_0d", "broadcast_add"):
+        c = G.BY_NAME[name]
+        _, _, args, _, douts = setup(name, c.dims[0])
+        got = G.as_tuple(G.grad_of(name)(*args, *douts))
+        for a, g in zip(args, got):
+            assert g.shape == a.shape and g.dtype == a.dtype, name
+
+
+def test_calling_twice_gives_the_same_result_and_leaves_arguments_alone():
+    for name in ("in_place_mul", "jacobi_1d", "allocate_inside_accumulate", "scalar_product_recurrence",
+                 "time_loop_in_place_nonlinear"):
+        c = G.BY_NAME[name]
+        _, _, args, _, douts = setup(name, c.dims[0])
+        keep = G.copies(args) + G.copies(douts)
+        g = G.grad_of(name)
+        first = G.as_tuple(g(*args, *douts))
+        second = G.as_tuple(g(*args, *douts))
+        for x, y in zip(args + douts, keep):
+            np.testing.assert_array_equal(x, y, err_msg=f"{name}: the gradient kernel changed an argument")
+        for x, y in zip(first, second):
+            np.testing.assert_array_equal(x, y, err_msg=f"{name}: a second call differs")
+
+
+def test_wrong_number_of_douts_is_an_error():
+    _, _, args, _, douts = setup("two_outputs", (5,))
+    g = G.grad_of("two_outputs")
+    with pytest.raises(hyb.HybridError):
+        g(*args, douts[0])
+
+
+def test_float32_kernel_gets_float32_gradients():
+    _, _, args, _, douts = setup("matmul", (3, 4, 5))
+    g = G.grad_of("matmul")
+    got = g(*[a.astype(np.float32) for a in args], *[d.astype(np.float32) for d in douts])
+    want = g(*args, *douts)
+    for x, y in zip(got, want):
+        assert x.dtype == np.float32
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_a_hybrid_function():
+    @hyb.hybrid
+    def scaled_square(x, y):
+        c = output_tensor(x.shape, x.dtype)
+        for i in range(x.shape[0]):
+            c[i] = x[i] * x[i] * y[i]
+        return c
+
+    g = scaled_square.grad()
+    assert g.name == "scaled_square_grad"
+    rng = rng_for("hybrid fn")
+    x, y, d = rng.standard_normal(6), rng.standard_normal(6), rng.standard_normal(6)
+    dx, dy = g(x, y, d)
+    np.testing.assert_allclose(dx, 2 * x * y * d, rtol=1e-14)
+    np.testing.assert_allclose(dy, x * x * d, rtol=1e-14)
+    hyb.compile_source(g.source)
+
+
+# ------------------------------------------------------------------ inspect("grad") and the tape
+
+@pytest.mark.parametrize("name", ["add", "matmul", "softmax", "time_loop_in_place_nonlinear", "jacobi_1d_nonlinear"])
+def test_inspect_grad_reports_the_source_and_the_tape(name):
+    c = G.BY_NAME[name]
+    args = c.make(rng_for(name), c.dims[0])
+    text = G.kernel_of(name).compile(*args).inspect("grad")
+    assert f"{G.kernel_of(name).name}_grad" in text
+    m = re.search(r"tape: (\d+) bytes", text)
+    assert m, f"no `tape: N bytes` line in inspect('grad'):\n{text}"
+    tape = int(m.group(1))
+    if name == "add":
+        assert tape == 0, "an elementwise kernel overwrites nothing and needs no tape"
+    if "tape" in c.tags:
+        # values overwritten in place in a time loop, needed by the adjoint and not recomputable from intact inputs
+        assert tape > 0, f"{name}: expected a tape for values overwritten in place"
+
+
+# ------------------------------------------------------------------ kinks: PyTorch's conventions, exactly
+
+def _kernel(src, name):
+    return hyb.compile_source(G.K(src)).kernels[name]
+
+
+BINARY = """
+def {f}_tie(a, b):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = {f}(a[i], b[i])
+    return c
+"""
+UNARY = """
+def {f}_at(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = {f}(a[i])
+    return c
+"""
+
+
+@pytest.mark.parametrize("f", ["max", "min"])
+def test_max_min_ties_split_the_gradient(f):
+    a = np.array([1.0, -2.0, 0.0, 3.5, 0.25, -1.0])
+    b = np.array([1.0, -2.0, 0.0, 1.0, 2.0, -1.5])  # ties in the first three
+    d = np.array([0.7, -1.3, 2.0, 0.9, -0.4, 1.1])
+    da, db = _kernel(BINARY.format(f=f), f"{f}_tie").grad()(a, b, d)
+    first = (a > b) if f == "max" else (a < b)
+    tie = a == b
+    np.testing.assert_array_equal(da, np.where(tie, 0.5 * d, np.where(first, d, 0.0)))
+    np.testing.assert_array_equal(db, np.where(tie, 0.5 * d, np.where(first, 0.0, d)))
+
+
+def test_abs_has_zero_gradient_at_zero():
+    a = np.array([0.0, -0.0, 1.5, -2.0])
+    d = np.array([1.0, -2.0, 3.0, 4.0])
+    da = _kernel(UNARY.format(f="abs"), "abs_at").grad()(a, d)
+    np.testing.assert_array_equal(da, [0.0, 0.0, 3.0, -4.0])
+
+
+def test_sqrt_has_infinite_gradient_at_zero():
+    a = np.array([0.0, 4.0, 0.0, 0.25])
+    d = np.array([1.0, 2.0, -3.0, 1.0])
+    da = _kernel(UNARY.format(f="sqrt"), "sqrt_at").grad()(a, d)
+    np.testing.assert_array_equal(da, [np.inf, 0.5, -np.inf, 1.0])
+
+
+@pytest.mark.parametrize("f", G.ZERO_GRAD)
+def test_piecewise_constant_intrinsics_have_zero_gradient_everywhere(f):
+    a = np.array([0.0, -0.0, 1.0, -2.0, 0.5, 1.5, -0.5, 2.5, 0.3, -1.7])  # kinks and jumps, and between them
+    d = np.linspace(-1.0, 2.0, a.size)
+    da = _kernel(UNARY.format(f=f), f"{f}_at").grad()(a, d)
+    np.testing.assert_array_equal(da, np.zeros_like(a))
+
+
+def test_max_tie_inside_an_expression_and_a_relu_away_from_zero():
+    k = _kernel("""
+    def relu_mix(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = max(a[i] * 2.0, b[i]) + max(a[i], 0.0) * 3.0
+        return c
+    """, "relu_mix")
+    a = np.array([1.0, -1.0, 0.5, 2.0])
+    b = np.array([2.0, -2.0, 3.0, 0.0])   # ties 2a == b at the first two
+    d = np.array([1.0, 1.0, -1.0, 0.5])
+    da, db = k.grad()(a, b, d)
+    two_a = 2 * a
+    w = np.where(two_a == b, 0.5, np.where(two_a > b, 1.0, 0.0))
+    np.testing.assert_array_equal(da, 2 * w * d + 3.0 * (a > 0) * d)
+    np.testing.assert_array_equal(db, (1 - w) * d)
+
+
+# ------------------------------------------------------------------ constructs: a gradient or a clear refusal
+
+OPTIONAL = {
+    "data_dependent_bounds": ("""
+    def ragged(a, lens):
+        c = output_tensor((a.shape[0],), a.dtype)
+        for i in range(a.shape[0]):
+            for j in range(lens[i]):
+                c[i] += a[i, j] * a[i, j]
+        return c
+    """, lambda r: [G.normal(r, (4, 5)), np.array([0, 5, 2, 3])]),
+    "non_affine_scatter": ("""
+    def scatter(a, idx, b):
+        h = output_tensor((3,), a.dtype)
+        for i in range(a.shape[0]):
+            h[idx[i]] += a[i] * b[i]
+        return h
+    """, lambda r: [G.normal(r, (6,)), np.array([0, 2, 2, 1, 0, 2]), G.normal(r, (6,))]),
+    "mod_floordiv": ("""
+    def modfloor(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] % 1.5 + (a[i] // 0.7) * a[i]
+        return c
+    """, lambda r: [np.array([0.2, 1.0, 2.3, -0.4, -1.1, 3.1])]),
+    "scalar_loop_bound": ("""
+    def bound(n, a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(n):
+            c[i] = a[i] * a[i]
+        return c
+    """, lambda r: [3, G.normal(r, (5,))]),
+    "isfinite_condition": ("""
+    def finite(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] * a[i] if isfinite(a[i]) else 0.0
+        return c
+    """, lambda r: [G.normal(r, (5,))]),
+    "non_affine_read_index": ("""
+    def squares(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            c[i] = a[(i * i) % n] * a[i]
+        return c
+    """, lambda r: [G.normal(r, (5,))]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL))
+def test_other_constructs_get_a_correct_gradient_or_a_clear_refusal(name):
+    src, make = OPTIONAL[name]
+    k = _kernel(src, re.search(r"def (\w+)\(", src).group(1))
+    rng = rng_for("optional", name)
+    args = make(rng)
+    outs = G.forward(k, args)
+    douts = G.random_douts(rng, outs)
+    try:
+        got = call_grad(k.grad(), args, douts, len(args))
+    except hyb.HybridUnsupportedError as e:
+        assert isinstance(e, NotImplementedError)
+        assert len(e.message) > 10, "the refusal should name what is not supported"
+        return
+    want = G.fd_grads(k, args, douts)
+    G.assert_grads_close(got, want, rtol=1e-5, atol=1e-7 + 1e-9 * G.loss_scale(outs, douts), what=name)
+
+
+def test_unsupported_error_is_a_not_implemented_error():
+    assert issubclass(hyb.HybridUnsupportedError, NotImplementedError)
+    assert issubclass(hyb.HybridUnsupportedError, hyb.HybridError)
+
+
+def test_grad_raises_no_warning_for_plain_kernels():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, _, args, _, douts = setup("matmul", (3, 4, 5))
+        hyb.compile_source(G.BY_NAME["matmul"].src).matmul.grad()(*args, *douts)
+
+
+# ------------------------------------------------------------------ against jax (when installed)
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax, jax.numpy
+
+
+def _jax_softmax(jnp, x):
+    e = jnp.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _jax_layernorm(jnp, x, gamma, beta, eps):
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + eps) * gamma + beta
+
+
+def _jax_conv2d(jax, x, w):
+    return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+
+JAX_CASES = {
+    "matmul": (lambda jax, jnp: lambda a, b: a @ b, 2),
+    "softmax": (lambda jax, jnp: lambda x: _jax_softmax(jnp, x), 1),
+    "layernorm": (lambda jax, jnp: lambda x, g, b: _jax_layernorm(jnp, x, g, b, 1e-5), 3),
+    "conv2d": (lambda jax, jnp: lambda x, w: _jax_conv2d(jax, x, w), 2),
+    "elementwise_chain": (lambda jax, jnp: lambda a, b, c: (
+        (lambda t2: t2 * jax.nn.sigmoid(t2))(jnp.maximum(a * b + c, 0.0)) + 0.5 * jnp.sqrt(jnp.abs(a)) - jnp.tanh(b)), 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JAX_CASES))
+def test_agrees_with_jax(name):
+    jax, jnp = _jax()
+    make_fn, n_diff = JAX_CASES[name]
+    c = G.BY_NAME[name]
+    _, _, args, outs, douts = setup(name, c.dims[0])
+    _, vjp = jax.vjp(make_fn(jax, jnp), *[jnp.asarray(a) for a in args[:n_diff]])
+    want = [np.asarray(x) for x in vjp(jnp.asarray(douts[0]))] + [None] * (len(args) - n_diff)
+    got = call_grad(G.grad_of(name), args, douts, len(args))
+    G.assert_grads_close(got, want, rtol=1e-9, atol=1e-11, what=f"{name} vs jax")
