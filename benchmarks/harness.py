@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import grad as gradbench
 from . import ml, polybench
 from .gemm1024 import DIMS as GEMM_DIMS
 from .gemm1024 import GEMM_F32
@@ -87,6 +88,12 @@ def parse_args(argv):
     ap.add_argument("--no-isolate", action="store_true",
                     help="run every kernel in this process (default: each in a child process, so that a crash "
                          "is reported as that kernel's result instead of ending the run)")
+    ap.add_argument("--grad", action="store_true",
+                    help="also time hyb's gradient kernel (kernel.grad(), called with the inputs and one dout per "
+                         f"output) of {', '.join(gradbench.GRAD_KERNELS)}, as a ratio to the forward kernel's time "
+                         f"(issue 5 target: at most {gradbench.TARGET_RATIO:g}x); each gradient is checked against a "
+                         "NumPy reference gradient on the mini size and on the size run before it is timed, and the "
+                         "results get a `Gradient kernels` table")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     ap.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -222,6 +229,9 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
             except Exception as e:  # noqa: BLE001
                 row["errors"][v] = f"{type(e).__name__}: {e}"
                 del runners[v]
+        grad_runner = None
+        if getattr(opts, "grad", False) and bench.name in gradbench.GRAD_KERNELS:
+            grad_runner = prepare_grad(bench, opts, kernel, runners, pristine, dims, row)
         for w in caught:
             text = str(w.message).splitlines()[0]
             if text not in seen_warnings:
@@ -242,7 +252,15 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
                 f"atol={bench.atol:g}×max)")
     # 4. timing
     stage("", "timing", row)
-    row["time"], row["samples"] = time_runners(runners, pristine, opts, rounds or opts.repeat)
+    timed = dict(runners, **({"hyb-grad": grad_runner} if grad_runner else {}))
+    row["time"], row["samples"] = time_runners(timed, pristine, opts, rounds or opts.repeat)
+    if grad_runner:
+        g = row["grad"]
+        g["time"] = row["time"].pop("hyb-grad", None)
+        g["samples"] = row["samples"].pop("hyb-grad", 0)
+        g["forward"] = row["time"].get("hyb")
+        if g["time"] and g["forward"]:
+            g["ratio"] = g["time"] / g["forward"]
     for v in row["mismatch"]:
         row["problems"].append(f"{v} results differ (error {row['check'][v]:.3g})")
     for v, e in row["errors"].items():
@@ -259,6 +277,33 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
     return row
 
 
+def prepare_grad(bench, opts, kernel, runners: dict, pristine: dict, dims: dict, row: dict):
+    """--grad: check hyb's gradient kernel (mini size, then this size) and return a runner that times it
+    beside the forward kernel, or None; the outcome is row["grad"]."""
+    import hyb
+
+    info = row["grad"] = gradbench.new_grad_row()
+    if kernel is None or "hyb" not in runners:
+        info["status"] = "ERROR"
+        info["error"] = "the forward kernel did not run"
+        return None
+    stage("hyb-grad", "building and checking the gradient kernel", row)
+    try:
+        mini = bench.dims("mini")
+        runner = gradbench.build(bench, opts, kernel, pristine, dims, mini, bench.init(mini), info)
+    except hyb.HybridUnsupportedError as e:
+        info["status"] = "ERROR"
+        info["error"] = f"not available: {type(e).__name__}: {str(e).splitlines()[0]}"
+        runner = None
+    except Exception as e:  # noqa: BLE001 - a gradient that does not build or run is a result to report
+        info["status"] = "ERROR"
+        info["error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        runner = None
+    if info["status"] != "ok":
+        log(f"!!! {bench.name}: gradient {info['status']}: {info['error']}")
+    return gradbench.GradRunner(runner) if runner is not None else None
+
+
 def progress(k: int, n: int, row: dict, seconds: float):
     parts = []
     for v in (v for v in VARIANTS if v in row["time"] or v in row["errors"] or v in row["na"]):
@@ -267,6 +312,10 @@ def progress(k: int, n: int, row: dict, seconds: float):
     comp = f"compile {row['compile_s']:.2f} s" if row["compile_s"] else "compile —"
     sp = speedup(row, "numba")
     vs = f"  hyb {sp:.2f}x Numba" if sp else ""
+    g = row.get("grad")
+    if g:
+        vs += (f"  gradient {g['time'] * 1e3:.3g} ms = {g['ratio']:.2f}x forward" if g.get("ratio")
+               else f"  gradient {g['status']}")
     log(f"[{k:2d}/{n}] {row['name']:<18} {row['status']:<8} {comp} | " + " | ".join(parts) + vs
         + f"  ({seconds:.1f} s)")
 
@@ -341,6 +390,7 @@ def metadata(opts, cc: CCompiler) -> dict:
             "numba": numba_version, "llvmlite": llvmlite.__version__, "cc": cc.cc, "cc_version": cc.version(),
             "cflags": opts.cflags, "size": opts.size, "repeat": opts.repeat, "compile_repeat": opts.compile_repeat,
             "threads": opts.threads, "hyb_threads": opts.hyb_threads, "fastmath": opts.fastmath,
+            "grad": opts.grad,
             "schedule": opts.schedule, "variants": opts.variants, "load_start": _load(),
             "blas_threads": "as configured" if opts.no_isolate or opts.blas_threads == "default" else opts.blas_threads}
 
@@ -369,6 +419,8 @@ def child_args(opts, name: str, json_path: Path) -> list:
          f"--budget={opts.budget}", f"--out={opts.out}", f"--child-json={json_path}"]
     if opts.schedule is not None:
         a.append(f"--schedule={json.dumps(opts.schedule)}")
+    if opts.grad:
+        a.append("--grad")
     if not opts.fastmath:
         a.append("--no-fastmath")
     if opts.cc:
@@ -459,6 +511,8 @@ def main(argv=None) -> int:
     if opts.child_json:
         return child_main(opts)
     benches, gemm_wanted = select(opts.kernels)
+    if opts.grad and not any(b.name in gradbench.GRAD_KERNELS for b in benches):
+        log(f"note: --grad times the gradients of {', '.join(gradbench.GRAD_KERNELS)}; none of them is selected")
     workdir = Path(tempfile.mkdtemp(prefix="hyb-bench-"))
     cc = CCompiler(workdir, opts.cc, opts.cflags)
     if "c" in opts.variants and cc.why_not():
@@ -494,6 +548,7 @@ def main(argv=None) -> int:
             log(f"geomean hyb speedup ({g}, {s['kernels']} kernels): "
                 + ", ".join(f"vs {LABELS[p]} {s[p]:.2f}x" for p in ("numba", "numba-par", "c", "numpy") if s[p]))
     bad = [r["name"] for r in rows if r["status"] != "ok"]
+    bad += [f"{r['name']} (gradient)" for r in rows if r.get("grad") and r["grad"]["status"] != "ok"]
     if gemm and gemm["status"] != "ok":
         bad.append(GEMM_NAME)
     if bad:

@@ -173,10 +173,49 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
         out.append("Notes:")
         out.extend(f"- {n}" for n in notes)
         out.append("")
+    if any(r.get("grad") for r in rows):
+        out.extend(grad_markdown(rows))
     if gemm:
         out.extend(gemm_markdown(gemm))
     out.extend(targets_markdown(rows, gemm))
     return "\n".join(out) + "\n"
+
+
+GRAD_TARGET = 3.0  # issue 5: gradient time at most 3x the forward kernel's
+
+
+def grad_markdown(rows: list) -> list:
+    """The `--grad` table: hyb's gradient kernels beside their forward kernels."""
+    out = ["## Gradient kernels", "",
+           "hyb's gradient kernel (`kernel.grad()`, called with the forward inputs and one dout per output) timed "
+           "in the same interleaved rounds as the forward kernel; before timing, its gradients were checked against "
+           "NumPy reference gradients on the mini size and on this size (largest error relative to the largest "
+           f"|gradient|). Issue 5 target: gradient ≤ {GRAD_TARGET:g}× the forward time.", "",
+           "| kernel | dims | check | error mini / this size | forward ms | gradient ms | gradient / forward "
+           f"| ≤ {GRAD_TARGET:g}× | tape bytes | gradient compile s |",
+           "|---|---|---|--:|--:|--:|--:|---|--:|--:|"]
+    graded = [r for r in rows if r.get("grad")]
+    for r in graded:
+        g = r["grad"]
+        check = "ok" if g["status"] == "ok" else f"**{g['status']}**"
+        errs = " / ".join("—" if e is None else f"{e:.1e}" for e in (g.get("check_mini"), g.get("check")))
+        ratio = g.get("ratio")
+        met = "—" if ratio is None else ("met" if ratio <= GRAD_TARGET else "**missed**")
+        tape = "—" if g.get("tape_bytes") is None else f"{g['tape_bytes']:,}"
+        comp = "—" if g.get("grad_compile_s") is None else f"{g['grad_compile_s']:.3f}"
+        out.append(f"| {r['name']} | {r['dims']} | {check} | {errs} | {fmt_ms(g.get('forward'))} | "
+                   f"{fmt_ms(g.get('time'))} | {fmt_x(ratio)} | {met} | {tape} | {comp} |")
+    out.append("")
+    ratios = [r["grad"]["ratio"] for r in graded if r["grad"].get("ratio")]
+    if ratios:
+        out.append(f"Gradient / forward: geometric mean {fmt_x(geomean(ratios))}, worst {fmt_x(max(ratios))} "
+                   f"({len(ratios)} kernels).")
+        out.append("")
+    problems = [f"{r['name']}: {r['grad']['error']}" for r in graded if r["grad"].get("error")]
+    if problems:
+        out.append("**Gradient problems:** " + "; ".join(problems))
+        out.append("")
+    return out
 
 
 def gemm_markdown(g: dict) -> list:
@@ -234,7 +273,8 @@ def targets_markdown(rows: list, gemm: dict | None) -> list:
 
 def write_csv(path, rows: list):
     cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s"] + [f"{v}_s" for v in VARIANTS]
-            + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS] + ["problems"])
+            + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS]
+            + ["hyb_grad_s", "grad_over_forward", "problems"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([c.replace("-", "_") for c in cols])
@@ -242,7 +282,9 @@ def write_csv(path, rows: list):
             w.writerow([r["name"], r["group"], r["size"], r["dims"], r["status"], _num(r.get("compile_s"))]
                        + [_num(r["time"].get(v)) for v in VARIANTS]
                        + [_num(speedup(r, p)) for p in RATIO_PEERS]
-                       + [_num(r["check"].get(v)) for v in VARIANTS] + ["; ".join(r["problems"])])
+                       + [_num(r["check"].get(v)) for v in VARIANTS]
+                       + [_num((r.get("grad") or {}).get("time")), _num((r.get("grad") or {}).get("ratio"))]
+                       + ["; ".join(r["problems"])])
 
 
 def _num(v):

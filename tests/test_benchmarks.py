@@ -87,3 +87,51 @@ def test_every_kernel_has_sizes_and_data():
                      "correlation", "lu", "cholesky", "trisolv", "floyd-warshall", "softmax", "layernorm",
                      "conv2d", "batched-matmul", "elementwise-chain"):
         assert required in names
+
+
+# ------------------------------------------------------------------ --grad: the gradient column (issue 5)
+
+GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")
+
+
+def test_grad_option_times_checked_gradients(tmp_path):
+    rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(GRAD_KERNELS), "--grad", "--variants", "hyb,numpy",
+                          "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001", "--no-isolate",
+                          "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["name"]: r for r in doc["kernels"]}
+    assert set(rows) == set(GRAD_KERNELS)
+    for name, r in rows.items():
+        g = r["grad"]
+        assert g["status"] == "ok", (name, g["error"])
+        assert g["check_mini"] is not None and g["check"] is not None, name
+        assert g["time"] > 0 and g["forward"] == r["time"]["hyb"] and g["ratio"] == g["time"] / g["forward"], name
+        assert "hyb-grad" not in r["time"], name
+    assert rc == 0
+    md = (tmp_path / "results.md").read_text()
+    assert "## Gradient kernels" in md
+    table = md.split("## Gradient kernels", 1)[1]
+    for name in GRAD_KERNELS:
+        assert f"| {name} |" in table
+    with open(tmp_path / "results.csv", newline="") as f:
+        assert all(float(r["grad_over_forward"]) > 0 for r in csv.DictReader(f))
+
+
+def test_grad_option_reports_a_wrong_gradient(monkeypatch, capsys):
+    from benchmarks import grad as gradbench
+
+    opts = harness.parse_args(["--size", "mini", "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001",
+                               "--variants", "hyb", "--grad"])
+    right = gradbench.REFERENCES["softmax"]
+    monkeypatch.setitem(gradbench.REFERENCES, "softmax", lambda a, d, dims: [2.0 * g for g in right(a, d, dims)])
+    row = harness.run_bench(harness.all_benches()["softmax"], opts, harness.CCompiler(Path(".")), "mini")
+    assert row["status"] == "ok"                      # the forward kernel is fine
+    assert row["grad"]["status"] == "MISMATCH" and row["grad"]["time"] is None
+    assert "gradient MISMATCH" in capsys.readouterr().err
+
+
+def test_grad_option_is_passed_to_child_processes_and_off_by_default():
+    assert harness.parse_args([]).grad is False
+    opts = harness.parse_args(["--grad"])
+    assert "--grad" in harness.child_args(opts, "gemm", Path("x.json"))
+    assert "--grad" not in harness.child_args(harness.parse_args([]), "gemm", Path("x.json"))

@@ -182,7 +182,7 @@ def test_float32_kernel_gets_float32_gradients():
 def test_grad_of_a_hybrid_function():
     @hyb.hybrid
     def scaled_square(x, y):
-        c = output_tensor(x.shape, x.dtype)
+        c = output_tensor(x.shape, x.dtype)  # noqa: F821
         for i in range(x.shape[0]):
             c[i] = x[i] * x[i] * y[i]
         return c
@@ -398,7 +398,8 @@ JAX_CASES = {
     "layernorm": (lambda jax, jnp: lambda x, g, b: _jax_layernorm(jnp, x, g, b, 1e-5), 3),
     "conv2d": (lambda jax, jnp: lambda x, w: _jax_conv2d(jax, x, w), 2),
     "elementwise_chain": (lambda jax, jnp: lambda a, b, c: (
-        (lambda t2: t2 * jax.nn.sigmoid(t2))(jnp.maximum(a * b + c, 0.0)) + 0.5 * jnp.sqrt(jnp.abs(a)) - jnp.tanh(b)), 3),
+        (lambda t2: t2 * jax.nn.sigmoid(t2))(jnp.maximum(a * b + c, 0.0))
+        + 0.5 * jnp.sqrt(jnp.abs(a)) - jnp.tanh(b)), 3),
 }
 
 
