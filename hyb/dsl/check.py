@@ -651,7 +651,10 @@ class _Checker:
             close = difflib.get_close_matches(e.attr, ["shape", "dtype", "ndim"], 1)
             raise HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
                                   f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
-        raise HybridTypeError(f"`.{e.attr}` is only defined on tensors", e.span, None)
+        if e.attr == "dtype" and isinstance(base, T.TExpr):
+            return DTypeVal(ty.concrete(base.dtype))  # a scalar's dtype, e.g. `s.dtype(0)`
+        raise HybridTypeError(f"`.{e.attr}` is only defined on tensors", e.span,
+                              "scalars have .dtype only" if isinstance(base, T.TExpr) else None)
 
     def v_Subscript(self, e: A.Subscript):
         base = self.value(e.value)
@@ -783,6 +786,8 @@ class _Checker:
         return T.Select(t, c, self.coerce(a, t), self.coerce(b, t), span=e.span)
 
     def v_Call(self, e: A.Call):
+        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":
+            return self.dtype_call(e)
         if not isinstance(e.func, A.Name):
             raise HybridTypeError("only built-in functions can be called", e.func.span, None)
         name = e.func.id
@@ -886,6 +891,16 @@ class _Checker:
             if folded is not None:
                 return T.Const(t, folded, span=span)
         return T.Intrinsic(t, name, args, span=span)
+
+    def dtype_call(self, e: A.Call):
+        """``x.dtype(v)``: ``v`` cast to the dtype of tensor or scalar ``x`` (as ``float32(v)``)."""
+        d = self.value(e.func)
+        if e.kwargs or len(e.args) != 1:
+            raise HybridTypeError(f"a dtype takes 1 argument, got {len(e.args) + len(e.kwargs)}", e.span,
+                                  "x.dtype(0) is a zero of x's dtype")
+        if d.name == "bool":
+            return self._to_bool(e)
+        return self.coerce(self.expr(e.args[0]), d.name)
 
     def _to_bool(self, e: A.Call):
         v = self.expr(e.args[0])

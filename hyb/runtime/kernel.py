@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from .. import autodiff
 from ..dsl import ast as A
 from ..schedule.plan import parse_options as parse_schedule_options
 from ..dsl import interp
@@ -53,6 +54,7 @@ class Kernel:
         self._cache: dict = {}
         self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
         self._lock = threading.Lock()
+        self._grads: dict = {}
         self.__doc__ = kdef.docstring
 
     @property
@@ -126,9 +128,103 @@ class Kernel:
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def grad(self, *args, **kwargs):
-        raise HybridUnsupportedError("automatic gradients (Kernel.grad) are not built yet", self.kdef.span,
-                                     "write the backward kernel by hand for now")
+    def grad(self, with_outputs: bool = False) -> GradKernel:
+        """The gradient kernel, derived source to source (``.source`` is its ``.hyb`` text).
+
+        It takes this kernel's inputs (then its outputs, with ``with_outputs=True``) and one
+        gradient per output, and returns one gradient per input: ``None`` for integer inputs
+        and scalar parameters."""
+        key = bool(with_outputs)
+        g = self._grads.get(key)
+        if g is None:
+            g = self._grads[key] = GradKernel(self, key)
+        return g
+
+
+class GradKernel(Kernel):
+    """The gradient of a kernel: a kernel whose text hyb derived (``hyb.autodiff``).
+
+    Integer inputs have no gradient; which inputs are integers is known at the call, so the
+    kernel is derived once per set of integer inputs (``source`` assumes every tensor input
+    is a float tensor)."""
+
+    def __init__(self, forward: Kernel, with_outputs: bool):
+        self.forward = forward
+        self.with_outputs = with_outputs
+        self._variants: dict = {}
+        derived, module = self._variant(frozenset())
+        super().__init__(module.kernels[derived.name], module, **_public_options(forward.options))
+        self.derived = derived
+
+    def _variant(self, inactive: frozenset):
+        v = self._variants.get(inactive)
+        if v is None:
+            d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs)
+            filename = f"<gradient of {self.forward.name}>"
+            module = parser.parse_string(d.source, filename)
+            kernel = Kernel(module.kernels[d.name], module, **_public_options(self.forward.options))
+            v = self._variants[inactive] = (d, module, kernel)
+        return v[0], v[1]
+
+    @property
+    def source(self) -> str:
+        """The gradient kernel's ``.hyb`` text (with the module constants it uses)."""
+        return self.derived.source
+
+    def __repr__(self):
+        return f"<hyb.Kernel {self.name}({', '.join(self.params)}) (gradient of {self.forward.name})>"
+
+    def _inactive(self, args) -> frozenset:
+        n = len(self.forward.params)
+        if len(args) != len(self.params):
+            raise HybridArgumentError(
+                f"`{self.name}` takes {len(self.params)} arguments ({', '.join(self.params)}), got {len(args)}",
+                self.kdef.span, "pass the forward inputs, then one gradient per output")
+        out = set()
+        for p, a in zip(self.forward.params, args[:n]):
+            dt = getattr(a, "dtype", None)
+            if dt is None or np.ndim(a) == 0 or not np.issubdtype(np.dtype(dt), np.floating):
+                out.add(p)
+        return frozenset(out)
+
+    def _pick(self, args):
+        inactive = self._inactive(args)
+        if not (inactive - self._scalar_params()):
+            return self.derived, self._variants[frozenset()][2]
+        d, _ = self._variant(inactive)
+        return d, self._variants[inactive][2]
+
+    def _scalar_params(self) -> set:
+        return {p for p, g in zip(self.forward.params, self.derived.grads) if not g}
+
+    def __call__(self, *args):
+        d, kernel = self._pick(args)
+        got = kernel(*args)
+        got = list(got) if isinstance(got, tuple) else [got]
+        out = [got.pop(0) if g else None for g in d.grads]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def emulate(self, *args):
+        d, kernel = self._pick(args)
+        got = kernel.emulate(*args)
+        got = list(got) if isinstance(got, tuple) else [got]
+        out = [got.pop(0) if g else None for g in d.grads]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def compile(self, *args, target: str | None = None) -> CompiledKernel:
+        return self._pick(args)[1].compile(*args, target=target)
+
+    def tape_bytes(self, *args) -> int:
+        """Bytes of tape buffers the gradient allocates for the signature of ``args``."""
+        d, kernel = self._pick(args)
+        typed = kernel.typed(*args)
+        names = {tp[0] for tp in d.tapes}
+        return sum(int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+                   for t in typed.tensors.values() if t.kind == "temp" and t.source_name in names)
+
+
+def _public_options(options: dict) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _fast_key(args):

@@ -1,0 +1,1185 @@
+"""Reverse mode on the syntax tree: a kernel -> the kernel computing its vector-Jacobian product.
+
+The gradient kernel has three parts:
+
+1. **forward**: the statements of the kernel that compute values the adjoint part needs
+   (everything else is dropped), with saves of values that later statements overwrite;
+2. **adjoints**: ``d_<x>`` for every differentiable tensor and scalar;
+3. **reverse**: the statements in reverse order, loops run backwards.  A statement
+   ``x[i] = e`` takes ``t = d_x[i]``, clears ``d_x[i]`` and adds ``t * de/dr`` to the adjoint
+   of each read ``r`` of ``e``; an accumulation ``x[i] = x[i] + e`` only adds.
+
+Forward values used by the reverse part are read where they live, so each must equal, when
+read, the value the forward statement saw.  Data nobody overwrites later needs no help.
+Otherwise:
+
+* a tensor with a cell overwritten after a needed read of it is *restored*: each store to it
+  first saves the old value in a tape indexed by the loops around the store (up to the block
+  declaring the tensor), and the reverse part writes it back after the store's adjoint;
+* a scalar assigned again is saved in another scalar just before, and restored after the
+  adjoint of the assignment; a scalar assigned inside a loop but declared outside it is saved
+  at the start of each iteration in a tape indexed by that loop only (before an ``if``: in a
+  scalar);
+* the reverse body of a loop or branch first *replays* the forward statements of that body
+  that compute values local to it (scalars, ``allocate`` temporaries), then runs backwards.
+
+A value is *needed* when a derivative coefficient, a condition, a subscript or a loop bound of
+the reverse part reads it, or when a needed value is computed from it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dsl import ast as A
+from ..dsl import types as ty
+from ..dsl.unparse import Comment
+from ..dsl.unparse import expr as unparse_expr
+from ..errors import HybridUnsupportedError
+from . import rules as R
+from .rules import add, call, name, num
+
+TENSOR_MAKERS = ("output_tensor", "allocate")
+
+
+@dataclass
+class TensorDecl:
+    name: str
+    kind: str  # "param" | "output" | "temp"
+    block: object = None  # the Block declaring it (the top block for parameters)
+    shape: object = None
+    dtype: object = None
+    int_dtype: bool = False
+
+
+@dataclass
+class ScalarDecl:
+    name: str
+    block: object
+    decl: object  # the declaring A.Assign
+    int_typed: bool
+
+
+@dataclass
+class Loop:
+    var: str
+    lo: object
+    hi: object
+    step: int
+    kind: str
+    node: object = None
+
+
+@dataclass
+class Block:
+    """A statement list and where it sits."""
+    parent: object  # Block or None
+    loops: list  # every enclosing Loop, outermost first
+    owner: object = None  # the A.For / A.If owning this body
+    body: list = field(default_factory=list)
+
+    def inside(self, other) -> bool:
+        b = self
+        while b is not None:
+            if b is other:
+                return True
+            b = b.parent
+        return False
+
+
+@dataclass
+class Info:
+    block: Block
+    first: int  # program-order number of the statement
+    last: int = 0  # last number inside it (compound statements)
+
+
+@dataclass
+class Gradient:
+    """A derived gradient kernel."""
+    kdef: A.KernelDef
+    grads: list  # per forward parameter: True if the gradient kernel returns its gradient
+    outputs: list  # the forward outputs, in `return` order
+    tapes: list  # (name, shape tuple AST, dtype AST, why)
+    params: list  # the gradient kernel's parameters
+
+
+def walk(e):
+    """Every node below ``e`` (``e`` first)."""
+    yield e
+    for v in vars(e).values():
+        if isinstance(v, A.Node):
+            yield from walk(v)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, A.Node):
+                    yield from walk(x)
+
+
+def value_walk(e):
+    """The nodes of ``e`` whose values are read at run time: not inside ``x.shape``, ``x.dtype``,
+    ``x.ndim`` or ``len(x)``, which are known when the kernel compiles."""
+    if isinstance(e, A.Attribute) or (isinstance(e, A.Subscript) and isinstance(e.value, A.Attribute)):
+        return
+    if isinstance(e, A.Call) and R.call_name(e) == "len":
+        return
+    yield e
+    for v in vars(e).values():
+        if isinstance(v, A.Node):
+            yield from value_walk(v)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, A.Node):
+                    yield from value_walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                if isinstance(x, A.Node):
+                    yield from value_walk(x)
+
+
+def subst(e, names: dict):
+    """``e`` with the names in ``names`` replaced."""
+    if not names:
+        return e
+    if isinstance(e, A.Name):
+        return A.Name(e.span, names.get(e.id, e.id))
+    if not isinstance(e, A.Node):
+        return e
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = subst(v, names)
+        elif isinstance(v, list):
+            kw[k] = [subst(x, names) for x in v]
+        elif isinstance(v, dict):
+            kw[k] = {a: subst(x, names) for a, x in v.items()}
+        else:
+            kw[k] = v
+    return type(e)(**kw)
+
+
+def unsupported(what: str, node=None, hint=None):
+    return HybridUnsupportedError(f"the gradient of a kernel with {what} is not built yet",
+                                  getattr(node, "span", None), hint)
+
+
+def _int_typed(value) -> bool:
+    """Whether a scalar's first value is an integer (then it carries no derivative)."""
+    if isinstance(value, A.Num):
+        return isinstance(value.value, (int, bool))
+    if isinstance(value, A.Call):
+        f = R.call_name(value)
+        if f in ty.ALL_DTYPES:
+            return not R.is_float_cast(f)
+        return f in ("len", "ceil_div", "popcount", "isnan", "isinf", "isfinite")
+    return isinstance(value, (A.Compare, A.BoolOp))
+
+
+def _accumulation(s: A.Assign):
+    """For ``x = x + f`` / ``x = x - f`` (same target, f not reading it): (sign, f); else None."""
+    v = s.value
+    if isinstance(v, A.BinOp) and v.op in ("+", "-") and _same(v.left, s.target):
+        if not any(_same(x, s.target) or (isinstance(x, A.Name) and isinstance(s.target, A.Subscript)
+                                          and x.id == s.target.value.id) for x in walk(v.right)):
+            return (1 if v.op == "+" else -1), v.right
+    if isinstance(v, A.BinOp) and v.op == "+" and _same(v.right, s.target):
+        if not any(_same(x, s.target) for x in walk(v.left)):
+            return 1, v.left
+    return None
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, A.Name) and isinstance(b, A.Name):
+        return a.id == b.id
+    if isinstance(a, A.Subscript) and isinstance(b, A.Subscript):
+        return unparse_expr(a) == unparse_expr(b)
+    return False
+
+
+def _target_name(t) -> str:
+    return t.id if isinstance(t, A.Name) else t.value.id
+
+
+class Reverser:
+    def __init__(self, kdef: A.KernelDef, module: A.Module, inactive=frozenset(), with_outputs=False):
+        self.kdef = kdef
+        self.module = module
+        self.inactive = set(inactive)
+        self.with_outputs = with_outputs
+        self.used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
+        for s in kdef.body:
+            for e in walk(s):
+                if isinstance(e, A.Name):
+                    self.used.add(e.id)
+        self.tensors: dict = {}
+        self.scalars: dict = {}
+        self.loops: dict = {}
+        self.info: dict = {}  # id(stmt) -> Info
+        self.blocks: dict = {}  # id(For) -> Block; id(If) -> (Block, Block)
+        self.assigns: list = []  # every scalar assignment and tensor store, program order
+        self.counter = 0
+        self.declared: set = set()
+
+    # ================================================================ helpers
+    def fresh(self, base: str) -> str:
+        n, k = base, 1
+        while n in self.used:
+            k += 1
+            n = f"{base}_{k}"
+        self.used.add(n)
+        return n
+
+    def line_comment(self, s) -> Comment:
+        line = getattr(s.span, "line", None)
+        text = ""
+        if line and self.module.lines and 0 < line <= len(self.module.lines):
+            text = self.module.lines[line - 1].strip()
+        return Comment(None, f"line {line}: {text}" if line else "generated")
+
+    # ================================================================ pass 1: normalise
+    def prepare(self):
+        params = [p.name for p in self.kdef.params]
+        self.top = Block(None, [])
+        self.declared = set(params)
+        self.top.body = self.norm_block(self.kdef.body, self.top, [{p: p for p in params}])
+        body = self.top.body
+        if not body or not isinstance(body[-1], A.Return):
+            raise unsupported("no `return` at its end", self.kdef)
+        self.outputs = [v.id for v in body[-1].values]
+        used_as_tensor = set()
+        for s in self.walk_stmts(self.top.body):
+            for e in self.stmt_exprs(s):
+                for x in walk(e):
+                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                        used_as_tensor.add(x.value.id)
+                    elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
+                        used_as_tensor.add(x.value.id)
+                    elif isinstance(x, A.Call) and R.call_name(x) == "len" and x.args \
+                            and isinstance(x.args[0], A.Name):
+                        used_as_tensor.add(x.args[0].id)
+            if isinstance(s, A.Assign) and isinstance(s.target, A.Subscript):
+                used_as_tensor.add(s.target.value.id)
+        self.params = params
+        self.tensor_params = [p for p in params if p in used_as_tensor or p in self.outputs]
+        for p in self.tensor_params:
+            self.tensors[p] = TensorDecl(p, "param", self.top)
+
+    def walk_stmts(self, body):
+        for s in body:
+            yield s
+            if isinstance(s, A.For):
+                yield from self.walk_stmts(s.body)
+            elif isinstance(s, A.If):
+                yield from self.walk_stmts(s.body)
+                yield from self.walk_stmts(s.orelse)
+
+    @staticmethod
+    def stmt_exprs(s):
+        if isinstance(s, A.Assign):
+            return [s.target, s.value]
+        if isinstance(s, A.For):
+            return [s.iter]
+        if isinstance(s, A.If):
+            return [s.cond]
+        if isinstance(s, A.Return):
+            return list(s.values)
+        return []
+
+    def lookup(self, scope, n):
+        for d in reversed(scope):
+            if n in d:
+                return d[n]
+        return None
+
+    def resolve(self, e, scope):
+        mapping = {}
+        for x in walk(e):
+            if isinstance(x, A.Call) and isinstance(x.func, A.Name) and x.func.id in self.module.kernels:
+                raise unsupported("a call of another kernel", x, "write the called kernel's loops inline")
+            if isinstance(x, A.Name):
+                u = self.lookup(scope, x.id)
+                if u is not None and u != x.id:
+                    mapping[x.id] = u
+        return subst(e, mapping)
+
+    def declare(self, scope, n) -> str:
+        u = n if n not in self.declared else self.fresh(n)
+        self.declared.add(u)
+        self.used.add(u)
+        scope[-1][n] = u
+        return u
+
+    def number(self, s, block) -> Info:
+        self.counter += 1
+        info = Info(block, self.counter, self.counter)
+        self.info[id(s)] = info
+        return info
+
+    def norm_block(self, body, block, scope) -> list:
+        out = []
+        for s in body:
+            out.extend(self.norm_stmt(s, block, scope))
+        return out
+
+    def norm_stmt(self, s, block, scope) -> list:
+        if isinstance(s, A.Pass):
+            return []
+        if isinstance(s, A.ExprStmt):
+            if isinstance(s.value, A.Str):
+                return []
+            raise unsupported("an expression statement", s)
+        if isinstance(s, A.Return):
+            if block.parent is not None:
+                raise unsupported("a `return` inside a loop or branch", s)
+            vals = [self.resolve(v, scope) for v in s.values]
+            if not all(isinstance(v, A.Name) for v in vals):
+                raise unsupported("a `return` of an expression", s, "return tensor names")
+            r = A.Return(s.span, vals)
+            self.number(r, block)
+            return [r]
+        if isinstance(s, A.AugAssign):
+            tgt = self.resolve(s.target, scope)
+            if not isinstance(tgt, (A.Name, A.Subscript)):
+                raise unsupported("this assignment", s)
+            value = A.BinOp(s.value.span, s.op, tgt, self.resolve(s.value, scope))
+            return self.norm_assign(A.Assign(s.span, tgt, value), block, scope, resolved=True)
+        if isinstance(s, A.Assign):
+            return self.norm_assign(s, block, scope)
+        if isinstance(s, A.For):
+            return [self.norm_for(s, block, scope)]
+        if isinstance(s, A.If):
+            node = A.If(s.span, self.resolve(s.cond, scope), [], [])
+            info = self.number(node, block)
+            then, orelse = Block(block, block.loops, node), Block(block, block.loops, node)
+            node.body = then.body = self.norm_block(s.body, then, scope + [{}])
+            node.orelse = orelse.body = self.norm_block(s.orelse, orelse, scope + [{}])
+            self.blocks[id(node)] = (then, orelse)
+            info.last = self.counter
+            return [node]
+        raise unsupported(f"a `{type(s).__name__}` statement", s)
+
+    def norm_for(self, s: A.For, block, scope):
+        it = s.iter
+        if not (isinstance(it, A.Call) and isinstance(it.func, A.Name)):
+            raise unsupported("this loop", s)
+        kind = it.func.id
+        if kind == "grid":
+            raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
+        args = [self.resolve(a, scope) for a in it.args]
+        for a in args:
+            if any(isinstance(x, A.Subscript) for x in value_walk(a)):
+                raise unsupported("a loop whose bounds are read from a tensor", a)
+        if len(args) == 1:
+            lo, hi, step = num(0), args[0], 1
+        elif len(args) == 2:
+            (lo, hi), step = args, 1
+        else:
+            lo, hi, st = args
+            if R.is_num(st):
+                step = st.value
+            elif isinstance(st, A.UnaryOp) and st.op == "-" and R.is_num(st.operand):
+                step = -st.operand.value
+            else:
+                raise unsupported("a loop step that is not a number", st)
+        inner_scope = scope + [{}]
+        var = self.declare(inner_scope, s.target.id)
+        loop = Loop(var, lo, hi, step, kind)
+        node = A.For(s.span, A.Name(s.target.span, var), A.Call(it.span, A.Name(None, kind), args), [])
+        loop.node = node
+        self.loops[var] = loop
+        info = self.number(node, block)
+        inner = Block(block, block.loops + [loop], node)
+        node.body = inner.body = self.norm_block(s.body, inner, inner_scope)
+        self.blocks[id(node)] = inner
+        info.last = self.counter
+        return node
+
+    def norm_assign(self, s: A.Assign, block, scope, resolved=False) -> list:
+        tgt = s.target
+        if isinstance(tgt, A.Tuple):
+            raise unsupported("a tuple assignment", s)
+        if isinstance(tgt, A.Name) and isinstance(s.value, A.Call) and R.call_name(s.value) in TENSOR_MAKERS:
+            maker = R.call_name(s.value)
+            args = [self.resolve(a, scope) for a in s.value.args]
+            kw = {k: self.resolve(v, scope) for k, v in s.value.kwargs.items()}
+            shape = args[0] if args else kw.get("shape")
+            dtype = args[1] if len(args) > 1 else kw.get("dtype", A.Str(None, "float32"))
+            u = self.declare(scope, tgt.id)
+            int_dtype = isinstance(dtype, A.Str) and not ty.is_float(ty.normalize(dtype.value) or "float64")
+            self.tensors[u] = TensorDecl(u, "output" if maker == "output_tensor" else "temp", block, shape, dtype,
+                                         int_dtype)
+            node = A.Assign(s.span, A.Name(tgt.span, u), A.Call(s.value.span, A.Name(None, maker), [shape, dtype]))
+            self.number(node, block)
+            return [node]
+        value = s.value if resolved else self.resolve(s.value, scope)
+        if isinstance(tgt, A.Name):
+            u = tgt.id if resolved else self.lookup(scope, tgt.id)
+            if u is None:
+                u = self.declare(scope, tgt.id)
+            if u in self.tensors or u in self.kdef_param_names():
+                raise unsupported(f"an assignment to `{tgt.id}`", s)
+            node = A.Assign(s.span, A.Name(tgt.span, u), value)
+            if u not in self.scalars:
+                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value))
+        elif isinstance(tgt, A.Subscript):
+            node = A.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
+        else:
+            raise unsupported("this assignment", s)
+        self.number(node, block)
+        self.assigns.append(node)
+        return [node]
+
+    def kdef_param_names(self):
+        return {p.name for p in self.kdef.params}
+
+    # ================================================================ pass 2: activity
+    def activity(self):
+        self.active_t = {p for p in self.tensor_params if p not in self.inactive}
+        self.active_s = set()
+        changed = True
+        while changed:
+            changed = False
+            for s in self.assigns:
+                if not self.is_active(s.value):
+                    continue
+                n = _target_name(s.target)
+                if isinstance(s.target, A.Subscript):
+                    t = self.tensors.get(n)
+                    if t is None:
+                        raise unsupported(f"a store to `{n}`, which is not a tensor", s)
+                    if not t.int_dtype and n not in self.active_t:
+                        self.active_t.add(n)
+                        changed = True
+                elif not self.scalars[n].int_typed and n not in self.active_s:
+                    self.active_s.add(n)
+                    changed = True
+
+    def is_active(self, e) -> bool:
+        return R.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
+
+    # ================================================================ pass 3: what the reverse part reads
+    def chain(self, s: A.Assign, g):
+        """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``."""
+        acc = _accumulation(s)
+        c = R.Chain(self.is_active)
+        if acc is not None:
+            sign, f = acc
+            c.run(f, g if sign > 0 else R.neg(g))
+        else:
+            c.run(s.value, g)
+        return acc is not None, c.out
+
+    def reads(self, e) -> set:
+        """Names of scalars and tensors whose values ``e`` reads."""
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, A.Name) and (x.id in self.scalars or x.id in self.tensors):
+                out.add(x.id)
+        return out
+
+    def index_reads(self, e) -> set:
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, A.Subscript):
+                for i in x.indices:
+                    out |= self.reads(i)
+        return out
+
+    def enclosing(self, s):
+        """The For / If statements around ``s``, innermost first."""
+        b = self.info[id(s)].block
+        while b is not None and b.owner is not None:
+            yield b.owner
+            b = b.parent
+
+    def analyse(self):
+        self.need_at: dict = {}  # id(stmt) -> names read at reverse time
+        g = name("__g")
+        self.chains = {}
+        for s in self.assigns:
+            n = _target_name(s.target)
+            active = (n in self.active_t) if isinstance(s.target, A.Subscript) else (n in self.active_s)
+            if not active:
+                continue
+            acc, pairs = self.chain(s, g) if self.is_active(s.value) else (False, [])
+            if self.is_active(s.value):
+                self.chains[id(s)] = (acc, pairs)
+            need = self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set()
+            for read, coef in pairs:
+                need |= self.reads(coef) | self.index_reads(read)
+                if isinstance(read, A.Subscript):
+                    need |= self.index_reads(A.Tuple(None, [read]))
+            need.discard("__g")
+            self.need_at[id(s)] = need
+            for c in self.enclosing(s):
+                self.need_at.setdefault(id(c), set()).update(self.compound_reads(c))
+        self.needed = set()
+        for v in self.need_at.values():
+            self.needed |= v
+        # Close over the statements computing needed values.
+        work = list(self.needed)
+        while work:
+            n = work.pop()
+            for s in self.assigns:
+                if _target_name(s.target) != n:
+                    continue
+                more = self.reads(s.value) | (self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())
+                for c in self.enclosing(s):
+                    more |= self.compound_reads(c)
+                for m in more - self.needed:
+                    self.needed.add(m)
+                    work.append(m)
+
+    def compound_reads(self, c) -> set:
+        if isinstance(c, A.For):
+            lp = self.loops[c.target.id]
+            return self.reads(lp.lo) | self.reads(lp.hi)
+        return self.reads(c.cond)
+
+    # ================================================================ pass 4: saves
+    def plan_saves(self):
+        # Where the reverse part reads forward values: (statement, name, subscript).
+        positions = []
+        self.replay_scalar_reads = []
+        g = name("__g")
+
+        def add_reads(stmt, e):
+            for x in value_walk(e):
+                if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in self.tensors:
+                    positions.append((stmt, x.value.id, x))
+                elif isinstance(x, A.Name) and x.id in self.scalars:
+                    positions.append((stmt, x.id, None))
+
+        for s in self.assigns:
+            if id(s) in self.chains:
+                _, pairs = self.chain(s, g)
+                for read, coef in pairs:
+                    add_reads(s, coef)
+                    if isinstance(read, A.Subscript):
+                        for i in read.indices:
+                            add_reads(s, i)
+                if isinstance(s.target, A.Subscript):
+                    for i in s.target.indices:
+                        add_reads(s, i)
+            n = _target_name(s.target)
+            if n in self.needed and self.decl_block(n).parent is not None:
+                # Replayed at the start of reversed iterations: what it reads from outside must be
+                # as it was at the start of the iteration.
+                for x in value_walk(s.value):
+                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                        self.check_replay_read(s, x)
+                self.replay_scalar_reads.append((s, self.reads(s.value) | (
+                    self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.If) and id(c) in self.need_at:
+                add_reads(c, c.cond)
+        writers = {}
+        for s in self.assigns:
+            writers.setdefault(_target_name(s.target), []).append(s)
+        # Stores whose old value a later-reversed read needs: saved on a tape, restored.
+        self.store_tape = {}
+        self.snap = {}  # id(assign) -> snapshot scalar name
+        taped, snapped = set(), set()
+        for p, n, sub in positions:
+            for w in writers.get(n, []):
+                if id(w) in taped or id(w) in snapped:
+                    continue
+                if self.may_follow(w, p, sub, n):
+                    if isinstance(w.target, A.Subscript):
+                        taped.add(id(w))
+                    elif w is not self.scalars[n].decl:
+                        snapped.add(id(w))
+        self.taped = taped
+        self.restore = {w.target.value.id for w in self.assigns if id(w) in taped}
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.For) and id(c) in self.need_at:
+                lp = self.loops[c.target.id]
+                for n in self.reads(lp.lo) | self.reads(lp.hi):
+                    if n in self.tensors or any(_target_name(a.target) == n and a is not self.scalars[n].decl
+                                                for a in self.assigns):
+                        raise unsupported("a loop bound that the kernel changes while it runs", c)
+        # Scalars: saved before an assignment whose old value is read later in reverse, and on entry
+        # to each loop / branch (inside their declaring block) around such an assignment.
+        self.entry = {}  # id(For/If) -> {scalar: tape or snapshot name}
+        self.cond_snap = {}  # id(If) -> bool scalar holding its condition
+        for s in self.assigns:
+            if id(s) not in snapped:
+                continue
+            n = s.target.id
+            self.snap[id(s)] = self.fresh(f"{n}_old")
+            decl_block = self.scalars[n].block
+            for c in self.enclosing(s):
+                if self.info[id(c)].block.inside(decl_block):
+                    names = self.entry.setdefault(id(c), {})
+                    if n not in names:
+                        names[n] = self.fresh(f"{n}_at_{c.target.id}" if isinstance(c, A.For) else f"{n}_before_if")
+        assigned_in = {}
+        for a in self.assigns:
+            if isinstance(a.target, A.Name):
+                for c in self.enclosing(a):
+                    assigned_in.setdefault(id(c), set()).add(a.target.id)
+        for s, names in self.replay_scalar_reads:
+            b = self.decl_block(_target_name(s.target))
+            for u in names:
+                if u not in self.scalars:
+                    continue
+                d = self.scalars[u].block
+                blk = b
+                while blk is not None and blk is not d and blk.owner is not None and blk.inside(d):
+                    c = blk.owner
+                    if u in assigned_in.get(id(c), set()):
+                        names_c = self.entry.setdefault(id(c), {})
+                        if u not in names_c:
+                            names_c[u] = self.fresh(f"{u}_at_{c.target.id}" if isinstance(c, A.For)
+                                                    else f"{u}_before_if")
+                    blk = blk.parent
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.If) and (id(c) in self.need_at or self.reads(c.cond) & self.needed):
+                changed = set()
+                for s in self.walk_stmts(c.body + c.orelse):
+                    if isinstance(s, A.Assign):
+                        changed.add(_target_name(s.target))
+                if self.reads(c.cond) & changed:
+                    self.cond_snap[id(c)] = self.fresh("cond")
+
+    def check_replay_read(self, s, sub):
+        """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): a tensor
+        it reads must not be overwritten later inside that same iteration."""
+        t = sub.value.id
+        if t not in self.tensors:
+            return
+        b = self.decl_block(_target_name(s.target))
+        while b is not None and b.parent is not None:
+            if not self.tensors[t].block.inside(b):
+                for w in self.assigns:
+                    if not (isinstance(w.target, A.Subscript) and w.target.value.id == t
+                            and self.info[id(w)].block.inside(b)):
+                        continue
+                    shared = [lp for lp in self.info[id(w)].block.loops[len(b.loops):]
+                              if lp in self.info[id(s)].block.loops]
+                    if self.info[id(w)].first >= self.info[id(s)].first or shared:
+                        raise unsupported(f"a value computed from `{t}` before the same loop body "
+                                          f"overwrites `{t}`", s, "compute the value into a temporary tensor first")
+            b = b.parent
+
+    def may_follow(self, w, s, sub, n) -> bool:
+        """Whether assignment ``w`` may overwrite what statement ``s`` reads of ``n`` (the cell
+        ``sub``, for a tensor) after ``s`` reads it."""
+        iw, is_ = self.info[id(w)], self.info[id(s)]
+        if w is s or iw.first > is_.first:
+            return True
+        decl = self.tensors[n].block if n in self.tensors else self.scalars[n].block
+        depth = len(decl.loops)
+        shared = []
+        for a, b in zip(iw.block.loops[depth:], is_.block.loops[depth:]):
+            if a is not b:
+                break
+            shared.append(a)
+        if not shared:
+            return False
+        # Both inside the same loops: later iterations of them run w again, after s, unless w writes
+        # exactly the cell s reads, a different one in every iteration.
+        if sub is None or unparse_expr(w.target) != unparse_expr(sub):
+            return True
+        vars_ = {lp.var for lp in shared}
+        seen = set()
+        for i in sub.indices:
+            aff = self.affine(i)
+            if aff is None:
+                return True
+            loop_terms = [k for k in aff if isinstance(k, str)]
+            if any(k not in vars_ or aff[k] not in (1, -1) for k in loop_terms) or len(loop_terms) > 1:
+                return True
+            seen.update(loop_terms)
+        return seen != vars_
+
+    # ================================================================ affine bounds for tapes
+    def affine(self, e):
+        """``e`` as {loop var: coef, (symbol text, ast): coef, None: const}, or None."""
+        if R.is_num(e) and isinstance(e.value, int):
+            return {None: e.value}
+        if isinstance(e, A.Name) and e.id in self.loops:
+            return {e.id: 1}
+        if not any(isinstance(x, A.Name) and x.id in self.loops for x in walk(e)):
+            if any(isinstance(x, A.Subscript) and not isinstance(x.value, A.Attribute) for x in walk(e)):
+                return None
+            return {("sym", unparse_expr(e)): 1, ("ast", unparse_expr(e)): e}
+        if isinstance(e, A.BinOp) and e.op in ("+", "-"):
+            a, b = self.affine(e.left), self.affine(e.right)
+            if a is None or b is None:
+                return None
+            return _aff_add(a, b, 1 if e.op == "+" else -1)
+        if isinstance(e, A.BinOp) and e.op == "*":
+            a, b = self.affine(e.left), self.affine(e.right)
+            if a is None or b is None:
+                return None
+            if set(a) <= {None}:
+                return _aff_scale(b, a.get(None, 0))
+            if set(b) <= {None}:
+                return _aff_scale(a, b.get(None, 0))
+            return None
+        if isinstance(e, A.UnaryOp) and e.op == "-":
+            a = self.affine(e.operand)
+            return None if a is None else _aff_scale(a, -1)
+        return None
+
+    def max_over_loops(self, aff, loops):
+        """Upper bound of affine ``aff`` over the iterations of ``loops`` (innermost eliminated first)."""
+        for lp in reversed(loops):
+            c = aff.get(lp.var, 0)
+            if c == 0:
+                continue
+            if (c > 0) == (lp.step > 0):
+                bound = self.affine(lp.hi)
+                if bound is None:
+                    raise unsupported("a loop with bounds that are not affine", lp.node)
+                bound = _aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
+            else:
+                bound = self.affine(lp.lo)
+                if bound is None:
+                    raise unsupported("a loop with bounds that are not affine", lp.node)
+            rest = dict(aff)
+            del rest[lp.var]
+            aff = _aff_add(rest, _aff_scale(bound, c), 1)
+        if any(isinstance(k, str) for k in aff):
+            raise unsupported("loop bounds the tape size cannot be bounded for")
+        return aff
+
+    def trip_bound(self, lp: Loop):
+        """An expression bounding the iteration count of ``lp`` for every iteration around it."""
+        lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+        if lo is None or hi is None:
+            raise unsupported("a loop with bounds that are not affine", lp.node)
+        span = _aff_add(hi, lo, -1) if lp.step > 0 else _aff_add(lo, hi, -1)
+        outer = self.loops_around(lp)
+        m = _aff_expr(self.max_over_loops(span, outer))
+        k = abs(lp.step)
+        if k != 1:
+            m = A.BinOp(None, "//", add(m, num(k - 1)), num(k))
+        return call("max", num(0), m)
+
+    def loops_around(self, lp: Loop) -> list:
+        return self.info[id(lp.node)].block.loops
+
+    def iteration(self, lp: Loop):
+        v = name(lp.var)
+        if lp.step > 0:
+            d = R.sub(v, lp.lo)
+            return d if lp.step == 1 else A.BinOp(None, "//", d, num(lp.step))
+        d = R.sub(lp.lo, v)
+        return d if lp.step == -1 else A.BinOp(None, "//", d, num(-lp.step))
+
+    # ================================================================ pass 5: emission
+    def run(self) -> Gradient:
+        self.prepare()
+        self.activity()
+        if not self.active_t:
+            raise HybridUnsupportedError(f"no input of `{self.kdef.name}` has a gradient (no float tensor input)",
+                                         self.kdef.span, None)
+        self.analyse()
+        self.plan_saves()
+        return self.emit()
+
+    def emit(self) -> Gradient:
+        self.tapes = []
+        self.fwd_names = {}  # forward name -> name in the gradient kernel
+        self.adj = {}  # tensor or scalar -> its adjoint's name
+        self.pending_tapes = {}  # id(block) -> [(stmt whose subtree needs it, Assign)]
+        params = list(self.params)
+        out_params = {}
+        if self.with_outputs:
+            for o in self.outputs:
+                out_params[o] = self.fresh(f"{o}_out")
+                params.append(out_params[o])
+        single = len(self.outputs) == 1
+        douts = {}
+        for o in self.outputs:
+            douts[o] = self.fresh("dout" if single else f"dout_{o}")
+            params.append(douts[o])
+        body = []
+        # In-place inputs: the forward part works on a copy.
+        for o in self.outputs:
+            if o in self.tensor_params and o in self.needed:
+                copy = self.fresh(f"{o}_fwd")
+                self.fwd_names[o] = copy
+                body.append(A.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
+                body.extend(_copy_loop(copy, o, self.fresh("idx")))
+        self.passed = set()
+        for o in self.outputs:
+            if self.with_outputs and o not in self.restore and o not in self.tensor_params:
+                self.fwd_names[o] = out_params[o]
+                self.passed.add(o)
+        self.plan_tapes()
+        body.extend(self.forward(self.top, replay=False))
+        # Adjoints of the top block.
+        body.append(Comment(None, "adjoints"))
+        for p in self.tensor_params:
+            if p in self.active_t:
+                a = self.adj[p] = self.fresh(f"d_{p}")
+                body.append(A.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
+                if p in self.outputs:
+                    body.extend(_copy_loop(a, douts[p], self.fresh("idx")))
+        for o in self.outputs:
+            if o in self.tensor_params or o not in self.active_t:
+                continue
+            if self.adjoint_written(o):
+                a = self.adj[o] = self.fresh(f"d_{o}")
+                t = self.tensors[o]
+                body.append(A.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
+                                                         subst(t.dtype, self.fwd_names))))
+                body.extend(_copy_loop(a, douts[o], self.fresh("idx")))
+            else:
+                self.adj[o] = douts[o]
+        body.extend(self.adjoint_decls(self.top, skip=set(self.outputs)))
+        body.append(Comment(None, "reverse"))
+        body.extend(self.reverse(self.top))
+        grads = [p in self.active_t for p in self.params]
+        body.append(A.Return(None, [name(self.adj[p]) for p in self.params if p in self.active_t]))
+        kdef = A.KernelDef(self.kdef.span, f"{self.kdef.name}_grad", [A.Param(None, p) for p in params], body,
+                           f"Gradient of `{self.kdef.name}` (derived by hyb): takes its inputs"
+                           f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
+                           "returns one gradient per differentiable input.")
+        return Gradient(kdef, grads, list(self.outputs), self.tapes, params)
+
+    def adjoint_written(self, t) -> bool:
+        """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
+        to ``t`` clears it): if not, the incoming gradient can serve as the adjoint."""
+        for s in self.assigns:
+            if id(s) not in self.chains:
+                continue
+            acc, pairs = self.chains[id(s)]
+            for read, _ in pairs:
+                if isinstance(read, A.Subscript) and read.value.id == t:
+                    return True
+            if isinstance(s.target, A.Subscript) and s.target.value.id == t and self.clears(s):
+                return True
+        return False
+
+    def read_anywhere(self, t) -> bool:
+        for s in self.assigns:
+            acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
+            for x in walk(s.value if acc is None else acc[1]):
+                if isinstance(x, A.Subscript) and x.value.id == t:
+                    return True
+            for x in walk(s.target):
+                if isinstance(x, A.Subscript) and x is not s.target and x.value.id == t:
+                    return True
+        for c in self.walk_stmts(self.top.body):
+            for e in self.stmt_exprs(c) if isinstance(c, (A.For, A.If)) else []:
+                if t in self.reads(e):
+                    return True
+        return False
+
+    def clears(self, s) -> bool:
+        """Whether the adjoint of the target of store ``s`` must be cleared after its adjoint."""
+        acc = self.chains.get(id(s), (False, []))[0]
+        if acc:
+            return False
+        if isinstance(s.target, A.Name):
+            return s is not self.scalars[s.target.id].decl
+        return self.read_anywhere(s.target.value.id)
+
+    # ------------------------------------------------------------ tapes
+    def plan_tapes(self):
+        self.store_tape = {}  # id(store) -> (tape name, index tuple)
+        for s in self.assigns:
+            if id(s) not in self.taped:
+                continue
+            t = self.tensors[s.target.value.id]
+            loops = self.info[id(s)].block.loops[len(t.block.loops):]
+            tape = self.fresh(f"{t.name}_tape")
+            shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+            index = [self.iteration(lp) for lp in loops]
+            decl = A.Assign(None, name(tape), call("allocate", shape, _attr(self.fwd(t.name), "dtype")))
+            self.tapes.append((tape, shape, _attr(self.fwd(t.name), "dtype"), f"old values of `{t.name}`"))
+            self.store_tape[id(s)] = (tape, index)
+            self.add_pending(t.block, s, decl)
+        self.scalar_tape = {}  # (id(For), scalar) -> tape name
+        for cid, names in self.entry.items():
+            c = self.find(cid)
+            if not isinstance(c, A.For):
+                continue
+            lp = self.loops[c.target.id]
+            for n, tape in names.items():
+                shape = A.Tuple(None, [self.trip_bound(lp)])
+                decl = A.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
+                self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
+                self.add_pending(self.info[cid].block, c, decl)
+
+    def find(self, cid):
+        for c in self.walk_stmts(self.top.body):
+            if id(c) == cid:
+                return c
+        raise KeyError(cid)
+
+    def add_pending(self, block, stmt, decl):
+        """Declare ``decl`` in ``block`` just before the statement of ``block`` containing ``stmt``."""
+        self.pending_tapes.setdefault(id(block), []).append((stmt, decl))
+
+    def fwd(self, n: str) -> str:
+        return self.fwd_names.get(n, n)
+
+    def F(self, e):
+        """A forward expression as the gradient kernel writes it."""
+        return subst(e, self.fwd_names)
+
+    # ------------------------------------------------------------ forward part / replay
+    def decl_block(self, n) -> Block:
+        return self.tensors[n].block if n in self.tensors else self.scalars[n].block
+
+    def keep_names(self, block: Block, extra=()) -> set:
+        """The names whose assignments the forward part of ``block`` (or its replay) runs: the
+        needed values declared in ``block``, ``extra``, and what computing them reads inside it."""
+        keep = {n for n in self.needed if (n in self.tensors or n in self.scalars)
+                and self.decl_block(n) is block} | set(extra)
+        typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
+        work = list(keep | typed)
+        seen = set(work)
+        while work:
+            n = work.pop()
+            for a in self.assigns:
+                if _target_name(a.target) != n or not self.info[id(a)].block.inside(block):
+                    continue
+                if n not in keep and a is not self.scalars[n].decl:
+                    continue  # kept for its dtype only
+                more = self.reads(a.value) | (self.index_reads(a.target) if isinstance(a.target, A.Subscript)
+                                              else set())
+                for c in self.enclosing(a):
+                    if not self.info[id(c)].block.inside(block):
+                        break
+                    more |= self.compound_reads(c)
+                for m in more:
+                    if m not in seen and self.decl_block(m).inside(block):
+                        seen.add(m)
+                        keep.add(m)
+                        work.append(m)
+        self._typed_only = typed - keep
+        return keep
+
+    def forward(self, block: Block, replay: bool, extra=()) -> list:
+        keep = self.keep_names(block, extra)
+        typed_only = set(self._typed_only)
+        return self.forward_block(block, keep, typed_only, replay)
+
+    def forward_block(self, block, keep, typed_only, replay) -> list:
+        out = []
+        declared = set()
+        for s in block.body:
+            if isinstance(s, A.Return):
+                continue
+            if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id in self.tensors:
+                t = self.tensors[s.target.id]
+                made = []
+                if t.name in keep and t.name not in self.passed:
+                    made = [A.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
+            elif isinstance(s, A.Assign):
+                made = self.forward_assign(s, keep, typed_only)
+            elif isinstance(s, A.For):
+                made = self.forward_for(s, keep, typed_only, replay)
+            else:
+                made = self.forward_if(s, keep, typed_only, replay)
+            if not made:
+                continue
+            for stmt, decl in self.pending_tapes.get(id(block), []):
+                i, j = self.info[id(s)], self.info[id(stmt)]
+                if i.first <= j.first <= i.last and id(decl) not in declared:
+                    declared.add(id(decl))
+                    out.append(decl)
+            out.extend(made)
+        return out
+
+    def forward_assign(self, s: A.Assign, keep, typed_only) -> list:
+        n = _target_name(s.target)
+        if n in typed_only and s is self.scalars[n].decl:
+            return [A.Assign(s.span, name(n), self.F(s.value))]
+        if n not in keep or n in self.passed:
+            return []
+        out = []
+        if id(s) in self.snap:
+            out.append(A.Assign(None, name(self.snap[id(s)]), name(n)))
+        tgt = self.F(s.target)
+        if id(s) in self.store_tape:
+            tape, index = self.store_tape[id(s)]
+            out.append(A.Assign(None, _sub(tape, index), tgt))
+        out.append(A.Assign(s.span, tgt, self.F(s.value)))
+        return out
+
+    def forward_for(self, s: A.For, keep, typed_only, replay) -> list:
+        lp = self.loops[s.target.id]
+        inner = self.blocks[id(s)]
+        rest = self.forward_block(inner, keep, typed_only, replay)
+        if not any(not isinstance(x, Comment) for x in rest):
+            return []
+        body = [A.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
+                for n, tape in self.entry.get(id(s), {}).items() if n in keep]
+        return [A.For(s.span, s.target, self.F(s.iter), body + rest)]
+
+    def forward_if(self, s: A.If, keep, typed_only, replay) -> list:
+        then, orelse = self.blocks[id(s)]
+        a = self.forward_block(then, keep, typed_only, replay)
+        b = self.forward_block(orelse, keep, typed_only, replay)
+        if not a and not b:
+            return []
+        out = []
+        cond = self.F(s.cond)
+        if id(s) in self.cond_snap:
+            out.append(A.Assign(None, name(self.cond_snap[id(s)]), cond))
+            cond = name(self.cond_snap[id(s)])
+        for n, snap in self.entry.get(id(s), {}).items():
+            if n in keep:
+                out.append(A.Assign(None, name(snap), name(n)))
+        out.append(A.If(s.span, cond, a or [A.Pass(None)], b))
+        return out
+
+    # ------------------------------------------------------------ adjoint declarations
+    def adjoint_decls(self, block: Block, skip=()) -> list:
+        out = []
+        for t in self.tensors.values():
+            if t.block is block and t.kind != "param" and t.name in self.active_t and t.name not in skip:
+                a = self.adj[t.name] = self.fresh(f"d_{t.name}")
+                out.append(A.Assign(None, name(a), call("allocate", self.F(t.shape), self.F(t.dtype))))
+        for sc in self.scalars.values():
+            if sc.block is block and sc.name in self.active_s:
+                a = self.adj[sc.name] = self.fresh(f"d_{sc.name}")
+                out.append(A.Assign(None, name(a), A.Call(None, _attr(sc.name, "dtype"), [num(0)])))
+        return out
+
+    # ------------------------------------------------------------ reverse part
+    def has_reverse(self, s) -> bool:
+        for x in self.walk_stmts([s]):
+            if isinstance(x, A.Assign) and (id(x) in self.chains or id(x) in self.snap or id(x) in self.store_tape
+                                            or (x in self.assigns and self.target_active(x) and self.clears(x))):
+                return True
+        return False
+
+    def reverse(self, block: Block) -> list:
+        out = []
+        for s in reversed(block.body):
+            if isinstance(s, A.Assign):
+                if not (id(s) in self.chains or id(s) in self.snap or id(s) in self.store_tape
+                        or (s in self.assigns and self.target_active(s) and self.clears(s))):
+                    continue
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_assign(s))
+            elif isinstance(s, A.For) and self.has_reverse(s):
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_for(s))
+            elif isinstance(s, A.If) and self.has_reverse(s):
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_if(s))
+        return out
+
+    def reverse_assign(self, s: A.Assign) -> list:
+        # First undo the assignment (its coefficients read the values it saw), then its adjoint.
+        out = []
+        if id(s) in self.store_tape:
+            tape, index = self.store_tape[id(s)]
+            out.append(A.Assign(None, self.F(s.target), _sub(tape, index)))
+        if id(s) in self.snap:
+            out.append(A.Assign(None, name(s.target.id), name(self.snap[id(s)])))
+        if id(s) not in self.chains:
+            if self.target_active(s) and self.clears(s):
+                out.append(A.Assign(None, self.adjoint_of(s.target), num(0.0)))
+            return out
+        acc, pairs = self.chains[id(s)]
+        tgt_adj = self.adjoint_of(s.target)
+        if acc:
+            g = tgt_adj
+            if isinstance(s.target, A.Subscript) and len(pairs) > 1:
+                tmp = self.fresh("g")
+                out.append(A.Assign(None, name(tmp), tgt_adj))
+                g = name(tmp)
+        else:
+            tmp = self.fresh("g")
+            out.append(A.Assign(None, name(tmp), tgt_adj))
+            if self.clears(s):
+                out.append(A.Assign(None, tgt_adj, num(0.0)))
+            g = name(tmp)
+        _, pairs = self.chain(s, g)
+        for read, coef in pairs:
+            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+                continue
+            out.append(A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef)))
+        return out
+
+    def target_active(self, s) -> bool:
+        n = _target_name(s.target)
+        return n in self.active_t if isinstance(s.target, A.Subscript) else n in self.active_s
+
+    def adjoint_of(self, ref):
+        if isinstance(ref, A.Name):
+            return name(self.adj[ref.id])
+        return A.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
+
+    def reverse_for(self, s: A.For) -> list:
+        lp = self.loops[s.target.id]
+        inner = self.blocks[id(s)]
+        body = []
+        for n, tape in self.entry.get(id(s), {}).items():
+            body.append(A.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
+        body.extend(self.forward(inner, True, self.entry.get(id(s), {})))
+        body.extend(self.adjoint_decls(inner))
+        body.extend(self.reverse(inner))
+        lo, hi, st = self.F(lp.lo), self.F(lp.hi), lp.step
+        if st > 0:
+            start = R.sub(hi, num(1)) if st == 1 else add(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(hi, lo), num(1)),
+                                                                             num(st)), num(st)))
+            it = call("serial" if lp.kind == "serial" else "range", start, R.sub(lo, num(1)), num(-st))
+        else:
+            k = -st
+            start = add(hi, num(1)) if k == 1 else R.sub(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(lo, hi), num(1)),
+                                                                            num(k)), num(k)))
+            it = call("serial" if lp.kind == "serial" else "range", start, add(lo, num(1)), num(k))
+        return [A.For(s.span, name(lp.var), it, body)]
+
+    def reverse_if(self, s: A.If) -> list:
+        then, orelse = self.blocks[id(s)]
+        branches = []
+        for blk in (then, orelse):
+            body = []
+            for n, snap in self.entry.get(id(s), {}).items():
+                body.append(A.Assign(None, name(n), name(snap)))
+            body.extend(self.forward(blk, True, self.entry.get(id(s), {})))
+            body.extend(self.adjoint_decls(blk))
+            body.extend(self.reverse(blk))
+            branches.append(body)
+        cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
+        return [A.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
+                     else [])]
+
+
+# ---------------------------------------------------------------- small helpers
+def _attr(n: str, a: str):
+    return A.Attribute(None, name(n), a)
+
+
+def _sub(t: str, index: list):
+    return A.Subscript(None, name(t), list(index) if index else [A.Tuple(None, [])])
+
+
+def _copy_loop(dst: str, src: str, idx: str) -> list:
+    return [A.For(None, name(idx), call("grid", _attr(dst, "shape")),
+                  [A.Assign(None, A.Subscript(None, name(dst), [name(idx)]),
+                            A.Subscript(None, name(src), [name(idx)]))])]
+
+
+def _aff_add(a: dict, b: dict, sign: int) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(k, tuple) and k[0] == "ast":
+            out[k] = v
+            continue
+        out[k] = out.get(k, 0) + sign * v
+    return out
+
+
+def _aff_scale(a: dict, c: int) -> dict:
+    return {k: (v if isinstance(k, tuple) and k[0] == "ast" else v * c) for k, v in a.items()}
+
+
+def _aff_expr(aff: dict):
+    e = num(aff.get(None, 0))
+    for k, v in aff.items():
+        if isinstance(k, tuple) and k[0] == "sym" and v != 0:
+            term = aff[("ast", k[1])]
+            e = add(e, R.mul(num(v), term)) if v > 0 else R.sub(e, R.mul(num(-v), term))
+    return e

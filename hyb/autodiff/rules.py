@@ -1,0 +1,267 @@
+"""Derivative rules: for an expression and the adjoint of its value, the adjoint of each read.
+
+Everything here builds syntax trees (:mod:`hyb.dsl.ast`).  Conventions at the kinks follow
+PyTorch: ``max``/``min`` ties split the gradient evenly, ``abs'(0) = 0``, ``sqrt'(0) = inf``,
+``floor``, ``ceil``, ``trunc``, ``round`` and ``sign`` have zero gradient; comparisons,
+integer casts and index arithmetic carry none.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dsl import ast as A
+from ..dsl import types as ty
+from ..errors import HybridUnsupportedError
+
+FLOAT_CASTS = ("float16", "float32", "float64")
+ZERO_GRAD = ("floor", "ceil", "trunc", "round", "sign", "isnan", "isinf", "isfinite", "ceil_div", "popcount")
+SMOOTH = ("sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+          "atan", "atan2", "power", "abs", "max", "min")
+
+
+# ---------------------------------------------------------------- small tree builders
+def num(v) -> A.Num:
+    return A.Num(None, v)
+
+
+def name(n: str) -> A.Name:
+    return A.Name(None, n)
+
+
+def call(f: str, *args) -> A.Call:
+    return A.Call(None, name(f), list(args))
+
+
+def is_num(e, v=None) -> bool:
+    return isinstance(e, A.Num) and not isinstance(e.value, bool) and (v is None or e.value == v)
+
+
+def neg(a):
+    if is_num(a):
+        return num(-a.value)
+    if isinstance(a, A.UnaryOp) and a.op == "-":
+        return a.operand
+    return A.UnaryOp(None, "-", a)
+
+
+def mul(a, b):
+    if is_num(a, 1):
+        return b
+    if is_num(b, 1):
+        return a
+    if is_num(a, -1):
+        return neg(b)
+    if is_num(b, -1):
+        return neg(a)
+    return A.BinOp(None, "*", a, b)
+
+
+def div(a, b):
+    if is_num(b, 1):
+        return a
+    return A.BinOp(None, "/", a, b)
+
+
+def add(a, b):
+    if is_num(a) and is_num(b):
+        return num(a.value + b.value)
+    if is_num(a, 0):
+        return b
+    if is_num(b, 0):
+        return a
+    return A.BinOp(None, "+", a, b)
+
+
+def sub(a, b):
+    if is_num(a) and is_num(b):
+        return num(a.value - b.value)
+    if is_num(b, 0):
+        return a
+    return A.BinOp(None, "-", a, b)
+
+
+def cmp(op, a, b):
+    return A.Compare(None, [op], [a, b])
+
+
+def ifexp(c, a, b):
+    return A.IfExp(None, c, a, b)
+
+
+# ---------------------------------------------------------------- activity
+def is_float_cast(f: str) -> bool:
+    return f in FLOAT_CASTS
+
+
+def call_name(e: A.Call):
+    return e.func.id if isinstance(e.func, A.Name) else None
+
+
+def active(e, is_active_name, is_active_tensor) -> bool:
+    """Whether the value of ``e`` can carry a derivative."""
+    if isinstance(e, (A.Num, A.Str)):
+        return False
+    if isinstance(e, A.Name):
+        return is_active_name(e.id)
+    if isinstance(e, A.Subscript):
+        return isinstance(e.value, A.Name) and is_active_tensor(e.value.id)
+    if isinstance(e, A.BinOp):
+        if e.op == "//":
+            return False
+        return active(e.left, is_active_name, is_active_tensor) or active(e.right, is_active_name, is_active_tensor)
+    if isinstance(e, A.UnaryOp):
+        return e.op != "not" and active(e.operand, is_active_name, is_active_tensor)
+    if isinstance(e, (A.Compare, A.BoolOp, A.Attribute, A.Tuple)):
+        return False
+    if isinstance(e, A.IfExp):
+        return active(e.body, is_active_name, is_active_tensor) or active(e.orelse, is_active_name, is_active_tensor)
+    if isinstance(e, A.Call):
+        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":  # x.dtype(v): a cast
+            return any(active(a, is_active_name, is_active_tensor) for a in e.args)
+        f = call_name(e)
+        if f in ty.ALL_DTYPES:
+            return is_float_cast(f) and active(e.args[0], is_active_name, is_active_tensor)
+        if f in ZERO_GRAD or f == "len":
+            return False
+        return any(active(a, is_active_name, is_active_tensor) for a in e.args)
+    return False
+
+
+# ---------------------------------------------------------------- the chain rule
+class Chain:
+    """Collects (read, coefficient) pairs: d(read) += coefficient, for one expression."""
+
+    def __init__(self, is_active):
+        self.is_active = is_active  # expression -> bool
+        self.out: list = []
+
+    def run(self, e, g):
+        if not self.is_active(e):
+            return
+        if isinstance(e, (A.Name, A.Subscript)):
+            self.out.append((e, g))
+            return
+        if isinstance(e, A.BinOp):
+            self.binop(e, g)
+        elif isinstance(e, A.UnaryOp):
+            self.run(e.operand, neg(g) if e.op == "-" else g)
+        elif isinstance(e, A.IfExp):
+            zero = num(0.0)
+            self.run(e.body, ifexp(e.cond, g, zero))
+            self.run(e.orelse, ifexp(e.cond, zero, g))
+        elif isinstance(e, A.Call):
+            self.call(e, g)
+        else:
+            raise HybridUnsupportedError(f"gradient of a {type(e).__name__} expression", e.span, None)
+
+    def binop(self, e: A.BinOp, g):
+        a, b, op = e.left, e.right, e.op
+        if op == "+":
+            self.run(a, g)
+            self.run(b, g)
+        elif op == "-":
+            self.run(a, g)
+            self.run(b, neg(g))
+        elif op == "*":
+            self.run(a, mul(g, b))
+            self.run(b, mul(a, g))
+        elif op == "/":
+            self.run(a, div(g, b))
+            if self.is_active(b):
+                self.run(b, neg(div(mul(g, a), mul(b, b))))
+        elif op == "**":
+            self.power(a, b, g)
+        elif op == "%":
+            # a % b == a - floor(a / b) * b
+            self.run(a, g)
+            if self.is_active(b):
+                self.run(b, neg(mul(g, call("floor", div(a, b)))))
+        else:
+            raise HybridUnsupportedError(f"gradient of the `{op}` operator", e.span, None)
+
+    def power(self, a, b, g):
+        if self.is_active(a):
+            if is_num(b):
+                k = b.value
+                da = num(k) if k != 1 else num(1)
+                if k == 2:
+                    self.run(a, mul(g, mul(num(2), a)))
+                elif k == 1:
+                    self.run(a, g)
+                else:
+                    self.run(a, mul(g, mul(da, A.BinOp(None, "**", a, num(k - 1)))))
+            else:
+                self.run(a, mul(g, mul(b, A.BinOp(None, "**", a, sub(b, num(1))))))
+        if self.is_active(b):
+            self.run(b, mul(g, mul(call("log", a), A.BinOp(None, "**", a, b))))
+
+    def call(self, e: A.Call, g):
+        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":
+            self.run(e.args[0], g)
+            return
+        f = call_name(e)
+        args = e.args
+        x = args[0] if args else None
+        if f in ty.ALL_DTYPES:
+            if is_float_cast(f):
+                self.run(x, g)
+            return
+        if f in ZERO_GRAD:
+            return
+        if f == "sqrt":
+            self.run(x, div(mul(num(0.5), g), call("sqrt", x)))
+        elif f == "rsqrt":
+            self.run(x, mul(g, div(mul(num(-0.5), call("rsqrt", x)), x)))
+        elif f in ("exp", "expm1"):
+            self.run(x, mul(g, call("exp", x)))
+        elif f == "log":
+            self.run(x, div(g, x))
+        elif f == "log1p":
+            self.run(x, div(g, add(num(1), x)))
+        elif f == "sin":
+            self.run(x, mul(g, call("cos", x)))
+        elif f == "cos":
+            self.run(x, neg(mul(g, call("sin", x))))
+        elif f == "tan":
+            c = call("cos", x)
+            self.run(x, div(g, mul(c, c)))
+        elif f == "tanh":
+            t = call("tanh", x)
+            self.run(x, mul(g, sub(num(1), mul(t, t))))
+        elif f == "sigmoid":
+            s = call("sigmoid", x)
+            self.run(x, mul(g, mul(s, sub(num(1), s))))
+        elif f == "erf":
+            self.run(x, mul(g, mul(num(2.0 / math.sqrt(math.pi)), call("exp", neg(mul(x, x))))))
+        elif f == "atan":
+            self.run(x, div(g, add(num(1), mul(x, x))))
+        elif f == "atan2":
+            y, xx = args
+            r = add(mul(xx, xx), mul(y, y))
+            self.run(y, div(mul(g, xx), r))
+            self.run(xx, neg(div(mul(g, y), r)))
+        elif f == "power":
+            self.power(args[0], args[1], g)
+        elif f == "abs":
+            self.run(x, mul(g, call("sign", x)))
+        elif f in ("max", "min"):
+            self.extremum(f, args, g)
+        else:
+            raise HybridUnsupportedError(f"gradient of `{f}()`", e.span, None)
+
+    def extremum(self, f, args, g):
+        zero = num(0.0)
+        if len(args) == 2:
+            a, b = args
+            win = ">" if f == "max" else "<"
+            self.run(a, ifexp(cmp(win, a, b), g, ifexp(cmp("==", a, b), mul(num(0.5), g), zero)))
+            self.run(b, ifexp(cmp(win, b, a), g, ifexp(cmp("==", a, b), mul(num(0.5), g), zero)))
+            return
+        # Ties share the gradient evenly among the arguments equal to the result.
+        m = call(f, *args)
+        ties = None
+        for a in args:
+            hit = call("int32", cmp("==", a, m))
+            ties = hit if ties is None else A.BinOp(None, "+", ties, hit)
+        for a in args:
+            self.run(a, ifexp(cmp("==", a, m), div(g, ties), zero))
