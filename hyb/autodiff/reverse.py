@@ -640,6 +640,9 @@ class Reverser:
                         changed.add(_target_name(s.target))
                 if self.reads(c.cond) & changed:
                     self.cond_snap[id(c)] = self.fresh("cond")
+        # A condition saved inside loops goes to a tape at the top, filled by the forward part.
+        self.cond_tape = {id(c): self.info[id(c)].block.loops for c in self.walk_stmts(self.top.body)
+                          if id(c) in self.cond_snap and self.info[id(c)].block.loops}
 
     def check_replay_read(self, s, sub):
         """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): a tensor
@@ -857,10 +860,10 @@ class Reverser:
     def read_anywhere(self, t) -> bool:
         for s in self.assigns:
             acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
-            for x in walk(s.value if acc is None else acc[1]):
+            for x in value_walk(s.value if acc is None else acc[1]):
                 if isinstance(x, A.Subscript) and x.value.id == t:
                     return True
-            for x in walk(s.target):
+            for x in value_walk(s.target):
                 if isinstance(x, A.Subscript) and x is not s.target and x.value.id == t:
                     return True
         for c in self.walk_stmts(self.top.body):
@@ -893,6 +896,12 @@ class Reverser:
             self.tapes.append((tape, shape, _attr(self.fwd(t.name), "dtype"), f"old values of `{t.name}`"))
             self.store_tape[id(s)] = (tape, index)
             self.add_pending(t.block, s, decl)
+        for c in self.walk_stmts(self.top.body):
+            if id(c) in self.cond_tape:
+                shape = A.Tuple(None, [self.trip_bound(lp) for lp in self.cond_tape[id(c)]])
+                tape = self.cond_snap[id(c)]
+                self.tapes.append((tape, shape, A.Str(None, "bool"), "a condition at each iteration"))
+                self.add_pending(self.top, c, A.Assign(None, name(tape), call("allocate", shape, A.Str(None, "bool"))))
         self.scalar_tape = {}  # (id(For), scalar) -> tape name
         for cid, names in self.entry.items():
             c = self.find(cid)
@@ -904,6 +913,9 @@ class Reverser:
                 decl = A.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
                 self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
                 self.add_pending(self.info[cid].block, c, decl)
+
+    def cond_ref(self, s):
+        return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
 
     def find(self, cid):
         for c in self.walk_stmts(self.top.body):
@@ -931,6 +943,10 @@ class Reverser:
         needed values declared in ``block``, ``extra``, and what computing them reads inside it."""
         keep = {n for n in self.needed if (n in self.tensors or n in self.scalars)
                 and self.decl_block(n) is block} | set(extra)
+        if block.parent is None:
+            for c in self.walk_stmts(block.body):
+                if id(c) in self.cond_tape:
+                    keep |= {m for m in self.reads(c.cond)}
         typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
         work = list(keep | typed)
         seen = set(work)
@@ -1017,11 +1033,17 @@ class Reverser:
         then, orelse = self.blocks[id(s)]
         a = self.forward_block(then, keep, typed_only, replay)
         b = self.forward_block(orelse, keep, typed_only, replay)
-        if not a and not b:
+        taped = id(s) in self.cond_tape
+        if not a and not b and not (taped and not replay):
             return []
         out = []
         cond = self.F(s.cond)
-        if id(s) in self.cond_snap:
+        if taped:
+            ref = self.cond_ref(s)
+            if not replay:
+                out.append(A.Assign(None, ref, cond))
+            cond = ref
+        elif id(s) in self.cond_snap:
             out.append(A.Assign(None, name(self.cond_snap[id(s)]), cond))
             cond = name(self.cond_snap[id(s)])
         for n, snap in self.entry.get(id(s), {}).items():
@@ -1142,7 +1164,10 @@ class Reverser:
             body.extend(self.adjoint_decls(blk))
             body.extend(self.reverse(blk))
             branches.append(body)
-        cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
+        if id(s) in self.cond_tape:
+            cond = self.cond_ref(s)
+        else:
+            cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
         return [A.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
                      else [])]
 
