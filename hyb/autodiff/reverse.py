@@ -681,19 +681,18 @@ class Reverser:
             return False
         # Both inside the same loops: later iterations of them run w again, after s, unless w writes
         # exactly the cell s reads, a different one in every iteration.
-        if sub is None or unparse_expr(w.target) != unparse_expr(sub):
+        if sub is None or len(w.target.indices) != len(sub.indices):
             return True
-        vars_ = {lp.var for lp in shared}
-        seen = set()
-        for i in sub.indices:
-            aff = self.affine(i)
-            if aff is None:
+        # Later iterations of the shared loops write other cells if, for each shared loop, some
+        # subscript position is `v + c` with the same c in both.
+        for lp in shared:
+            for wi, ri in zip(w.target.indices, sub.indices):
+                a, b = self.affine(wi), self.affine(ri)
+                if a is not None and a == b and set(k for k in a if k is not None) == {lp.var} and a[lp.var] == 1:
+                    break
+            else:
                 return True
-            loop_terms = [k for k in aff if isinstance(k, str)]
-            if any(k not in vars_ or aff[k] not in (1, -1) for k in loop_terms) or len(loop_terms) > 1:
-                return True
-            seen.update(loop_terms)
-        return seen != vars_
+        return False
 
     # ================================================================ affine bounds for tapes
     def affine(self, e):
@@ -1132,7 +1131,120 @@ class Reverser:
             return name(self.adj[ref.id])
         return A.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
 
+    # ------------------------------------------------------------ scatters turned into gathers
+    def perfect_nest(self, s: A.For):
+        """(loops, statement) if ``s`` is a rectangular nest of loops around one assignment."""
+        loops, node = [], s
+        while isinstance(node, A.For):
+            loops.append(self.loops[node.target.id])
+            body = [x for x in node.body if not isinstance(x, (A.Pass, Comment))]
+            if len(body) != 1:
+                return None
+            node = body[0]
+        if not isinstance(node, A.Assign) or id(node) not in self.chains:
+            return None
+        names = {lp.var for lp in loops}
+        for lp in loops:
+            if any(isinstance(x, A.Name) and x.id in names for x in walk(lp.lo)) \
+                    or any(isinstance(x, A.Name) and x.id in names for x in walk(lp.hi)) or lp.step != 1:
+                return None
+        if id(node) in self.snap or id(node) in self.store_tape or any(id(lp.node) in self.entry for lp in loops):
+            return None
+        return loops, node
+
+    def gather_nest(self, s: A.For):
+        """The adjoint of a loop nest around one assignment as one loop nest per read, each
+        looping over the cells it writes: a read ``a[i + o]`` becomes the gather
+        ``d_a[h] += ...(i = h - o)`` instead of a scatter, so the cell loops carry no
+        dependence.  None where the nest does not allow it."""
+        found = self.perfect_nest(s)
+        if found is None:
+            return None
+        loops, st = found
+        if isinstance(st.target, A.Name):
+            return None
+        acc, pairs = self.chains[id(st)]
+        target_adj = self.adj[st.target.value.id]
+        for read, _ in pairs:
+            if isinstance(read, A.Subscript) and self.adj.get(read.value.id) == target_adj:
+                return None  # the statement feeds its own target's adjoint
+        g = self.adjoint_of(st.target)
+        _, pairs = self.chain(st, g)
+        out = []
+        for read, coef in pairs:
+            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+                continue
+            inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
+            nest = self.gathered(loops, read, inc, st.target) if isinstance(read, A.Subscript) else None
+            out.extend(nest if nest is not None else [self.plain_nest(loops, [inc])])
+        if not acc and self.clears(st):
+            out.append(self.plain_nest(loops, [A.Assign(None, self.adjoint_of(st.target), num(0.0))]))
+        return out
+
+    def plain_nest(self, loops, body):
+        for lp in reversed(loops):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        return body[0]
+
+    def gathered(self, loops, read, inc, target):
+        """The nest of ``inc`` (``d_y[f(i)] += c(i)``) reordered to loop over the cells it writes."""
+        by_var = {lp.var: lp for lp in loops}
+        target_vars = {x.id for i in target.indices for x in walk(i) if isinstance(x, A.Name)}
+        cells, subst_map, guards, eliminated = [], {}, [], set()
+        new_index = []
+        for idx in read.indices:
+            aff = self.affine(idx)
+            vs = [k for k in (aff or {}) if isinstance(k, str)]
+            if aff is None or not vs or any(k not in by_var for k in vs) \
+                    or any(aff[k] != 1 for k in vs) or any(isinstance(k, tuple) for k in aff):
+                return None
+            free = [v for v in vs if v not in eliminated]
+            if not free:
+                return None
+            # Solve for a loop that indexes the statement's own target (p in x[p + r] of a
+            # convolution writing out[.., p, ..]): the loops left inside are the short ones.
+            own = [v for v in free if v in target_vars]
+            v = (own or free)[-1]
+            eliminated.add(v)
+            c = aff.get(None, 0)
+            h = v if (c == 0 and len(vs) == 1) else self.fresh("h")
+            lo, hi = {None: c}, {None: c + 1 - len(vs)}
+            for k in vs:
+                lo_k, hi_k = self.affine(by_var[k].lo), self.affine(by_var[k].hi)
+                if lo_k is None or hi_k is None:
+                    return None
+                lo, hi = _aff_add(lo, lo_k, 1), _aff_add(hi, hi_k, 1)
+            cells.append((h, self.F(_aff_expr(lo)), self.F(_aff_expr(hi))))
+            rest = [k for k in vs if k != v]
+            value = R.sub(name(h), num(c))
+            for k in rest:
+                value = R.sub(value, name(k))
+            subst_map[v] = value
+            if rest:  # v = h - c - (other loops): keep it inside v's own range
+                guards.append((value, by_var[v]))
+            new_index.append(name(h))
+        inner = [lp for lp in loops if lp.var not in eliminated]
+        body_inc = A.AugAssign(None, A.Subscript(None, inc.target.value, new_index), "+",
+                               _subst_expr(inc.value, subst_map))
+        body = [body_inc]
+        if guards:
+            conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp in guards]
+            cond = conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds)
+            body = [A.If(None, cond, body, [])]
+        # The last cell loop goes innermost (unit stride on the gradient written), the
+        # reduction loops just outside it.
+        h, lo, hi = cells[-1]
+        body = [A.For(None, name(h), call("range", lo, hi), body)]
+        for lp in reversed(inner):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        for h, lo, hi in reversed(cells[:-1]):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+        return body
+
     def reverse_for(self, s: A.For) -> list:
+        gathered = self.gather_nest(s)
+        if gathered is not None:
+            return gathered
         lp = self.loops[s.target.id]
         inner = self.blocks[id(s)]
         body = []
@@ -1173,6 +1285,23 @@ class Reverser:
 
 
 # ---------------------------------------------------------------- small helpers
+def _subst_expr(e, values: dict):
+    """``e`` with loop variables replaced by expressions."""
+    if isinstance(e, A.Name) and e.id in values:
+        return values[e.id]
+    if not isinstance(e, A.Node):
+        return e
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = _subst_expr(v, values)
+        elif isinstance(v, list):
+            kw[k] = [_subst_expr(x, values) for x in v]
+        else:
+            kw[k] = v
+    return type(e)(**kw)
+
+
 def _attr(n: str, a: str):
     return A.Attribute(None, name(n), a)
 
@@ -1202,9 +1331,15 @@ def _aff_scale(a: dict, c: int) -> dict:
 
 
 def _aff_expr(aff: dict):
-    e = num(aff.get(None, 0))
+    e = None
     for k, v in aff.items():
         if isinstance(k, tuple) and k[0] == "sym" and v != 0:
-            term = aff[("ast", k[1])]
-            e = add(e, R.mul(num(v), term)) if v > 0 else R.sub(e, R.mul(num(-v), term))
-    return e
+            term = R.mul(num(abs(v)), aff[("ast", k[1])])
+            if e is None:
+                e = term if v > 0 else R.neg(term)
+            else:
+                e = add(e, term) if v > 0 else R.sub(e, term)
+    c = aff.get(None, 0)
+    if e is None:
+        return num(c)
+    return add(e, num(c)) if c > 0 else (R.sub(e, num(-c)) if c < 0 else e)

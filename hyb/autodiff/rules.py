@@ -65,6 +65,8 @@ def div(a, b):
 def add(a, b):
     if is_num(a) and is_num(b):
         return num(a.value + b.value)
+    if is_num(b) and b.value < 0:
+        return sub(a, num(-b.value))
     if is_num(a, 0):
         return b
     if is_num(b, 0):
@@ -75,6 +77,8 @@ def add(a, b):
 def sub(a, b):
     if is_num(a) and is_num(b):
         return num(a.value - b.value)
+    if is_num(b) and b.value < 0:
+        return add(a, num(-b.value))
     if is_num(b, 0):
         return a
     return A.BinOp(None, "-", a, b)
