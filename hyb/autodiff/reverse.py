@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from ..dsl import ast as A
 from ..dsl import types as ty
 from ..dsl.unparse import Comment
@@ -659,10 +661,62 @@ class Reverser:
                         continue
                     shared = [lp for lp in self.info[id(w)].block.loops[len(b.loops):]
                               if lp in self.info[id(s)].block.loops]
-                    if self.info[id(w)].first >= self.info[id(s)].first or shared:
+                    if (self.info[id(w)].first >= self.info[id(s)].first or shared) \
+                            and self.cells_may_meet(s, sub, w, len(b.loops)):
                         raise unsupported(f"a value computed from `{t}` before the same loop body "
                                           f"overwrites `{t}`", s, "compute the value into a temporary tensor first")
             b = b.parent
+
+    def cells_may_meet(self, s, sub, w, depth: int) -> bool:
+        """Whether store ``w`` can write the cell ``sub`` that ``s`` reads, in the same iteration of
+        the ``depth`` outermost loops around both (asked of isl; True where it cannot tell)."""
+        params: dict = {}
+        names: list = []
+        cons: list = []
+
+        def text(aff, ren):
+            parts = []
+            for k, v in aff.items():
+                if k is None:
+                    parts.append(str(v))
+                elif isinstance(k, str):
+                    parts.append(f"{v}*{ren.get(k, k)}")
+                elif k[0] == "sym":
+                    p = params.setdefault(k[1], f"p{len(params)}")
+                    parts.append(f"{v}*{p}")
+            return " + ".join(parts) or "0"
+
+        def loops_of(stmt, tag):
+            ren = {}
+            for i, lp in enumerate(self.info[id(stmt)].block.loops):
+                ren[lp.var] = lp.var if i < depth else f"{lp.var}_{tag}"
+            for i, lp in enumerate(self.info[id(stmt)].block.loops):
+                if i < depth and tag == "w":
+                    continue
+                lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+                if lo is None or hi is None:
+                    return None
+                v = ren[lp.var]
+                names.append(v)
+                if lp.step > 0:
+                    cons.append(f"{text(lo, ren)} <= {v} < {text(hi, ren)}")
+                else:
+                    cons.append(f"{text(hi, ren)} < {v} <= {text(lo, ren)}")
+            return ren
+
+        rr, rw = loops_of(s, "r"), loops_of(w, "w")
+        if rr is None or rw is None:
+            return True
+        for a, b in zip(sub.indices, w.target.indices):
+            fa, fb = self.affine(a), self.affine(b)
+            if fa is None or fb is None:
+                return True
+            cons.append(f"{text(fa, rr)} = {text(fb, rw)}")
+        src = f"[{', '.join(params.values())}] -> {{ [{', '.join(names)}] : {' and '.join(cons) or 'true'} }}"
+        try:
+            return not isl.Set(src).is_empty()
+        except isl.Error:
+            return True
 
     def may_follow(self, w, s, sub, n) -> bool:
         """Whether assignment ``w`` may overwrite what statement ``s`` reads of ``n`` (the cell
@@ -1333,8 +1387,8 @@ def _aff_scale(a: dict, c: int) -> dict:
 def _aff_expr(aff: dict):
     e = None
     for k, v in aff.items():
-        if isinstance(k, tuple) and k[0] == "sym" and v != 0:
-            term = R.mul(num(abs(v)), aff[("ast", k[1])])
+        if v != 0 and (isinstance(k, str) or (isinstance(k, tuple) and k[0] == "sym")):
+            term = R.mul(num(abs(v)), name(k) if isinstance(k, str) else aff[("ast", k[1])])
             if e is None:
                 e = term if v > 0 else R.neg(term)
             else:

@@ -26,7 +26,7 @@ from . import cache
 
 _RuntimeBlock = ctypes.c_int64 * 4  # error index, axis, error code from threads, thread count
 
-STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate")
+STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate", "grad")
 
 
 class CompiledKernel:
@@ -121,9 +121,28 @@ class CompiledKernel:
         return self._stage("llvm", lambda: cg.generate_ir(
             self.nest, cg.Options(fastmath=bool(self.options.get("fastmath")))).ir)
 
+    kernel = None  # the Kernel this was compiled for (set by it), for inspect("grad")
+
+    def _grad_text(self) -> str:
+        """The gradient kernel's source, headed by the tape it allocates for this signature."""
+        if self.kernel is None:
+            raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
+        args = [np.dtype(s.dtype if s.dtype not in ("int", "float") else
+                         ("int64" if s.dtype == "int" else "float64")).type(0) if s.scalar
+                else np.zeros(s.shape, dtype=s.dtype) for s in self.specs]
+        douts = [np.zeros(self.typed.tensors[n].shape, dtype=self.typed.tensors[n].dtype) for n in self.typed.outputs]
+        g = self.kernel.grad()
+        derived, _ = g._pick(args + douts)
+        tape = g.tape_bytes(*args, *douts)
+        lines = [f"# tape: {tape} bytes for this signature"]
+        for name, shape, dtype, why in derived.tapes:
+            lines.append(f"#   {name}: {why}")
+        return "\n".join(lines) + "\n" + derived.source
+
     def inspect(self, stage: str = "loops") -> str:
         """Text of one pipeline stage: ``"ast"``, ``"isl"``, ``"deps"``, ``"schedule"``, ``"loops"``,
-        ``"llvm"``, ``"llvm-opt"``, ``"asm"`` or ``"emulate"`` (the interpreter's Python)."""
+        ``"llvm"``, ``"llvm-opt"``, ``"asm"``, ``"emulate"`` (the interpreter's Python) or ``"grad"``
+        (the gradient kernel and the bytes of tape it allocates for this signature)."""
         if stage == "ast":
             return print_typed(self.typed)
         if stage == "isl":
@@ -145,6 +164,8 @@ class CompiledKernel:
             return self._asm
         if stage == "emulate":
             return interp.emulate_source(self.typed)
+        if stage == "grad":
+            return self._grad_text()
         if stage in ("cuda", "ptx"):
             from ..errors import HybridUnsupportedError
             raise HybridUnsupportedError(f"inspect({stage!r}): the CUDA back end is not built yet", None,

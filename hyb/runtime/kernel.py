@@ -105,6 +105,7 @@ class Kernel:
                     if ck is None:
                         ck = CompiledKernel(typed, specs, self.options)
                         cache.store(disk_key, ck.cache_entry)
+                    ck.kernel = self
                     self._cache[key] = ck
         return ck
 
