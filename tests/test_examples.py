@@ -111,6 +111,16 @@ def test_quickstart_script_runs():
             assert float(line.split(":")[1]) < 1e-5
 
 
+def test_gradients_script_runs():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, str(EXAMPLES / "gradients.py")], cwd=str(ROOT), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "def matmul_grad(a, b, dout):" in r.stdout and "# tape: " in r.stdout
+    assert r.stdout.rstrip().endswith("gradients match NumPy")
+
+
 # ------------------------------------------------------------------ .hyb file == @hyb.hybrid
 @hyb.hybrid
 def add(a, b):

@@ -1224,13 +1224,26 @@ class Reverser:
                 return None  # the statement feeds its own target's adjoint
         g = self.adjoint_of(st.target)
         _, pairs = self.chain(st, g)
-        out = []
+        out, plain = [], []
+        nest_vars = [lp.var for lp in loops]
         for read, coef in pairs:
             if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
                 continue
             inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
-            nest = self.gathered(loops, read, inc, st.target) if isinstance(read, A.Subscript) else None
-            out.extend(nest if nest is not None else [self.plain_nest(loops, [inc])])
+            cells = [i.id if isinstance(i, A.Name) else None for i in getattr(read, "indices", [])]
+            if not isinstance(read, A.Subscript) or sorted(c for c in cells if c) == sorted(nest_vars) \
+                    and None not in cells:
+                plain.append(inc)  # writes each cell once (or a scalar): stays in the nest
+                continue
+            nest = self.gathered(loops, read, inc, st.target)
+            if nest is None:
+                plain.append(inc)
+            else:
+                out.extend(nest)
+        if not out:
+            return None  # nothing to gather: the plain reverse loops do
+        if plain:
+            out.insert(0, self.plain_nest(loops, plain))
         if not acc and self.clears(st):
             out.append(self.plain_nest(loops, [A.Assign(None, self.adjoint_of(st.target), num(0.0))]))
         return out
