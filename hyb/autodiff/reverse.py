@@ -468,7 +468,103 @@ class Reverser:
             c.run(f, g if sign > 0 else R.neg(g))
         else:
             c.run(s.value, g)
+        subs = self.recompute.get(id(s))
+        if subs:
+            return acc is not None, [(r, _replace_reads(coef, subs)) for r, coef in c.out]
         return acc is not None, c.out
+
+    # ------------------------------------------------------------ recomputation instead of tapes
+    def plan_recompute(self):
+        """Reads of overwritten cells whose value the statement that wrote it can recompute from
+        intact inputs: the coefficients use that expression instead (no tape, no forward part)."""
+        self.recompute: dict = {}  # id(stmt) -> {unparsed read: expression}
+        stores = {}
+        for w in self.assigns:
+            if isinstance(w.target, A.Subscript):
+                stores.setdefault(w.target.value.id, []).append(w)
+        for p in self.assigns:
+            if not self.is_active(p.value):
+                continue
+            for r in value_walk(p.value):
+                if not (isinstance(r, A.Subscript) and isinstance(r.value, A.Name) and r.value.id in stores):
+                    continue
+                ws = stores[r.value.id]
+                if not any(self.may_follow(w, p, r, r.value.id) for w in ws):
+                    continue  # intact: read where it lives
+                expr = self.reaching_value(p, r, ws)
+                if expr is not None:
+                    self.recompute.setdefault(id(p), {})[unparse_expr(r)] = expr
+
+    def reaching_value(self, p, r, ws):
+        """The expression that computed cell ``r`` read by ``p``, in ``p``'s loop variables, or None."""
+        before = [w for w in ws if w is not p and self.info[id(w)].first < self.info[id(p)].first]
+        others = [w for w in ws if w is not p and w not in before]
+        if len(before) != 1 or others:
+            return None
+        if any(w is p for w in ws) and unparse_expr(p.target) != unparse_expr(r):
+            return None
+        w0 = before[0]
+        lw, lp_ = self.info[id(w0)].block.loops, self.info[id(p)].block.loops
+        depth = 0
+        while depth < min(len(lw), len(lp_)) and lw[depth] is lp_[depth]:
+            depth += 1
+        own = {lp.var: lp for lp in lw[depth:]}
+        by_p = {lp.var: lp for lp in lp_}
+        mapping = {}
+        for wi, ri in zip(w0.target.indices, r.indices):
+            a = self.affine(wi)
+            if a is None:
+                return None
+            vs = [k for k in a if isinstance(k, str) and k in own]
+            if not vs:
+                if self.affine(ri) != a:
+                    return None
+                continue
+            if len(vs) != 1 or a[vs[0]] != 1 or not isinstance(ri, A.Name) or ri.id not in by_p:
+                return None
+            v = vs[0]
+            if set(k for k in a if k is not None) != {v} or a.get(None, 0) != 0:
+                return None
+            q = by_p[ri.id]
+            if unparse_expr(own[v].lo) != unparse_expr(q.lo) or unparse_expr(own[v].hi) != unparse_expr(q.hi) \
+                    or own[v].step != q.step:
+                return None
+            mapping[v] = name(q.var)
+        if set(mapping) != set(own):
+            return None
+        value = self.inline_locals(w0.value, w0, set(own))
+        if value is None:
+            return None
+        return _subst_expr(value, mapping)
+
+    def inline_locals(self, e, w0, own_vars, depth=0):
+        """``e`` (read at ``w0``) with scalars local to ``w0``'s own loops replaced by their single
+        definition; None if it reads something that may have changed after ``w0``."""
+        if depth > 8:
+            return None
+        subs = {}
+        for x in value_walk(e):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                if any(isinstance(a.target, A.Subscript) and a.target.value.id == x.value.id for a in self.assigns):
+                    return None  # only tensors nobody writes
+            elif isinstance(x, A.Name) and x.id in self.scalars:
+                sc = self.scalars[x.id]
+                assigns = [a for a in self.assigns if isinstance(a.target, A.Name) and a.target.id == x.id]
+                local = sc.block.loops and sc.block.loops[-1].var in own_vars
+                if local:
+                    if len(assigns) != 1 or self.info[id(assigns[0])].first > self.info[id(w0)].first:
+                        return None
+                    inner = self.inline_locals(assigns[0].value, w0, own_vars, depth + 1)
+                    if inner is None:
+                        return None
+                    subs[x.id] = inner
+                else:
+                    for a in assigns:
+                        shared = [lp for lp in self.info[id(a)].block.loops[len(sc.block.loops):]
+                                  if lp in self.info[id(w0)].block.loops]
+                        if self.info[id(a)].first > self.info[id(w0)].first or shared:
+                            return None
+        return _subst_expr(e, subs) if subs else e
 
     def reads(self, e) -> set:
         """Names of scalars and tensors whose values ``e`` reads."""
@@ -831,6 +927,8 @@ class Reverser:
         if not self.active_t:
             raise HybridUnsupportedError(f"no input of `{self.kdef.name}` has a gradient (no float tensor input)",
                                          self.kdef.span, None)
+        self.recompute = {}
+        self.plan_recompute()
         self.analyse()
         self.plan_saves()
         return self.emit()
@@ -1364,6 +1462,23 @@ def _subst_expr(e, values: dict):
             kw[k] = _subst_expr(v, values)
         elif isinstance(v, list):
             kw[k] = [_subst_expr(x, values) for x in v]
+        else:
+            kw[k] = v
+    return type(e)(**kw)
+
+
+def _replace_reads(e, subs: dict):
+    """``e`` with tensor reads (keyed by their text) replaced by expressions."""
+    if isinstance(e, A.Subscript) and unparse_expr(e) in subs:
+        return subs[unparse_expr(e)]
+    if not isinstance(e, A.Node):
+        return e
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = _replace_reads(v, subs)
+        elif isinstance(v, list):
+            kw[k] = [_replace_reads(x, subs) for x in v]
         else:
             kw[k] = v
     return type(e)(**kw)
