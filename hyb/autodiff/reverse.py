@@ -1324,20 +1324,28 @@ class Reverser:
         _, pairs = self.chain(st, g)
         out, plain = [], []
         nest_vars = [lp.var for lp in loops]
+        shifts: dict = {}  # (tensor, loop of each subscript) -> [(offsets, inc)]
         for read, coef in pairs:
             if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
                 continue
             inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
-            cells = [i.id if isinstance(i, A.Name) else None for i in getattr(read, "indices", [])]
-            if not isinstance(read, A.Subscript) or sorted(c for c in cells if c) == sorted(nest_vars) \
-                    and None not in cells:
-                plain.append(inc)  # writes each cell once (or a scalar): stays in the nest
+            if not isinstance(read, A.Subscript):
+                plain.append(inc)  # a scalar's adjoint: a reduction, stays in the nest
+                continue
+            shift = self.shift_of(read, nest_vars)
+            if shift is not None:
+                shifts.setdefault((read.value.id, shift[0]), []).append((shift[1], inc))
                 continue
             nest = self.gathered(loops, read, inc, st.target)
             if nest is None:
                 plain.append(inc)
             else:
                 out.extend(nest)
+        for (t, order), group in shifts.items():
+            if all(not any(off) for off, _ in group):
+                plain.extend(inc for _, inc in group)  # each cell once per iteration: no scatter
+            else:
+                out.append(self.merged_shifts(loops, order, group))
         if not out:
             return None  # nothing to gather: the plain reverse loops do
         if plain:
@@ -1349,6 +1357,45 @@ class Reverser:
     def plain_nest(self, loops, body):
         for lp in reversed(loops):
             body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        return body[0]
+
+    def shift_of(self, read, nest_vars):
+        """(loop of each subscript, offset of each) if every subscript of ``read`` is `v + c` for a
+        different loop ``v`` of the nest and every loop is used; else None."""
+        order, offs = [], []
+        for i in read.indices:
+            a = self.affine(i)
+            vs = [k for k in (a or {}) if k is not None]
+            if a is None or len(vs) != 1 or vs[0] not in nest_vars or a[vs[0]] != 1 or vs[0] in order:
+                return None
+            order.append(vs[0])
+            offs.append(a.get(None, 0))
+        if sorted(order) != sorted(nest_vars):
+            return None
+        return tuple(order), tuple(offs)
+
+    def merged_shifts(self, loops, order, group):
+        """One loop nest over the cells of ``d_y`` that shifted reads ``y[i + o]`` write: each read
+        becomes ``d_y[h] += c(i = h - o)`` under the condition that ``h - o`` is an iteration."""
+        by_var = {lp.var: lp for lp in loops}
+        cells = [self.fresh("h") for _ in order]
+        body = []
+        for offs, inc in group:
+            values = {v: R.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
+            conds = [A.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
+                     for v in order]
+            stmt = A.AugAssign(None, A.Subscript(None, inc.target.value, [name(h) for h in cells]), "+",
+                               _subst_expr(inc.value, values))
+            body.append(A.If(None, conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds), [stmt], []))
+        for k in reversed(range(len(order))):
+            v = order[k]
+            los = sorted({unparse_expr(add(self.F(by_var[v].lo), num(offs[k]))): add(self.F(by_var[v].lo), num(offs[k]))
+                          for offs, _ in group}.items())
+            his = sorted({unparse_expr(add(self.F(by_var[v].hi), num(offs[k]))): add(self.F(by_var[v].hi), num(offs[k]))
+                          for offs, _ in group}.items())
+            lo = los[0][1] if len(los) == 1 else call("min", *[e for _, e in los])
+            hi = his[0][1] if len(his) == 1 else call("max", *[e for _, e in his])
+            body = [A.For(None, name(cells[k]), call("range", lo, hi), body)]
         return body[0]
 
     def gathered(self, loops, read, inc, target):
@@ -1396,13 +1443,19 @@ class Reverser:
             conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp in guards]
             cond = conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds)
             body = [A.If(None, cond, body, [])]
-        # The last cell loop goes innermost (unit stride on the gradient written), the
-        # reduction loops just outside it.
-        h, lo, hi = cells[-1]
-        body = [A.For(None, name(h), call("range", lo, hi), body)]
-        for lp in reversed(inner):
-            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
-        for h, lo, hi in reversed(cells[:-1]):
+        if guards:
+            # A convolution's transpose: the last cell loop innermost (unit stride on the gradient
+            # written), the reduction loops just outside it and kept there (`serial`: the guards
+            # would otherwise let the scheduler move them inside).
+            h, lo, hi = cells[-1]
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+            for lp in reversed(inner):
+                body = [A.For(None, name(lp.var), call("serial", self.F(lp.lo), self.F(lp.hi)), body)]
+            cells = cells[:-1]
+        else:
+            for lp in reversed(inner):
+                body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        for h, lo, hi in reversed(cells):
             body = [A.For(None, name(h), call("range", lo, hi), body)]
         return body
 
