@@ -1016,14 +1016,6 @@ case("elementwise_chain", """
 
 # ---------------------------------------------------------------- more of the language
 
-case("grid_loop", """
-    def grid_k(a, b):
-        c = output_tensor(a.shape, a.dtype)
-        for idx in grid(c.shape):
-            c[idx] = a[idx] * b[idx] + sin(a[idx])
-        return c
-    """, lambda r, d: [normal(r, d), normal(r, d)], [(3, 4)], tags=("language",))
-
 case("loop_hints", """
     def hints(a, b):
         c = output_tensor((a.shape[0],), a.dtype)
@@ -1055,20 +1047,252 @@ case("module_constant_and_cast", """
         return c
     """, lambda r, d: [normal(r, d)], [(3,)], tags=("language",))
 
-case("inlined_call", """
-    def square_of(x):
-        y = output_tensor(x.shape, x.dtype)
-        for i in range(x.shape[0]):
-            y[i] = x[i] * x[i]
-        return y
+# ---------------------------------------------------------------- harder patterns
 
-    def caller(a, b):
-        t = square_of(a)
+case("in_place_three_loops", """
+    def inplace3(a, b):
+        n = a.shape[0]
+        for i in range(n):
+            b[i] = a[i] * a[i]
+        for i in range(n):
+            a[i] = sin(b[i]) * a[i]
+        for i in range(n):
+            b[i] = b[i] * a[i] + cos(a[i])
+        return a, b
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,), (1,)])
+
+case("top_level_scalar_across_loops", """
+    def scalar_top(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        s = 0.0
+        for i in range(n):
+            s = s * 0.5 + a[i] * a[i]
+        for i in range(n):
+            c[i] = s * a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+case("running_max_by_if", """
+    def argmax_val(a):
+        c = output_tensor((a.shape[0],), a.dtype)
+        for i in range(a.shape[0]):
+            m = a[i, 0]
+            for j in range(1, a.shape[1]):
+                if a[i, j] > m:
+                    m = a[i, j]
+            c[i] = m * m
+        return c
+    """, lambda r, d: [normal(r, d)], [(3, 5), (2, 1)])
+
+case("row_max_intrinsic", """
+    def row_max(a):
+        c = output_tensor((a.shape[0],), a.dtype)
+        for i in range(a.shape[0]):
+            m = a[i, 0]
+            for j in range(1, a.shape[1]):
+                m = max(m, a[i, j])
+            c[i] = m
+        return c
+    """, lambda r, d: [normal(r, d)], [(3, 5), (1, 1)])
+
+case("step_two_loop", """
+    def step2(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(0, n, 2):
+            c[i] = a[i] * a[i]
+        for i in range(1, n, 2):
+            c[i] = a[i] * a[i - 1]
+        return c
+    """, lambda r, d: [normal(r, d)], [(7,), (2,), (1,)])
+
+case("three_d", """
+    def three_d(a, w):
+        c = output_tensor((a.shape[0], a.shape[2]), a.dtype)
+        for i in range(a.shape[0]):
+            for j in range(a.shape[1]):
+                for k in range(a.shape[2]):
+                    c[i, k] += a[i, j, k] * w[j] * a[i, j, k]
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d[1:2])], [(2, 3, 4), (1, 1, 1)])
+
+case("pow_negative_base", """
+    def pow_neg(a):
         c = output_tensor(a.shape, a.dtype)
         for i in range(a.shape[0]):
-            c[i] = t[i] * b[i] + a[i]
+            c[i] = a[i] ** 2.0 + a[i] ** 3.0 + power(a[i], 2.0) + a[i] ** 2
         return c
-    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,)], entry="caller", tags=("language",))
+    """, lambda r, d: [away(r, d)], [(8,)])
+
+case("unused_input", """
+    def unused(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] * 2.0
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(4,)])
+
+case("affine_guard_triangle", """
+    def guard_tri(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            for j in range(n):
+                if j < i:
+                    c[i] += a[i, j] * a[j, i]
+                elif j == i:
+                    c[i] += a[i, i] * a[i, i] * a[i, i]
+        return c
+    """, lambda r, d: [normal(r, (d[0], d[0]))], [(4,), (1,)])
+
+case("boundary_elif", """
+    def clamp_stencil(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            if i == 0:
+                c[i] = a[i] * a[i + 1]
+            elif i == n - 1:
+                c[i] = a[i] * a[i - 1]
+            else:
+                c[i] = a[i - 1] * a[i + 1] + a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(6,), (2,)])
+
+case("time_loop_local_temp", """
+    def diffuse(a):
+        n = a.shape[0]
+        for t in range(3):
+            tmp = allocate((n,), a.dtype)
+            for i in range(1, n - 1):
+                tmp[i] = a[i - 1] * a[i + 1]
+            for i in range(1, n - 1):
+                a[i] = a[i] + 0.1 * tmp[i] + 0.2 * tmp[i] * tmp[i]
+        return a
+    """, lambda r, d: [normal(r, d)], [(6,), (3,)], tags=("tape",))
+
+case("accumulate_then_overwrite", """
+    def acc_over(a):
+        c = output_tensor((a.shape[0],), a.dtype)
+        for i in range(a.shape[0]):
+            for j in range(a.shape[1]):
+                c[i] += a[i, j]
+        for i in range(a.shape[0]):
+            c[i] = c[i] * c[i] + sin(c[i])
+        return c
+    """, lambda r, d: [normal(r, d)], [(3, 4), (1, 1)])
+
+case("temp_squared_in_place", """
+    def temp_inplace(a, b):
+        n = a.shape[0]
+        t = allocate((n,), a.dtype)
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            t[i] = a[i] + b[i]
+        for i in range(n):
+            t[i] = t[i] * t[i]
+        for i in range(n):
+            t[i] = exp(t[i] * 0.1) * a[i]
+        for i in range(n):
+            c[i] = t[i] * b[i]
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,), (1,)])
+
+case("mixed_shift_and_broadcast", """
+    def mixed(a, w):
+        n = a.shape[0]
+        m = a.shape[1]
+        c = output_tensor((n, m - 1), a.dtype)
+        for i in range(n):
+            for j in range(m - 1):
+                c[i, j] = (a[i, j + 1] - a[i, j]) * w[j] + a[i, j] * a[i, j + 1] * w[0]
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, (d[1],))], [(3, 5), (1, 2)])
+
+case("scalar_reduction_then_second_pass", """
+    def normalize(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        s = 0.0
+        for i in range(n):
+            s += a[i] * a[i]
+        r = rsqrt(s + 1.0)
+        for i in range(n):
+            c[i] = a[i] * r
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+
+# ---------------------------------------------------------------- found by fuzzing (kernelgen programs vs finite differences)
+
+case("overwrite_boundary_with_constant", """
+    def zero_boundary(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            c[i] = a[i] * a[i]
+        c[0] = 0.0
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+case("overwrite_in_later_loop_with_constant", """
+    def overwritten(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] * b[i]
+        for i in range(1, a.shape[0]):
+            c[i] = 3.0
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,)])
+
+case("last_write_wins", """
+    def last_write(a):
+        c = output_tensor((1,), a.dtype)
+        for i in range(a.shape[0]):
+            c[0] = a[i] * a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+case("non_injective_write", """
+    def halve(a):
+        n = a.shape[0]
+        c = output_tensor(((n + 1) // 2,), a.dtype)
+        for i in range(n):
+            c[i // 2] = a[i] * a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (4,)])
+
+case("guarded_shift_ifexp_right", """
+    def right_neighbour(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            c[i] = a[i] * (a[i + 1] if i < n - 1 else 1.0)
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+case("guarded_shift_ifexp_left", """
+    def left_neighbour(a, b):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n):
+            c[i] = (a[i - 1] if i >= 1 else 0.0) * b[i] + a[i]
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,), (1,)])
+
+case("allocate_shape_from_alias", """
+    def alias_shape(a):
+        m = a.shape[1]
+        c = output_tensor((a.shape[0],), a.dtype)
+        for i in range(a.shape[0]):
+            t = allocate((m,), a.dtype)
+            for j in range(a.shape[1]):
+                t[j] = a[i, j] * a[i, j]
+            for j in range(a.shape[1]):
+                c[i] += t[j] * a[i, j]
+        return c
+    """, lambda r, d: [normal(r, d)], [(3, 4)])
 
 
 BY_NAME = {c.name: c for c in CASES}

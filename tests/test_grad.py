@@ -52,11 +52,17 @@ def tolerances(c, outs, douts):
 
 @pytest.mark.parametrize("name, dims", PARAMS)
 def test_gradient_matches_finite_differences(name, dims):
+    """Also: the gradient kernel compiles without a HybridWarning (the forward kernels do; a user cannot act
+    on a warning about text hyb wrote). Its first call for a signature compiles it, which is here."""
     c, k, args, outs, douts = setup(name, dims)
     g = G.grad_of(name)
-    got = call_grad(g, args, douts, len(args))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = call_grad(g, args, douts, len(args))
     want = G.fd_grads(k, args, douts)
     G.assert_grads_close(got, want, what=f"{name} {dims}", **tolerances(c, outs, douts))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, hyb.HybridWarning)]
+    assert not msgs, f"the gradient of {name} warns:\n" + "\n".join(msgs)
 
 
 WITH_OUTPUTS = ["matmul", "softmax", "in_place_mul", "jacobi_1d", "two_outputs", "layernorm",
@@ -80,7 +86,7 @@ def test_with_outputs_matches_finite_differences(name):
 # ------------------------------------------------------------------ the gradient kernel as a Kernel
 
 API_CASES = ["add", "matmul", "seed_square_grad", "softmax", "layernorm", "jacobi_1d", "scalar_product_recurrence",
-             "if_else_data", "allocate_inside_accumulate", "gather_int_index", "axpy_scalar", "inlined_call",
+             "if_else_data", "allocate_inside_accumulate", "gather_int_index", "axpy_scalar", "prefix_nonlinear",
              "time_loop_in_place_nonlinear", "stencil_2d"]
 
 
@@ -93,8 +99,13 @@ def test_grad_source_compiles_by_itself_and_gives_the_same_numbers(name):
     assert isinstance(g.source, str) and f"def {k.name}_grad(" in g.source
     mod = hyb.compile_source(g.source)
     assert g.name in mod.kernels
-    again = call_grad(mod.kernels[g.name], args, douts, len(args))
     first = call_grad(g, args, douts, len(args))
+    again = list(G.as_tuple(mod.kernels[g.name](*G.copies(args), *douts)))
+    # The text is a plain kernel: it cannot return None, so it returns the gradients there are (or, where it
+    # was derived treating every tensor as differentiable, one per input, zeros for the integer ones).
+    if len(again) == len(args):
+        again = [None if f is None else x for f, x in zip(first, again)]
+    first = [f for f in first if f is not None] if len(again) < len(args) else first
     G.assert_grads_close(again, first, rtol=1e-13, atol=1e-13, what=f"{name}: compile_source(g.source)")
 
 
@@ -289,9 +300,84 @@ def test_max_tie_inside_an_expression_and_a_relu_away_from_zero():
     np.testing.assert_array_equal(db, (1 - w) * d)
 
 
+def test_conditional_expression_differentiates_only_the_taken_branch():
+    """`sqrt(a) if a > 0 else -a` at a <= 0: the untaken sqrt branch adds nothing (no 0 * inf = nan)."""
+    k = _kernel("""
+    def safe_sqrt(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = sqrt(a[i]) if a[i] > 0.0 else -a[i]
+        return c
+    """, "safe_sqrt")
+    a = np.array([0.0, -1.0, 4.0, -0.0, 0.25])
+    d = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    with np.errstate(all="ignore"):
+        da = k.grad()(a, d)
+    np.testing.assert_array_equal(da, [-1.0, -2.0, 0.75, -4.0, 5.0])
+
+
+def test_if_statement_differentiates_only_the_taken_branch():
+    k = _kernel("""
+    def safe_log(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            if a[i] > 0.0:
+                c[i] = log(a[i])
+            else:
+                c[i] = a[i] * 3.0
+        return c
+    """, "safe_log")
+    a = np.array([0.0, -1.0, 4.0, 0.5])
+    d = np.array([1.0, 2.0, 3.0, 4.0])
+    with np.errstate(all="ignore"):
+        da = k.grad()(a, d)
+    np.testing.assert_array_equal(da, [3.0, 6.0, 0.75, 8.0])
+
+
+def test_a_value_nobody_reads_adds_no_nan():
+    """A temporary computed and never read has a zero adjoint; sqrt'(0) = inf and sqrt(-1) = nan must not
+    turn that zero into nan."""
+    k = _kernel("""
+    def dead_temp(a):
+        n = a.shape[0]
+        t = allocate((n,), a.dtype)
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(n):
+            t[i] = sqrt(a[i])
+            c[i] = a[i] * 2.0
+        return c
+    """, "dead_temp")
+    a = np.array([0.0, -1.0, 4.0, -0.0, 0.25])
+    d = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    with np.errstate(all="ignore"):
+        da = k.grad()(a, d)
+    np.testing.assert_array_equal(da, 2.0 * d)
+
+
 # ------------------------------------------------------------------ constructs: a gradient or a clear refusal
 
 OPTIONAL = {
+    "grid_loop": ("""
+    def grid_k(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for idx in grid(c.shape):
+            c[idx] = a[idx] * b[idx] + sin(a[idx])
+        return c
+    """, lambda r: [G.normal(r, (3, 4)), G.normal(r, (3, 4))], "grid"),
+    "inlined_call": ("""
+    def square_of(x):
+        y = output_tensor(x.shape, x.dtype)
+        for i in range(x.shape[0]):
+            y[i] = x[i] * x[i]
+        return y
+
+    def caller(a, b):
+        t = square_of(a)
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = t[i] * b[i] + a[i]
+        return c
+    """, lambda r: [G.normal(r, (5,)), G.normal(r, (5,))], "call"),
     "data_dependent_bounds": ("""
     def ragged(a, lens):
         c = output_tensor((a.shape[0],), a.dtype)
@@ -299,35 +385,35 @@ OPTIONAL = {
             for j in range(lens[i]):
                 c[i] += a[i, j] * a[i, j]
         return c
-    """, lambda r: [G.normal(r, (4, 5)), np.array([0, 5, 2, 3])]),
+    """, lambda r: [G.normal(r, (4, 5)), np.array([0, 5, 2, 3])], "bound"),
     "non_affine_scatter": ("""
     def scatter(a, idx, b):
         h = output_tensor((3,), a.dtype)
         for i in range(a.shape[0]):
             h[idx[i]] += a[i] * b[i]
         return h
-    """, lambda r: [G.normal(r, (6,)), np.array([0, 2, 2, 1, 0, 2]), G.normal(r, (6,))]),
+    """, lambda r: [G.normal(r, (6,)), np.array([0, 2, 2, 1, 0, 2]), G.normal(r, (6,))], None),
     "mod_floordiv": ("""
     def modfloor(a):
         c = output_tensor(a.shape, a.dtype)
         for i in range(a.shape[0]):
             c[i] = a[i] % 1.5 + (a[i] // 0.7) * a[i]
         return c
-    """, lambda r: [np.array([0.2, 1.0, 2.3, -0.4, -1.1, 3.1])]),
+    """, lambda r: [np.array([0.2, 1.0, 2.3, -0.4, -1.1, 3.1])], None),
     "scalar_loop_bound": ("""
     def bound(n, a):
         c = output_tensor(a.shape, a.dtype)
         for i in range(n):
             c[i] = a[i] * a[i]
         return c
-    """, lambda r: [3, G.normal(r, (5,))]),
+    """, lambda r: [3, G.normal(r, (5,))], None),
     "isfinite_condition": ("""
     def finite(a):
         c = output_tensor(a.shape, a.dtype)
         for i in range(a.shape[0]):
             c[i] = a[i] * a[i] if isfinite(a[i]) else 0.0
         return c
-    """, lambda r: [G.normal(r, (5,))]),
+    """, lambda r: [G.normal(r, (5,))], None),
     "non_affine_read_index": ("""
     def squares(a):
         n = a.shape[0]
@@ -335,14 +421,16 @@ OPTIONAL = {
         for i in range(n):
             c[i] = a[(i * i) % n] * a[i]
         return c
-    """, lambda r: [G.normal(r, (5,))]),
+    """, lambda r: [G.normal(r, (5,))], None),
 }
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONAL))
 def test_other_constructs_get_a_correct_gradient_or_a_clear_refusal(name):
-    src, make = OPTIONAL[name]
-    k = _kernel(src, re.search(r"def (\w+)\(", src).group(1))
+    """Constructs outside issue 5's list: the gradient is right, or grad() refuses with a
+    HybridUnsupportedError naming the construct (the refusals are listed in the test report)."""
+    src, make, keyword = OPTIONAL[name]
+    k = _kernel(src, re.findall(r"def (\w+)\(", src)[-1])
     rng = rng_for("optional", name)
     args = make(rng)
     outs = G.forward(k, args)
@@ -352,6 +440,8 @@ def test_other_constructs_get_a_correct_gradient_or_a_clear_refusal(name):
     except hyb.HybridUnsupportedError as e:
         assert isinstance(e, NotImplementedError)
         assert len(e.message) > 10, "the refusal should name what is not supported"
+        assert keyword is None or keyword in e.message, f"the refusal should name the construct: {e.message}"
+        print(f"refused: {name}: {e.message}")
         return
     want = G.fd_grads(k, args, douts)
     G.assert_grads_close(got, want, rtol=1e-5, atol=1e-7 + 1e-9 * G.loss_scale(outs, douts), what=name)
@@ -360,13 +450,6 @@ def test_other_constructs_get_a_correct_gradient_or_a_clear_refusal(name):
 def test_unsupported_error_is_a_not_implemented_error():
     assert issubclass(hyb.HybridUnsupportedError, NotImplementedError)
     assert issubclass(hyb.HybridUnsupportedError, hyb.HybridError)
-
-
-def test_grad_raises_no_warning_for_plain_kernels():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        _, _, args, _, douts = setup("matmul", (3, 4, 5))
-        hyb.compile_source(G.BY_NAME["matmul"].src).matmul.grad()(*args, *douts)
 
 
 # ------------------------------------------------------------------ against jax (when installed)
