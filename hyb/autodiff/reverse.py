@@ -260,8 +260,20 @@ class Reverser:
                         used_as_tensor.add(x.args[0].id)
             if isinstance(s, A.Assign) and isinstance(s.target, A.Subscript):
                 used_as_tensor.add(s.target.value.id)
+        used_as_value = set()
+        for s in self.walk_stmts(self.top.body):
+            for e in self.stmt_exprs(s):
+                for x in value_walk(e):
+                    if isinstance(x, A.Name):
+                        used_as_value.add(x.id)
+                for x in walk(e):
+                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                        used_as_value.discard(x.value.id) if x.value.id not in used_as_tensor else None
         self.params = params
-        self.tensor_params = [p for p in params if p in used_as_tensor or p in self.outputs]
+        # A parameter used as a number is a scalar parameter; one never used counts as a tensor
+        # (its gradient is zero; passed a scalar, it gets None at the call).
+        self.tensor_params = [p for p in params if p in used_as_tensor or p in self.outputs
+                              or p not in used_as_value]
         for p in self.tensor_params:
             self.tensors[p] = TensorDecl(p, "param", self.top)
 
@@ -455,6 +467,23 @@ class Reverser:
                     self.active_s.add(n)
                     changed = True
 
+    def usefulness(self):
+        """Drop from the active names those whose value reaches no output: their adjoint is zero
+        (and a derivative such as sqrt'(0) = inf must not turn it into nan)."""
+        useful = set(self.outputs)
+        changed = True
+        while changed:
+            changed = False
+            for s in self.assigns:
+                if _target_name(s.target) in useful:
+                    for n in self.reads(s.value):
+                        if n not in useful:
+                            useful.add(n)
+                            changed = True
+        params = set(self.tensor_params)
+        self.active_t = {n for n in self.active_t if n in useful or n in params}
+        self.active_s = {n for n in self.active_s if n in useful}
+
     def is_active(self, e) -> bool:
         return R.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
 
@@ -638,6 +667,7 @@ class Reverser:
         # Where the reverse part reads forward values: (statement, name, subscript).
         positions = []
         self.replay_scalar_reads = []
+        self.value_tape = {}  # id(store) -> tape of the values it computed
         g = name("__g")
 
         def add_reads(stmt, e):
@@ -662,11 +692,19 @@ class Reverser:
             if n in self.needed and self.decl_block(n).parent is not None:
                 # Replayed at the start of reversed iterations: what it reads from outside must be
                 # as it was at the start of the iteration.
-                for x in value_walk(s.value):
-                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                        self.check_replay_read(s, x)
-                self.replay_scalar_reads.append((s, self.reads(s.value) | (
-                    self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
+                conflict = [x for x in value_walk(s.value) if isinstance(x, A.Subscript)
+                            and isinstance(x.value, A.Name) and self.replay_conflict(s, x)]
+                if conflict:
+                    t = self.tensors.get(n)
+                    if t is None or any(isinstance(x, A.Name) and x.id in self.scalars for x in walk(t.dtype)):
+                        raise unsupported(f"a value computed from `{conflict[0].value.id}` before the same loop body "
+                                          f"overwrites `{conflict[0].value.id}`", s,
+                                          "compute the value into a temporary tensor first")
+                    # Recomputing it would read overwritten cells: save it when first computed.
+                    self.value_tape[id(s)] = self.fresh(f"{n}_saved")
+                else:
+                    self.replay_scalar_reads.append((s, self.reads(s.value) | (
+                        self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
         for c in self.walk_stmts(self.top.body):
             if isinstance(c, A.If) and id(c) in self.need_at:
                 add_reads(c, c.cond)
@@ -742,12 +780,12 @@ class Reverser:
         self.cond_tape = {id(c): self.info[id(c)].block.loops for c in self.walk_stmts(self.top.body)
                           if id(c) in self.cond_snap and self.info[id(c)].block.loops}
 
-    def check_replay_read(self, s, sub):
-        """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): a tensor
-        it reads must not be overwritten later inside that same iteration."""
+    def replay_conflict(self, s, sub) -> bool:
+        """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): whether a
+        tensor it reads may be overwritten later inside that same iteration."""
         t = sub.value.id
         if t not in self.tensors:
-            return
+            return False
         b = self.decl_block(_target_name(s.target))
         while b is not None and b.parent is not None:
             if not self.tensors[t].block.inside(b):
@@ -759,9 +797,9 @@ class Reverser:
                               if lp in self.info[id(s)].block.loops]
                     if (self.info[id(w)].first >= self.info[id(s)].first or shared) \
                             and self.cells_may_meet(s, sub, w, len(b.loops)):
-                        raise unsupported(f"a value computed from `{t}` before the same loop body "
-                                          f"overwrites `{t}`", s, "compute the value into a temporary tensor first")
+                        return True
             b = b.parent
+        return False
 
     def cells_may_meet(self, s, sub, w, depth: int) -> bool:
         """Whether store ``w`` can write the cell ``sub`` that ``s`` reads, in the same iteration of
@@ -924,6 +962,7 @@ class Reverser:
     def run(self) -> Gradient:
         self.prepare()
         self.activity()
+        self.usefulness()
         if not self.active_t:
             raise HybridUnsupportedError(f"no input of `{self.kdef.name}` has a gradient (no float tensor input)",
                                          self.kdef.span, None)
@@ -1030,7 +1069,19 @@ class Reverser:
             return False
         if isinstance(s.target, A.Name):
             return s is not self.scalars[s.target.id].decl
-        return self.read_anywhere(s.target.value.id)
+        t = s.target.value.id
+        if self.read_anywhere(t):
+            return True
+        # Nothing reads the tensor: its adjoint matters only to other stores of the same cell.
+        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        if len(stores) > 1:
+            return True
+        depth = len(self.tensors[t].block.loops)
+        for lp in self.info[id(s)].block.loops[depth:]:
+            if not any(self.affine(i) is not None and set(k for k in self.affine(i) if k is not None) == {lp.var}
+                       and self.affine(i)[lp.var] == 1 for i in s.target.indices):
+                return True  # the loop writes one cell more than once
+        return False
 
     # ------------------------------------------------------------ tapes
     def plan_tapes(self):
@@ -1053,6 +1104,15 @@ class Reverser:
                 tape = self.cond_snap[id(c)]
                 self.tapes.append((tape, shape, A.Str(None, "bool"), "a condition at each iteration"))
                 self.add_pending(self.top, c, A.Assign(None, name(tape), call("allocate", shape, A.Str(None, "bool"))))
+        for st in self.assigns:
+            if id(st) in self.value_tape:
+                loops = self.info[id(st)].block.loops
+                shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+                tape = self.value_tape[id(st)]
+                dtype = self.F(self.tensors[st.target.value.id].dtype)
+                self.tapes.append((tape, shape, dtype, f"values of `{st.target.value.id}` computed on line "
+                                                       f"{getattr(st.span, 'line', '?')}"))
+                self.add_pending(self.top, st, A.Assign(None, name(tape), call("allocate", shape, dtype)))
         self.scalar_tape = {}  # (id(For), scalar) -> tape name
         for cid, names in self.entry.items():
             c = self.find(cid)
@@ -1098,7 +1158,15 @@ class Reverser:
             for c in self.walk_stmts(block.body):
                 if id(c) in self.cond_tape:
                     keep |= {m for m in self.reads(c.cond)}
+                if id(c) in self.value_tape:
+                    keep.add(_target_name(c.target))
         typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
+        for n, sc in self.scalars.items():
+            # Constants such as `m = a.shape[1]`: shapes, bounds and tapes may use them.
+            if sc.block is block and n not in self.active_s \
+                    and sum(1 for a in self.assigns if _target_name(a.target) == n) == 1 \
+                    and not any(isinstance(x, A.Subscript) for x in value_walk(sc.decl.value)):
+                keep.add(n)
         work = list(keep | typed)
         seen = set(work)
         while work:
@@ -1139,7 +1207,7 @@ class Reverser:
                 if t.name in keep and t.name not in self.passed:
                     made = [A.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
             elif isinstance(s, A.Assign):
-                made = self.forward_assign(s, keep, typed_only)
+                made = self.forward_assign(s, keep, typed_only, replay)
             elif isinstance(s, A.For):
                 made = self.forward_for(s, keep, typed_only, replay)
             else:
@@ -1154,7 +1222,15 @@ class Reverser:
             out.extend(made)
         return out
 
-    def forward_assign(self, s: A.Assign, keep, typed_only) -> list:
+    def forward_assign(self, s: A.Assign, keep, typed_only, replay=False) -> list:
+        if id(s) in self.value_tape and _target_name(s.target) in keep:
+            saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
+            if replay:
+                return [A.Assign(s.span, self.F(s.target), saved)]
+            return [A.Assign(s.span, self.F(s.target), self.F(s.value)), A.Assign(None, saved, self.F(s.target))]
+        return self.forward_assign_plain(s, keep, typed_only)
+
+    def forward_assign_plain(self, s: A.Assign, keep, typed_only) -> list:
         n = _target_name(s.target)
         if n in typed_only and s is self.scalars[n].decl:
             return [A.Assign(s.span, name(n), self.F(s.value))]
@@ -1271,7 +1347,7 @@ class Reverser:
         for read, coef in pairs:
             if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
                 continue
-            out.append(A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef)))
+            out.append(_increment(self.adjoint_of(read), self.F(coef)))
         return out
 
     def target_active(self, s) -> bool:
@@ -1330,7 +1406,7 @@ class Reverser:
                 continue
             inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
             if not isinstance(read, A.Subscript):
-                plain.append(inc)  # a scalar's adjoint: a reduction, stays in the nest
+                plain.append(_increment(inc.target, inc.value))  # a scalar's adjoint: stays in the nest
                 continue
             shift = self.shift_of(read, nest_vars)
             if shift is not None:
@@ -1338,12 +1414,12 @@ class Reverser:
                 continue
             nest = self.gathered(loops, read, inc, st.target)
             if nest is None:
-                plain.append(inc)
+                plain.append(_increment(inc.target, inc.value))
             else:
                 out.extend(nest)
         for (t, order), group in shifts.items():
             if all(not any(off) for off, _ in group):
-                plain.extend(inc for _, inc in group)  # each cell once per iteration: no scatter
+                plain.extend(_increment(inc.target, inc.value) for _, inc in group)  # no scatter
             else:
                 out.append(self.merged_shifts(loops, order, group))
         if not out:
@@ -1384,8 +1460,8 @@ class Reverser:
             values = {v: R.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
             conds = [A.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
                      for v in order]
-            stmt = A.AugAssign(None, A.Subscript(None, inc.target.value, [name(h) for h in cells]), "+",
-                               _subst_expr(inc.value, values))
+            stmt = _increment(A.Subscript(None, inc.target.value, [name(h) for h in cells]),
+                              _subst_expr(inc.value, values))
             body.append(A.If(None, conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds), [stmt], []))
         for k in reversed(range(len(order))):
             v = order[k]
@@ -1436,8 +1512,7 @@ class Reverser:
                 guards.append((value, by_var[v]))
             new_index.append(name(h))
         inner = [lp for lp in loops if lp.var not in eliminated]
-        body_inc = A.AugAssign(None, A.Subscript(None, inc.target.value, new_index), "+",
-                               _subst_expr(inc.value, subst_map))
+        body_inc = _increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
         body = [body_inc]
         if guards:
             conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp in guards]
@@ -1518,6 +1593,13 @@ def _subst_expr(e, values: dict):
         else:
             kw[k] = v
     return type(e)(**kw)
+
+
+def _increment(target, coef):
+    """``target += coef``, under ``if`` for guarded coefficients."""
+    if isinstance(coef, R.Guard):
+        return A.If(None, coef.cond, [_increment(target, coef.body)], [])
+    return A.AugAssign(None, target, "+", coef)
 
 
 def _replace_reads(e, subs: dict):

@@ -92,6 +92,11 @@ def ifexp(c, a, b):
     return A.IfExp(None, c, a, b)
 
 
+class Guard(A.IfExp):
+    """A coefficient that applies only where ``cond`` holds (``body if cond else 0``): the adjoint
+    update is written under an ``if``, so that it neither reads nor writes where it does not."""
+
+
 # ---------------------------------------------------------------- activity
 def is_float_cast(f: str) -> bool:
     return f in FLOAT_CASTS
@@ -150,9 +155,11 @@ class Chain:
         elif isinstance(e, A.UnaryOp):
             self.run(e.operand, neg(g) if e.op == "-" else g)
         elif isinstance(e, A.IfExp):
-            zero = num(0.0)
-            self.run(e.body, ifexp(e.cond, g, zero))
-            self.run(e.orelse, ifexp(e.cond, zero, g))
+            # Only the taken branch contributes, under its condition (no 0 * inf from the other).
+            for branch, cond in ((e.body, e.cond), (e.orelse, A.UnaryOp(None, "not", e.cond))):
+                sub = Chain(self.is_active)
+                sub.run(branch, g)
+                self.out.extend((r, Guard(None, cond, c, num(0.0))) for r, c in sub.out)
         elif isinstance(e, A.Call):
             self.call(e, g)
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import warnings
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from ..schedule.plan import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
 from ..dsl.check import arg_specs, check_kernel
-from ..errors import HybridArgumentError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
 from . import cache
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 
@@ -199,21 +200,31 @@ class GradKernel(Kernel):
         return {p for p, g in zip(self.forward.params, self.derived.grads) if not g}
 
     def __call__(self, *args):
+        inactive = self._inactive(args)
+        if all(p in inactive for p in self.forward.params):
+            return None if len(self.forward.params) == 1 else (None,) * len(self.forward.params)
         d, kernel = self._pick(args)
-        got = kernel(*args)
+        with warnings.catch_warnings():
+            # A tape saving an output's value before its first write reads the zero it starts at.
+            warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
+            got = kernel(*args)
         got = list(got) if isinstance(got, tuple) else [got]
         out = [got.pop(0) if g else None for g in d.grads]
         return out[0] if len(out) == 1 else tuple(out)
 
     def emulate(self, *args):
         d, kernel = self._pick(args)
-        got = kernel.emulate(*args)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
+            got = kernel.emulate(*args)
         got = list(got) if isinstance(got, tuple) else [got]
         out = [got.pop(0) if g else None for g in d.grads]
         return out[0] if len(out) == 1 else tuple(out)
 
     def compile(self, *args, target: str | None = None) -> CompiledKernel:
-        return self._pick(args)[1].compile(*args, target=target)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
+            return self._pick(args)[1].compile(*args, target=target)
 
     def tape_bytes(self, *args) -> int:
         """Bytes of tape buffers the gradient allocates for the signature of ``args``."""
