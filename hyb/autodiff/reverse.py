@@ -1421,7 +1421,7 @@ class Reverser:
             if all(not any(off) for off, _ in group):
                 plain.extend(_increment(inc.target, inc.value) for _, inc in group)  # no scatter
             else:
-                out.append(self.merged_shifts(loops, order, group))
+                out.extend(self.merged_shifts(loops, order, group))
         if not out:
             return None  # nothing to gather: the plain reverse loops do
         if plain:
@@ -1450,29 +1450,60 @@ class Reverser:
             return None
         return tuple(order), tuple(offs)
 
-    def merged_shifts(self, loops, order, group):
-        """One loop nest over the cells of ``d_y`` that shifted reads ``y[i + o]`` write: each read
-        becomes ``d_y[h] += c(i = h - o)`` under the condition that ``h - o`` is an iteration."""
+    def merged_shifts(self, loops, order, group) -> list:
+        """Loop nests over the cells of ``d_y`` that shifted reads ``y[i + o]`` write: each read
+        becomes ``d_y[h] += c(i = h - o)`` where ``h - o`` is an iteration.  Each dimension is split
+        into the cells every read writes (no conditions: the interior, where the loop vectorises)
+        and the edges on either side (conditions kept); more than three dimensions stay in one
+        nest with conditions."""
         by_var = {lp.var: lp for lp in loops}
         cells = [self.fresh("h") for _ in order]
-        body = []
+        stmts = []
         for offs, inc in group:
             values = {v: R.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
             conds = [A.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
                      for v in order]
             stmt = _increment(A.Subscript(None, inc.target.value, [name(h) for h in cells]),
                               _subst_expr(inc.value, values))
-            body.append(A.If(None, conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds), [stmt], []))
-        for k in reversed(range(len(order))):
+            stmts.append((conds, stmt))
+
+        def bound(k, side):
             v = order[k]
-            los = sorted({unparse_expr(add(self.F(by_var[v].lo), num(offs[k]))): add(self.F(by_var[v].lo), num(offs[k]))
-                          for offs, _ in group}.items())
-            his = sorted({unparse_expr(add(self.F(by_var[v].hi), num(offs[k]))): add(self.F(by_var[v].hi), num(offs[k]))
-                          for offs, _ in group}.items())
-            lo = los[0][1] if len(los) == 1 else call("min", *[e for _, e in los])
-            hi = his[0][1] if len(his) == 1 else call("max", *[e for _, e in his])
-            body = [A.For(None, name(cells[k]), call("range", lo, hi), body)]
-        return body[0]
+            base = self.F(by_var[v].lo if side in ("lo_min", "lo_max") else by_var[v].hi)
+            items = {}
+            for offs, _ in group:
+                e = add(base, num(offs[k]))
+                items[unparse_expr(e)] = e
+            es = [e for _, e in sorted(items.items())]
+            if len(es) == 1:
+                return es[0]
+            return call("min" if side in ("lo_min", "hi_min") else "max", *es)
+
+        segments = []
+        for k in range(len(order)):
+            u_lo, u_hi, i_lo, i_hi = bound(k, "lo_min"), bound(k, "hi_max"), bound(k, "lo_max"), bound(k, "hi_min")
+            if len(order) > 3:
+                segments.append([(u_lo, u_hi, False)])
+            else:
+                segments.append([(u_lo, i_lo, False), (i_lo, i_hi, True), (i_hi, u_hi, False)])
+        out = []
+
+        def product(k, chosen):
+            if k == len(order):
+                interior = all(c[2] for c in chosen)
+                body = [stmt if interior else A.If(None, conds[0] if len(conds) == 1 else
+                                                   A.BoolOp(None, "and", conds), [stmt], [])
+                        for conds, stmt in stmts]
+                for kk in reversed(range(len(order))):
+                    lo, hi, _ = chosen[kk]
+                    body = [A.For(None, name(cells[kk]), call("range", lo, hi), body)]
+                out.append(body[0])
+                return
+            for seg in segments[k]:
+                product(k + 1, chosen + [seg])
+
+        product(0, [])
+        return out
 
     def gathered(self, loops, read, inc, target):
         """The nest of ``inc`` (``d_y[f(i)] += c(i)``) reordered to loop over the cells it writes."""
