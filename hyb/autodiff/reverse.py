@@ -1485,7 +1485,10 @@ class Reverser:
             if len(order) > 3:
                 segments.append([(u_lo, u_hi, False)])
             else:
-                segments.append([(u_lo, i_lo, False), (i_lo, i_hi, True), (i_hi, u_hi, False)])
+                # Disjoint and covering even where the interior is empty (tiny extents).
+                a = call("max", u_lo, call("min", i_lo, u_hi))
+                b = call("max", a, call("min", i_hi, u_hi))
+                segments.append([(u_lo, a, False), (a, b, True), (b, u_hi, False)])
         out = []
 
         def product(k, chosen):
