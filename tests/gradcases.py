@@ -1295,6 +1295,56 @@ case("allocate_shape_from_alias", """
     """, lambda r, d: [normal(r, d)], [(3, 4)])
 
 
+case("accumulation_overwritten_next_iteration", """
+    def acc_killed(a):
+        n = a.shape[0]
+        c = output_tensor((n,), a.dtype)
+        for i in range(n - 1):
+            c[n - 1 - i] = 0.5
+            c[n - 2 - i] += a[i] * a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(5,), (2,)])
+
+case("output_read_then_overwritten_twice", """
+    def read_then_overwrite(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(2, a.shape[0]):
+            s = c[i - 2] * 0.5
+            c[i] = s + c[i - 1]
+            c[i] = a[i] * a[i]
+        return c
+    """, lambda r, d: [normal(r, d)], [(6,)])
+
+case("dead_copy_of_scalar_set_in_if", """
+    def dead_copy(a, b):
+        c = output_tensor((), a.dtype)
+        s2 = 0.5
+        for i in range(a.shape[0]):
+            s3 = s2
+            if b[i] > 0.0:
+                s2 = a[i] * a[i]
+                c[()] += b[i] * a[i]
+        return c
+    """, lambda r, d: [normal(r, d), away(r, d)], [(6,)])
+
+
+case("in_place_overwritten_by_other_input", """
+    def replace_inplace(a, b):
+        for i in range(0, a.shape[0], 2):
+            a[i] = b[i] * 2.0
+        return a
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,), (1,)])
+
+case("in_place_set_to_constant", """
+    def clear_inplace(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] * b[i]
+            a[i] = 0.0
+        return a, c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(4,)])
+
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
 
