@@ -1308,6 +1308,8 @@ case("accumulation_overwritten_next_iteration", """
 case("output_read_then_overwritten_twice", """
     def read_then_overwrite(a):
         c = output_tensor(a.shape, a.dtype)
+        c[0] = a[0]
+        c[1] = a[1] * a[0]
         for i in range(2, a.shape[0]):
             s = c[i - 2] * 0.5
             c[i] = s + c[i - 1]
