@@ -497,10 +497,15 @@ class Reverser:
             c.run(f, g if sign > 0 else R.neg(g))
         else:
             c.run(s.value, g)
+        out = c.out
         subs = self.recompute.get(id(s))
         if subs:
-            return acc is not None, [(r, _replace_reads(coef, subs)) for r, coef in c.out]
-        return acc is not None, c.out
+            out = [(r, _replace_reads(coef, subs)) for r, coef in out]
+        if isinstance(s.target, A.Name) and acc is None and isinstance(s.value, A.Call) \
+                and s is self.scalars[s.target.id].decl:
+            # exp(u), sigmoid(u), ... reappear in their own derivative: use the value computed.
+            out = [(r, _replace_expr(coef, unparse_expr(s.value), s.target)) for r, coef in out]
+        return acc is not None, out
 
     # ------------------------------------------------------------ recomputation instead of tapes
     def plan_recompute(self):
@@ -1634,6 +1639,23 @@ def _increment(target, coef):
     if isinstance(coef, R.Guard):
         return A.If(None, coef.cond, [_increment(target, coef.body)], [])
     return A.AugAssign(None, target, "+", coef)
+
+
+def _replace_expr(e, text: str, by):
+    """``e`` with every sub-expression that reads as ``text`` replaced by ``by``."""
+    if isinstance(e, A.Call) and unparse_expr(e) == text:
+        return by
+    if not isinstance(e, A.Node):
+        return e
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = _replace_expr(v, text, by)
+        elif isinstance(v, list):
+            kw[k] = [_replace_expr(x, text, by) for x in v]
+        else:
+            kw[k] = v
+    return type(e)(**kw)
 
 
 def _replace_reads(e, subs: dict):
