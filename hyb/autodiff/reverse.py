@@ -647,6 +647,9 @@ class Reverser:
         self.needed = set()
         for v in self.need_at.values():
             self.needed |= v
+        for n in self.active_s:
+            # The adjoint of an active scalar takes its dtype from the scalar's first value.
+            self.needed |= self.reads(self.scalars[n].decl.value)
         # Close over the statements computing needed values.
         work = list(self.needed)
         while work:
@@ -1042,14 +1045,14 @@ class Reverser:
         """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
         to ``t`` clears it): if not, the incoming gradient can serve as the adjoint."""
         for s in self.assigns:
+            if isinstance(s.target, A.Subscript) and s.target.value.id == t and self.clears(s):
+                return True
             if id(s) not in self.chains:
                 continue
             acc, pairs = self.chains[id(s)]
             for read, _ in pairs:
                 if isinstance(read, A.Subscript) and read.value.id == t:
                     return True
-            if isinstance(s.target, A.Subscript) and s.target.value.id == t and self.clears(s):
-                return True
         return False
 
     def read_anywhere(self, t) -> bool:
@@ -1075,8 +1078,8 @@ class Reverser:
         if isinstance(s.target, A.Name):
             return s is not self.scalars[s.target.id].decl
         t = s.target.value.id
-        if self.read_anywhere(t):
-            return True
+        if self.read_anywhere(t) or t in self.tensor_params:
+            return True  # (an input written in place: its adjoint is the input's gradient)
         # Nothing reads the tensor: its adjoint matters only to other stores of the same cell.
         stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
         if len(stores) > 1:
@@ -1168,9 +1171,7 @@ class Reverser:
         typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
         for n, sc in self.scalars.items():
             # Constants such as `m = a.shape[1]`: shapes, bounds and tapes may use them.
-            if sc.block is block and n not in self.active_s \
-                    and sum(1 for a in self.assigns if _target_name(a.target) == n) == 1 \
-                    and not any(isinstance(x, A.Subscript) for x in value_walk(sc.decl.value)):
+            if sc.block is block and self.constant_like(n):
                 keep.add(n)
         work = list(keep | typed)
         seen = set(work)
@@ -1194,6 +1195,20 @@ class Reverser:
                         work.append(m)
         self._typed_only = typed - keep
         return keep
+
+    def constant_like(self, n, depth=0) -> bool:
+        """A scalar assigned once from numbers, shapes, parameters and other such scalars."""
+        sc = self.scalars.get(n)
+        if sc is None or n in self.active_s or depth > 20:
+            return False
+        if sum(1 for a in self.assigns if _target_name(a.target) == n) != 1:
+            return False
+        for x in value_walk(sc.decl.value):
+            if isinstance(x, A.Subscript):
+                return False
+            if isinstance(x, A.Name) and x.id in self.scalars and not self.constant_like(x.id, depth + 1):
+                return False
+        return True
 
     def forward(self, block: Block, replay: bool, extra=()) -> list:
         keep = self.keep_names(block, extra)
