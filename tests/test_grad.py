@@ -407,6 +407,12 @@ OPTIONAL = {
             c[i] = a[i] * a[i]
         return c
     """, lambda r: [3, G.normal(r, (5,))], None),
+    "scalar_param_bound_needing_a_tape": ("""
+    def from_start(a, start):
+        for i in range(start, a.shape[0]):
+            a[i] = sin(a[i]) * a[i - 1]
+        return a
+    """, lambda r: [G.normal(r, (6,)), 2], None),
     "isfinite_condition": ("""
     def finite(a):
         c = output_tensor(a.shape, a.dtype)
