@@ -66,7 +66,8 @@ def test_gradient_matches_finite_differences(name, dims):
 
 
 WITH_OUTPUTS = ["matmul", "softmax", "in_place_mul", "jacobi_1d", "two_outputs", "layernorm",
-                "time_loop_in_place_nonlinear", "output_reads_output"]
+                "time_loop_in_place_nonlinear", "output_reads_output", "in_place_reads_output_before_it_is_written",
+                "elif_on_overwritten_value", "accumulation_overwritten_next_iteration"]
 
 
 @pytest.mark.parametrize("name", WITH_OUTPUTS)
