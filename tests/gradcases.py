@@ -1373,6 +1373,34 @@ case("in_place_reads_output_before_it_is_written", """
     """, lambda r, d: [normal(r, d)], [(5,)])
 
 
+case("in_place_through_scalar", """
+    def square_inplace(a):
+        for i in range(a.shape[0]):
+            s = a[i] * 2.0
+            a[i] = s * s
+        return a
+    """, lambda r, d: [normal(r, d)], [(5,), (1,)])
+
+case("time_loop_scalar_then_in_place", """
+    def coupled(a, b):
+        for t in range(2):
+            for i in range(1, a.shape[0] - 1):
+                s = a[i - 1] * a[i + 1]
+                b[i] = s * b[i]
+                a[i] = sin(s)
+        return a, b
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(5,)], tags=("tape",))
+
+case("in_place_pairwise_recurrence", """
+    def pairwise(a):
+        for i in range(1, a.shape[0]):
+            t = a[i - 1]
+            a[i - 1] = a[i] * t
+            a[i] = t + a[i]
+        return a
+    """, lambda r, d: [normal(r, d, 0.8)], [(5,), (2,)])
+
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
 
