@@ -264,7 +264,39 @@ def test_features_not_built_yet_say_so():
     with pytest.raises(HybridUnsupportedError, match="CUDA back end is not built yet") as info:
         hyb.compile_source(ADD.source, "add.hyb", target="cuda").add(x, x)
     assert isinstance(info.value, NotImplementedError)
-    with pytest.raises(HybridUnsupportedError, match="automatic gradients"):
-        ADD.grad()
     with pytest.raises(HybridUnsupportedError, match="CUDA back end is not built yet"):
         ADD.compile(x, x).inspect("cuda")
+
+
+# ------------------------------------------------------------------ gradients not built yet
+GRAD_UNSUPPORTED = [
+    ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for idx in grid(c.shape):\n"
+     "        c[idx] = a[idx] * a[idx]\n    return c\n", "a `grid` loop", 3, 5),
+    ("def sq(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+     "        c[i] = a[i] * a[i]\n    return c\n\n"
+     "def k(a):\n    t = sq(a)\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+     "        c[i] = t[i] + 1.0\n    return c\n", "a call of another kernel", 8, 9),
+    ("def k(a, n):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+     "        for j in range(n[i]):\n            c[i] += a[i]\n    return c\n",
+     "a loop whose bounds are read from a tensor", 4, 24),
+]
+
+
+@pytest.mark.parametrize("src,what,line,col", GRAD_UNSUPPORTED, ids=["grid", "call", "data-bound"])
+def test_gradient_of_unsupported_construct_names_it(src, what, line, col):
+    k = hyb.compile_source(src, "g.hyb").k
+    with pytest.raises(HybridUnsupportedError) as info:
+        k.grad()
+    e = info.value
+    assert isinstance(e, NotImplementedError)
+    assert f"the gradient of a kernel with {what} is not built yet" in str(e)
+    assert (e.span.line, e.span.col) == (line, col), str(e)
+    assert str(e).startswith(f"g.hyb:{line}:{col}: error:")
+    assert "^" in str(e)
+
+
+def test_gradient_with_only_integer_inputs_is_none():
+    src = "def k(a, b):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n        c[i] = a[i] * b[i]\n    return c\n"
+    g = hyb.compile_source(src, "g.hyb").k.grad()
+    x = np.arange(3, dtype=np.int32)
+    assert g(x, x, np.ones(3, np.int32)) == (None, None)

@@ -274,6 +274,7 @@ class Reverser:
         # (its gradient is zero; passed a scalar, it gets None at the call).
         self.tensor_params = [p for p in params if p in used_as_tensor or p in self.outputs
                               or p not in used_as_value]
+        self.scalar_params = set(params) - set(self.tensor_params)
         for p in self.tensor_params:
             self.tensors[p] = TensorDecl(p, "param", self.top)
 
@@ -900,6 +901,10 @@ class Reverser:
         if not any(isinstance(x, A.Name) and x.id in self.loops for x in walk(e)):
             if any(isinstance(x, A.Subscript) and not isinstance(x.value, A.Attribute) for x in walk(e)):
                 return None
+            if any(isinstance(x, A.Name) and (x.id in self.scalar_params or
+                                              (x.id in self.scalars and not self.constant_like(x.id)))
+                   for x in value_walk(e)):
+                return None  # known only when the kernel runs
             return {("sym", unparse_expr(e)): 1, ("ast", unparse_expr(e)): e}
         if isinstance(e, A.BinOp) and e.op in ("+", "-"):
             a, b = self.affine(e.left), self.affine(e.right)
