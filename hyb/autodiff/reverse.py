@@ -705,7 +705,7 @@ class Reverser:
                             and isinstance(x.value, A.Name) and self.replay_conflict(s, x)]
                 if conflict:
                     t = self.tensors.get(n)
-                    if t is None or any(isinstance(x, A.Name) and x.id in self.scalars for x in walk(t.dtype)):
+                    if t is not None and any(isinstance(x, A.Name) and x.id in self.scalars for x in walk(t.dtype)):
                         raise unsupported(f"a value computed from `{conflict[0].value.id}` before the same loop body "
                                           f"overwrites `{conflict[0].value.id}`", s,
                                           "compute the value into a temporary tensor first")
@@ -785,9 +785,9 @@ class Reverser:
                         changed.add(_target_name(s.target))
                 if self.reads(c.cond) & changed:
                     self.cond_snap[id(c)] = self.fresh("cond")
-        # A condition saved inside loops goes to a tape at the top, filled by the forward part.
+        # A condition saved inside a loop or branch goes to a tape at the top, filled by the forward part.
         self.cond_tape = {id(c): self.info[id(c)].block.loops for c in self.walk_stmts(self.top.body)
-                          if id(c) in self.cond_snap and self.info[id(c)].block.loops}
+                          if id(c) in self.cond_snap and self.info[id(c)].block.parent is not None}
 
     def replay_conflict(self, s, sub) -> bool:
         """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): whether a
@@ -863,7 +863,79 @@ class Reverser:
 
     def may_follow(self, w, s, sub, n) -> bool:
         """Whether assignment ``w`` may overwrite what statement ``s`` reads of ``n`` (the cell
-        ``sub``, for a tensor) after ``s`` reads it."""
+        ``sub``, for a tensor) after ``s`` reads it.  Syntax answers first; where it says yes for
+        a tensor, isl decides exactly over the loops' iteration domains (if they are affine)."""
+        quick = self.may_follow_syntax(w, s, sub, n)
+        if not quick or sub is None:
+            return quick
+        exact = self.isl_follows(w, s, sub, n)
+        return quick if exact is None else exact
+
+    def isl_follows(self, w, s, sub, n):
+        """True/False: whether some later instance of store ``w`` writes the cell ``sub`` that an
+        instance of ``s`` reads; None where the loops or subscripts are not affine."""
+        iw, is_ = self.info[id(w)], self.info[id(s)]
+        if len(w.target.indices) != len(sub.indices):
+            return None
+        depth = len(self.tensors[n].block.loops)
+        params: dict = {}
+        names, cons = [], []
+
+        def text(aff, ren):
+            parts = []
+            for k, v in aff.items():
+                if k is None:
+                    parts.append(str(v))
+                elif isinstance(k, str):
+                    parts.append(f"{v}*{ren.get(k, k)}")
+                elif k[0] == "sym":
+                    parts.append(f"{v}*{params.setdefault(k[1], f'p{len(params)}')}")
+            return " + ".join(parts) or "0"
+
+        def domain(loops, tag):
+            ren = {lp.var: (lp.var if i < depth else f"{lp.var}_{tag}") for i, lp in enumerate(loops)}
+            for i, lp in enumerate(loops):
+                if i < depth and tag == "w":
+                    continue
+                lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+                if lo is None or hi is None:
+                    return None
+                v = ren[lp.var]
+                names.append(v)
+                cons.append(f"{text(lo, ren)} <= {v} < {text(hi, ren)}" if lp.step > 0
+                            else f"{text(hi, ren)} < {v} <= {text(lo, ren)}")
+            return ren
+
+        rs, rw = domain(is_.block.loops, "s"), domain(iw.block.loops, "w")
+        if rs is None or rw is None:
+            return None
+        for a, b in zip(sub.indices, w.target.indices):
+            fa, fb = self.affine(a), self.affine(b)
+            if fa is None or fb is None:
+                return None
+            cons.append(f"{text(fa, rs)} = {text(fb, rw)}")
+        shared = []
+        for a, b in zip(iw.block.loops[depth:], is_.block.loops[depth:]):
+            if a is not b:
+                break
+            shared.append(a)
+        later = []
+        for k, lp in enumerate(shared):
+            eq = [f"{rw[q.var]} = {rs[q.var]}" for q in shared[:k]]
+            eq.append(f"{rw[lp.var]} {'>' if lp.step > 0 else '<'} {rs[lp.var]}")
+            later.append("(" + " and ".join(eq) + ")")
+        if w is s or iw.first > is_.first:
+            later.append("(" + " and ".join([f"{rw[q.var]} = {rs[q.var]}" for q in shared] or ["true"]) + ")")
+        if not later:
+            return False
+        src = (f"[{', '.join(params.values())}] -> {{ [{', '.join(names)}] : "
+               f"{' and '.join(cons) or 'true'} and ({' or '.join(later)}) }}")
+        try:
+            return not isl.Set(src).is_empty()
+        except isl.Error:
+            return None
+
+    def may_follow_syntax(self, w, s, sub, n) -> bool:
         iw, is_ = self.info[id(w)], self.info[id(s)]
         if w is s or iw.first > is_.first:
             return True
@@ -1011,7 +1083,8 @@ class Reverser:
                 body.extend(_copy_loop(copy, o, self.fresh("idx")))
         self.passed = set()
         for o in self.outputs:
-            if self.with_outputs and o not in self.restore and o not in self.tensor_params:
+            if self.with_outputs and o not in self.restore and o not in self.tensor_params \
+                    and self.reads_see_final(o):
                 self.fwd_names[o] = out_params[o]
                 self.passed.add(o)
         self.plan_tapes()
@@ -1045,6 +1118,18 @@ class Reverser:
                            f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
                            "returns one gradient per differentiable input.")
         return Gradient(kdef, grads, list(self.outputs), self.tapes, params)
+
+    def reads_see_final(self, t) -> bool:
+        """Whether every read of tensor ``t`` sees its final value (no store to the cell after it)."""
+        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        for s in self.assigns:
+            exprs = [s.value] + (list(s.target.indices) if isinstance(s.target, A.Subscript) else [])
+            for e in exprs:
+                for x in value_walk(e):
+                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id == t \
+                            and any(self.may_follow(w, s, x, t) for w in stores):
+                        return False
+        return True
 
     def adjoint_written(self, t) -> bool:
         """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
@@ -1122,8 +1207,12 @@ class Reverser:
                 loops = self.info[id(st)].block.loops
                 shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
                 tape = self.value_tape[id(st)]
-                dtype = self.F(self.tensors[st.target.value.id].dtype)
-                self.tapes.append((tape, shape, dtype, f"values of `{st.target.value.id}` computed on line "
+                n = _target_name(st.target)
+                if n in self.tensors:
+                    dtype = self.F(self.tensors[n].dtype)
+                else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
+                    dtype = A.Str(None, "int64" if self.scalars[n].int_typed else "float64")
+                self.tapes.append((tape, shape, dtype, f"values of `{n}` computed on line "
                                                        f"{getattr(st.span, 'line', '?')}"))
                 self.add_pending(self.top, st, A.Assign(None, name(tape), call("allocate", shape, dtype)))
         self.scalar_tape = {}  # (id(For), scalar) -> tape name
@@ -1250,6 +1339,12 @@ class Reverser:
     def forward_assign(self, s: A.Assign, keep, typed_only, replay=False) -> list:
         if id(s) in self.value_tape and _target_name(s.target) in keep:
             saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
+            if isinstance(s.target, A.Name):
+                # The assignment runs as written (it fixes the scalar's dtype), then takes the saved value.
+                plain = self.forward_assign_plain(s, keep, typed_only)
+                if replay:
+                    return plain + [A.Assign(None, name(s.target.id), saved)]
+                return plain + [A.Assign(None, saved, name(s.target.id))]
             if replay:
                 return [A.Assign(s.span, self.F(s.target), saved)]
             return [A.Assign(s.span, self.F(s.target), self.F(s.value)), A.Assign(None, saved, self.F(s.target))]
