@@ -1,100 +1,146 @@
-"""The ``hyb`` command."""
+"""The ``hyb`` command: argument parsing and dispatch to :mod:`hyb.cli.commands`.
+
+Exit status: 0 done; 1 an error in a kernel file or while compiling or running it
+(reported in compiler format on stderr); 2 a mistake on the command line.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import time
+import warnings
 
-DEMO_SOURCE = '''\
-def matmul(a, b):
-    """c = a @ b, written as loops."""
-    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
-    for i in range(a.shape[0]):
-        for j in range(b.shape[1]):
-            for k in range(a.shape[1]):
-                c[i, j] += a[i, k] * b[k, j]
-    return c
-'''
+from ..errors import HybridError, HybridWarning
+from . import commands as C
+from .argspec import UsageError
+
+_STAGES = " ".join(C.STAGE_SUFFIX)
 
 
-def cmd_demo(args) -> int:
-    import numpy as np
-
-    import hyb
-
-    print("kernel (hybrid language):\n")
-    print("    " + DEMO_SOURCE.replace("\n", "\n    "))
-    mod = hyb.compile_source(DEMO_SOURCE, "<demo>")
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((4, 3)).astype(np.float32)
-    b = rng.standard_normal((3, 5)).astype(np.float32)
-    t0 = time.perf_counter()
-    ck = mod.matmul.compile(a, b)
-    t1 = time.perf_counter()
-    c = ck(a, b)
-    ref = a @ b
-    np.set_printoptions(precision=4, suppress=True)
-    print(f"compiled for float32[4, 3] x float32[3, 5] in {t1 - t0:.3f} s (parse, isl, LLVM O3)\n")
-    print("loops chosen by isl:\n")
-    print("    " + ck.inspect("loops").rstrip().replace("\n", "\n    ") + "\n")
-    print("hyb result:\n", c, "\n")
-    print("NumPy a @ b:\n", ref, "\n")
-    err = float(np.abs(c - ref).max())
-    ok = np.allclose(c, ref, rtol=1e-5, atol=1e-5)
-    print(f"max |hyb - numpy| = {err:.3g}  ->  {'OK' if ok else 'MISMATCH'}")
-    return 0 if ok else 1
+def _parents():
+    color = argparse.ArgumentParser(add_help=False)
+    color.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                       help="colour the output: on a terminal only (auto, the default), always, or never")
+    kernel = argparse.ArgumentParser(add_help=False)
+    kernel.add_argument("-k", "--kernel", metavar="NAME", help="the kernel to use (default: the file's only kernel)")
+    signature = argparse.ArgumentParser(add_help=False)
+    signature.add_argument("-a", "--args", metavar="SPEC", action="append",
+                           help="the type of each argument: \"a=float32[128,64] b=float32[64] alpha=float32\" "
+                                "(DTYPE[dims] a tensor, DTYPE a NumPy scalar, int/float a Python number)")
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--fastmath", action="store_true", help="LLVM fast-math flags on floating-point operations")
+    options.add_argument("--schedule", metavar="S",
+                         help="\"auto\" (default), \"original\", or schedule options as JSON, e.g. "
+                              "'{\"tile\": [32, 64], \"parallel\": false}'")
+    options.add_argument("--threads", type=int, metavar="N", help="threads for parallel loops")
+    return color, kernel, signature, options
 
 
-def cmd_check(args) -> int:
-    import hyb
-
-    status = 0
-    for path in args.files:
-        try:
-            mod = hyb.load(path)
-        except hyb.HybridError as e:
-            print(e.render(), file=sys.stderr)
-            status = 1
-            continue
-        except OSError as e:
-            print(f"error: cannot read {path}: {e.strerror}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"{path}: {len(mod.kernels)} kernel(s) parsed: {', '.join(mod.kernels)}")
-    return status
+def _sub(sub, name, help, description, epilog, parents=()):
+    return sub.add_parser(name, help=help, description=description, epilog="example:\n" + epilog,
+                          parents=list(parents), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def cmd_bench(args, rest) -> int:
-    """Run the benchmark suite of the source tree (benchmarks/ beside the hyb package)."""
-    import os
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "benchmarks" / "__init__.py").is_file():
-        print("error: the benchmark suite is not here: `hyb bench` runs benchmarks/ of a source checkout "
-              f"(looked in {root})", file=sys.stderr)
-        return 2
-    sys.path.insert(0, str(root))
-    os.chdir(root)
-    from benchmarks import main as bench_main
-    return bench_main(rest)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="hyb", description="hyb: a polyhedral compiler for hybrid tensor kernels")
+def build_parser() -> argparse.ArgumentParser:
+    color, kernel, signature, options = _parents()
+    parser = argparse.ArgumentParser(
+        prog="hyb", description="hyb: a polyhedral compiler for hybrid tensor kernels (.hyb files).",
+        epilog="Run `hyb COMMAND --help` for a command's options and an example.\n"
+               "Exit status: 0 done, 1 an error in a kernel (compiler format), 2 a mistake on the command line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("demo", help="compile and run an example kernel, next to NumPy",
-                       description="Compile a matmul kernel, run it on random data and compare with NumPy.")
-    p.set_defaults(func=cmd_demo)
+
+    p = _sub(sub, "check", "parse .hyb files and report errors",
+             "Parse each file and report errors and warnings in compiler format (file:line:col, the line, a caret, "
+             "a hint).\nWith --args, also type-check and compile the kernel for that signature (out-of-bounds "
+             "subscripts,\nreads of unwritten elements, ...).",
+             "  hyb check kernels.hyb other.hyb\n"
+             "  hyb check examples/matmul.hyb --args \"a=float32[64,32] b=float32[32,48]\"",
+             (color, kernel, signature, options))
+    p.add_argument("files", nargs="+", metavar="FILE.hyb")
+    p.add_argument("--werror", action="store_true", help="exit with status 1 if there are warnings")
+    p.set_defaults(func=C.cmd_check)
+
+    p = _sub(sub, "compile", "print or write the stages of the pipeline for one signature",
+             f"Compile a kernel for the argument types given by --args and write the stages asked for.\n"
+             f"Stages: {_STAGES} (default: loops).\n"
+             "Without -o the stages go to stdout. With -o, one stage is written to OUT; several stages to\n"
+             "OUT.ll, OUT.s, ... (the suffix of each stage); an existing folder, or OUT ending in /, gets\n"
+             "KERNEL.ll, KERNEL.s, ...",
+             "  hyb compile examples/matmul.hyb --args \"a=float32[128,64] b=float32[64,32]\" --emit loops\n"
+             "  hyb compile examples/matmul.hyb -a \"float32[128,64] float32[64,32]\" --emit llvm-opt,asm -o out/",
+             (color, kernel, signature, options))
+    p.add_argument("file", metavar="FILE.hyb")
+    p.add_argument("-e", "--emit", action="append", metavar="STAGE",
+                   help=f"a stage to write (repeat it or separate by commas): {_STAGES}")
+    p.add_argument("-o", "--output", metavar="OUT", help="file, file stem or folder to write to (default: stdout)")
+    p.set_defaults(func=C.cmd_compile)
+
+    p = _sub(sub, "run", "compile and run a kernel on .npy files or random data",
+             "Run a kernel and print its outputs (or save them with -o).\n"
+             "Inputs: VALUE or NAME=VALUE, in parameter order for those without a name; VALUE is a .npy file,\n"
+             "a number (a Python int or float) or DTYPE:NUMBER (a NumPy scalar, e.g. float32:2.5).\n"
+             "--random makes the inputs not given from their --args types (normal floats, integers in [0, 10)).",
+             "  hyb run examples/add.hyb a.npy b.npy -o c.npy\n"
+             "  hyb run examples/matmul.hyb --random --args \"a=float32[256,128] b=float32[128,64]\" --time",
+             (color, kernel, signature, options))
+    p.add_argument("file", metavar="FILE.hyb")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="PATH.npy, a number, or NAME=VALUE")
+    p.add_argument("-i", "--input", action="append", metavar="NAME=VALUE", help="an input by name (repeatable)")
+    p.add_argument("--random", action="store_true", help="random inputs for the parameters not given (needs --args)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
+    p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="save the outputs instead of printing them")
+    p.add_argument("--time", action="store_true", help="print compile and run times on stderr")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (for --time; default 1)")
+    p.add_argument("--emulate", action="store_true", help="run the reference interpreter instead of native code")
+    p.set_defaults(func=C.cmd_run)
+
+    p = _sub(sub, "grad", "write the gradient kernels of a file as .hyb text",
+             "Derive the gradient of each kernel (or of --kernel) and write it as .hyb text: a kernel NAME_grad\n"
+             "taking the inputs, then one gradient per output, and returning one gradient per input.\n"
+             "A kernel without gradient gets an error on stderr; the others are still written, and the exit\n"
+             "status is 1.",
+             "  hyb grad examples/matmul.hyb -o matmul_grad.hyb\n"
+             "  hyb grad kernels.hyb --kernel softmax --with-outputs",
+             (color, kernel, options))
+    p.add_argument("file", metavar="FILE.hyb")
+    p.add_argument("-o", "--output", metavar="OUT.hyb", help="file to write (default: stdout)")
+    p.add_argument("--with-outputs", action="store_true",
+                   help="the gradient also takes the forward outputs (after the inputs) and reuses them")
+    p.set_defaults(func=C.cmd_grad)
+
+    p = _sub(sub, "aot", "build a shared library with MindSpore's aot custom-operator signature",
+             "Compile a kernel for one signature into a shared library exporting\n"
+             "  int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,\n"
+             "           void *stream, void *extra)\n"
+             "params: the inputs, then the outputs (preallocated by the caller, C-contiguous). Returns 0, or\n"
+             "1 wrong nparam, 2 wrong dtype, 3 wrong ndims, 4 wrong shape, 5 null pointer, 6 out of memory,\n"
+             "7 index out of bounds at run time; NAME_last_error() says more, NAME_signature() gives the signature.",
+             "  hyb aot examples/add.hyb --args \"a=float32[4,8] b=float32[4,8]\" -o libadd.so\n"
+             "  then in Python: hyb.ops.Custom(\"./libadd.so:add\", out_shape=..., out_dtype=..., func_type=\"aot\")",
+             (color, kernel, signature, options))
+    p.add_argument("file", metavar="FILE.hyb")
+    p.add_argument("-o", "--output", metavar="LIB.so", help="the library to write (default: libKERNEL.so)")
+    p.add_argument("--symbol", metavar="NAME", help="the exported function's name (default: the kernel's)")
+    p.add_argument("--cc", metavar="CC", help="the C compiler that links it (default: $CC, else cc)")
+    p.add_argument("--cpu", metavar="CPU", help="target CPU (default: this machine's; `generic` for any x86-64)")
+    p.add_argument("--keep", metavar="DIR", help="keep the generated C wrapper and object file in DIR")
+    p.set_defaults(func=C.cmd_aot)
+
+    p = _sub(sub, "demo", "compile and run an example kernel, next to NumPy",
+             "Compile a matmul kernel, run it on random data and compare with NumPy.", "  hyb demo", (color,))
+    p.set_defaults(func=C.cmd_demo)
+
     p = sub.add_parser("bench", help="run the benchmark suite (PolyBench and ML kernels against Numba, NumPy, C)",
                        description="Run benchmarks/ (the same as `python -m benchmarks`); every further argument "
                                    "goes to it. Example: hyb bench --size small --kernels gemm,atax",
                        add_help=False)
-    p.set_defaults(func=cmd_bench, passthrough=True)
-    p = sub.add_parser("check", help="parse .hyb files and report syntax errors",
-                       description="Parse each file and report errors in compiler format. Example: hyb check kernels.hyb")
-    p.add_argument("files", nargs="+", metavar="FILE.hyb")
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=C.cmd_bench, passthrough=True)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -103,7 +149,32 @@ def main(argv=None) -> int:
         return args.func(args, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return args.func(args)
+    args.warnings_seen = 0
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if isinstance(message, HybridWarning):
+            args.warnings_seen += 1
+            C.report(str(message), args)
+        else:
+            print(warnings.formatwarning(message, category, filename, lineno, line), file=sys.stderr, end="")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show_warning
+        try:
+            return args.func(args)
+        except UsageError as e:
+            C.report(e.render(), args)
+            return 2
+        except HybridError as e:
+            C.report(e.render(), args)
+            return 1
+        except KeyboardInterrupt:
+            print("hyb: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # `hyb compile ... | head` stopped reading
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
 
 
 if __name__ == "__main__":

@@ -183,6 +183,8 @@ class CompiledKernel:
         sig = ", ".join(str(s) for s in self.specs)
         return f"<CompiledKernel {self.name}({sig})>"
 
+    from .html import compiled_kernel_html as _repr_html_  # in a notebook: the stages as tabs
+
     # ------------------------------------------------------------ running
     def __call__(self, *args):
         arrays = prepare_arrays(self.typed, args)

@@ -71,6 +71,8 @@ class Kernel:
     def __repr__(self):
         return f"<hyb.Kernel {self.name}({', '.join(self.params)})>"
 
+    from .html import kernel_html as _repr_html_  # in a notebook: the source and compiled signatures
+
     def typed(self, *args):
         """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
         arrays = prepare_arrays(self, args)
