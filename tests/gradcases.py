@@ -1401,6 +1401,19 @@ case("in_place_pairwise_recurrence", """
     """, lambda r, d: [normal(r, d, 0.8)], [(5,), (2,)])
 
 
+case("branch_local_scalar_and_running_value", """
+    def running(a, b):
+        c = output_tensor((1,), a.dtype)
+        for i in range(a.shape[0]):
+            if b[i] > 0.0:
+                s = a[i] * a[i]
+                c[0] = s
+            else:
+                c[0] = c[0] * a[i] + 1.0
+        return c
+    """, lambda r, d: [away(r, d), away(r, d)], [(6,), (1,)])
+
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
 
