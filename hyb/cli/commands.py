@@ -119,8 +119,10 @@ def argument_types(kernel, args, need=None) -> dict:
     """``name -> ArgType`` from ``--args`` for the kernel's parameters (all of them, or ``need``)."""
     text = spec_text(args)
     if text is None:
-        example = " ".join(f"{p}=float32[...]" for p in kernel.params)
-        raise UsageError(f"kernel `{kernel.name}` needs the types of its arguments: pass --args",
+        wanted = kernel.params if need is None else need
+        example = " ".join(f"{p}=float32[...]" for p in wanted)
+        what = "its arguments" if need is None else ", ".join(f"`{p}`" for p in wanted)
+        raise UsageError(f"kernel `{kernel.name}` needs the types of {what}: pass --args",
                          f"e.g. --args \"{example}\"")
     return bind(parse_spec(text), kernel, text, need=need)
 
@@ -396,6 +398,8 @@ def cmd_aot(args) -> int:
 
     mod = load_module(args.file, args)
     kernel = select_kernel(mod, args.kernel, args.file)
+    if args.symbol is not None and not re.fullmatch(r"[A-Za-z_]\w*", args.symbol):
+        raise UsageError(f"--symbol {args.symbol}: not a C identifier", "e.g. --symbol CustomAdd")
     types = argument_types(kernel, args)
     out = args.output or f"lib{kernel.name}.so"
     with Progress(f"building {out}") as p:

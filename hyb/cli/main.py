@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="LIB.so", help="the library to write (default: libKERNEL.so)")
     p.add_argument("--symbol", metavar="NAME", help="the exported function's name (default: the kernel's)")
     p.add_argument("--cc", metavar="CC", help="the C compiler that links it (default: $CC, else cc)")
-    p.add_argument("--cpu", metavar="CPU", help="target CPU (default: this machine's; `generic` for any x86-64)")
+    p.add_argument("--cpu", choices=("native", "generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"), default="native",
+                   help="target CPU: this machine's (native, the default), any x86-64 (generic) or a level of it")
     p.add_argument("--keep", metavar="DIR", help="keep the generated C wrapper and object file in DIR")
     p.set_defaults(func=C.cmd_aot)
 

@@ -53,6 +53,9 @@ RETURN_CODES = {
     7: "an index computed at run time is out of bounds (nothing outside a buffer was touched)",
 }
 
+#: Target CPUs besides this machine's ("native"): any x86-64, or one of its micro-architecture levels.
+CPUS = ("generic", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
 # Dtype strings accepted for each dtype: its NumPy name and MindSpore's short names.
 _ALIASES = {"float32": "float", "int32": "int", "uint32": "uint"}
 
@@ -319,8 +322,10 @@ def object_code(llvm_ir: str, function: str, rename: str, cpu: str | None = None
     target = llvm.Target.from_triple(mod.triple or llvm.get_process_triple())
     if cpu in (None, "native", "host"):
         cpu_name, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    else:
+    elif cpu in CPUS:
         cpu_name, features = cpu, ""
+    else:  # LLVM aborts the process on a CPU it does not know
+        raise HybridArgumentError(f"unknown target CPU `{cpu}`", None, "use one of: native, " + ", ".join(CPUS))
     tm = target.create_target_machine(cpu=cpu_name, features=features, opt=3, reloc="pic", codemodel="default")
     return tm.emit_object(mod)
 
