@@ -1225,7 +1225,7 @@ case("scalar_reduction_then_second_pass", """
     """, lambda r, d: [normal(r, d)], [(5,), (1,)])
 
 
-# ---------------------------------------------------------------- found by fuzzing (kernelgen programs vs finite differences)
+# ---------------------------------------------------------------- found by fuzzing (kernelgen vs finite differences)
 
 case("overwrite_boundary_with_constant", """
     def zero_boundary(a):

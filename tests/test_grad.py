@@ -6,15 +6,23 @@ when jax is installed, agreement with ``jax.vjp``.
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 import hyb
-import gradcases as G
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gradcases as G  # noqa: E402
+import kernelgen as kg  # noqa: E402
 
 PARAMS = [pytest.param(c.name, d, id=f"{c.name}-{'x'.join(map(str, d))}") for c in G.CASES for d in c.dims]
 
@@ -503,3 +511,59 @@ def test_agrees_with_jax(name):
     want = [np.asarray(x) for x in vjp(jnp.asarray(douts[0]))] + [None] * (len(args) - n_diff)
     got = call_grad(G.grad_of(name), args, douts, len(args))
     G.assert_grads_close(got, want, rtol=1e-9, atol=1e-11, what=f"{name} vs jax")
+
+
+# ------------------------------------------------------------------ random kernels (kernelgen) vs finite differences
+
+GRAD_EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
+
+
+def _fresh_floats(args, rng):
+    """kernelgen's arguments with every float array replaced by values in ±[0.3, 1.5]: no denormals, no
+    infinities, no ties between elements (finite differences cannot differentiate those)."""
+    return [rng.uniform(0.3, 1.5, a.shape) * rng.choice([-1.0, 1.0], a.shape)
+            if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+
+
+@settings(max_examples=250 if GRAD_EXPLORE else 25, deadline=None, derandomize=not GRAD_EXPLORE, database=None,
+          suppress_health_check=list(HealthCheck), print_blob=GRAD_EXPLORE)
+@given(kg.programs(kg.Config(dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
+                             calls=False, grid=False, schedules=False)), st.integers(0, 2 ** 31))
+def test_random_kernels_match_finite_differences(prog, seed):
+    """Random float64 kernels (tests/kernelgen.py: loops, guards, shifted and reversed reads, in-place inputs,
+    temporaries, scalars, every intrinsic). HYB_HYPOTHESIS=explore draws ten times as many, new ones.
+    Not judged: kernels whose forward values are not finite, points where finite differences taken with
+    different steps disagree (a branch or a floor flips: a kink), and NaN where a zero adjoint meets an
+    infinite partial derivative (PyTorch gives NaN there too); refusals must be HybridUnsupportedError."""
+    note(prog.source)
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hyb.HybridWarning)
+        k = hyb.compile_source(prog.source, "generated.hyb").k
+        args = _fresh_floats(prog.args, rng)
+        try:
+            outs = G.forward(k, args)
+        except hyb.HybridError:
+            return  # e.g. a data-dependent subscript out of bounds for the new values
+        if not all(o.dtype.kind == "f" and np.all(np.isfinite(o)) for o in outs):
+            return
+        douts = G.random_douts(rng, outs)
+        try:
+            got = call_grad(k.grad(), args, douts, len(args))
+        except hyb.HybridUnsupportedError:
+            return
+    note(k.grad().source)
+    want = G.fd_grads(k, args, douts)
+    tol = dict(rtol=1e-5, atol=1e-7 + 1e-9 * G.loss_scale(outs, douts))
+    for p, (g, w) in enumerate(zip(got, want)):
+        if g is not None and w is not None and np.isnan(g).any() and np.isfinite(w).all():
+            return
+    try:
+        G.assert_grads_close(got, want, what="random kernel", **tol)
+    except AssertionError:
+        for eps in (1e-5, 3e-7):
+            try:
+                G.assert_grads_close(G.fd_grads(k, args, douts, eps=eps), want, rtol=1e-4, atol=10 * tol["atol"])
+            except AssertionError:
+                return  # a kink: finite differences do not converge
+        raise
