@@ -187,6 +187,8 @@ def test_bench_lists_the_suite():
     r = hyb_cmd("bench", "--list", console=True)
     assert r.returncode == 0, r.stderr
     assert "gemm" in r.stdout and "floyd-warshall" in r.stdout
+    r = hyb_cmd("bench", "--help", console=True)
+    assert r.returncode == 0 and "--kernels" in r.stdout and "example:\n  hyb bench" in r.stdout
 
 
 def test_unknown_argument_is_rejected():

@@ -64,14 +64,15 @@ class ArgType:
         return f"{self.dtype}[{','.join(map(str, self.shape))}]"
 
     def placeholder(self):
-        """A value of this type to compile for (zeros: memory is only touched if it is read)."""
+        """A value of this type to compile for: compiling reads shapes and dtypes only, so a
+        tensor is one zero seen through every index (no memory however large the shape)."""
         if self.dtype == "int":
             return 0
         if self.dtype == "float":
             return 0.0
         if self.scalar:
             return np.dtype(self.dtype).type(0)
-        return np.zeros(self.shape, dtype=self.dtype)
+        return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
 
     def random(self, rng: np.random.Generator):
         """A random value of this type: normal floats, integers in [0, 10), random booleans."""

@@ -467,4 +467,13 @@ def cmd_bench(args, rest) -> int:
     sys.path.insert(0, str(root))
     os.chdir(root)
     from benchmarks import main as bench_main
-    return bench_main(rest)
+    if not any(a in ("-h", "--help") for a in rest):
+        return bench_main(rest)
+    try:
+        bench_main(rest)
+    except SystemExit as e:
+        if e.code:
+            return e.code
+    print("\nexample:\n  hyb bench --size small --kernels gemm,atax      # two kernels, small sizes\n"
+          "  hyb bench --list                                # the kernels of the suite")
+    return 0
