@@ -39,3 +39,8 @@ __all__ += [
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64", "bool_",
 ]
+
+# --- Custom operators (issue 6: hyb/ops) ---
+from . import ops
+
+__all__ += ["ops"]
