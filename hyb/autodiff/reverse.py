@@ -539,6 +539,11 @@ class Reverser:
         if any(w is p for w in ws) and unparse_expr(p.target) != unparse_expr(r):
             return None
         w0 = before[0]
+        b = self.info[id(w0)].block
+        while not self.info[id(p)].block.inside(b):
+            if isinstance(b.owner, A.If):
+                return None  # w0 may not run: another store (or none) may have written the cell
+            b = b.parent
         lw, lp_ = self.info[id(w0)].block.loops, self.info[id(p)].block.loops
         depth = 0
         while depth < min(len(lw), len(lp_)) and lw[depth] is lp_[depth]:
