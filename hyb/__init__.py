@@ -27,15 +27,15 @@ __all__ = [
 ]
 
 # --- Tensors, autograd, cells and context (issue 6: hyb/tensor.py, autograd.py, nn.py, context.py) ---
-from . import nn
+from . import context, dtype, nn
 from .autograd import grad, value_and_grad
-from .context import GRAPH_MODE, PYNATIVE_MODE, get_context, set_context
+from .context import GRAPH_MODE, PYNATIVE_MODE, get_context, set_context, set_device
 from .tensor import (Parameter, ParameterTuple, Tensor, bool_, float16, float32, float64, int8, int16, int32,
                      int64, uint8, uint16, uint32, uint64)
 
 __all__ += [
     "Tensor", "Parameter", "ParameterTuple", "nn", "grad", "value_and_grad",
-    "set_context", "get_context", "GRAPH_MODE", "PYNATIVE_MODE",
+    "set_context", "get_context", "set_device", "context", "dtype", "GRAPH_MODE", "PYNATIVE_MODE",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64", "bool_",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .errors import HybridArgumentError, HybridTypeError
 
-__all__ = ["GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "device_target"]
+__all__ = ["GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_device", "device_target"]
 
 GRAPH_MODE = 0
 PYNATIVE_MODE = 1
@@ -37,6 +37,14 @@ def set_context(**kwargs) -> None:
                                       "use device_target=\"CPU\" or device_target=\"GPU\"")
         kwargs["device_target"] = target.upper()
     _settings.update(kwargs)
+
+
+def set_device(device_target: str, device_id: int | None = None) -> None:
+    """``hyb.set_device("CPU")``: MindSpore 2.x's shorthand for the device part of ``set_context``."""
+    settings = {"device_target": device_target}
+    if device_id is not None:
+        settings["device_id"] = device_id
+    set_context(**settings)
 
 
 def get_context(key: str):

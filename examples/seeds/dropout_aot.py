@@ -15,14 +15,12 @@
 # - The "cust_aicpu" attribute (the name of an Ascend kernel library) becomes "seed", the seed
 #   of the kernel's random generator.  Seed 68 keeps all six elements, which is what the seed
 #   document shows (its dropout is random, so its output varies from run to run).
-# - MindSpore's `from mindspore import dtype as mstype`: hyb's dtypes are hyb.float32,
-#   hyb.bool_, ... at the top level, so `import hyb as mstype`.
 import numpy as np
 from hyb import Tensor
 import hyb.context as context
 import hyb.nn as nn
 import hyb.ops as ops
-import hyb as mstype
+from hyb import dtype as mstype
 from hyb.ops import CustomRegOp, DataType
 
 context.set_context(mode=context.GRAPH_MODE, device_target="CPU")

@@ -1,0 +1,13 @@
+"""``hyb.dtype``: the dtype names MindSpore scripts import as ``from mindspore import dtype as mstype``.
+
+They are NumPy dtypes (the same objects as ``hyb.float32`` etc.), so they work wherever hyb or
+NumPy takes a dtype.
+"""
+from .tensor import bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64
+
+float_ = float32
+int_ = int64
+bool = bool_  # noqa: A001 - MindSpore's name
+
+__all__ = ["bool_", "bool", "float16", "float32", "float64", "float_", "int8", "int16", "int32", "int64", "int_",
+           "uint8", "uint16", "uint32", "uint64"]
