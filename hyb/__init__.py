@@ -44,3 +44,9 @@ __all__ += [
 from . import ops
 
 __all__ += ["ops"]
+
+# --- Function interface and C++ operators (issue 9: hyb/function.py, hyb/ops/builder.py) ---
+from .function import AutogradContext, Function
+from .ops.builder import include_dir
+
+__all__ += ["Function", "AutogradContext", "include_dir"]

@@ -7,11 +7,12 @@
 ``CustomRegOp`` with ``DataType`` and ``custom_info_register``, and ``GradOperation``
 (from ``hyb.autograd``, re-exported here under MindSpore's ``ops`` name).
 """
+from .builder import CustomOpBuilder
 from .custom import AotKernelError, Custom
 from .reginfo import CustomRegOp, DataType, OpInfo, custom_info_register
 
 __all__ = ["Custom", "CustomRegOp", "DataType", "OpInfo", "custom_info_register", "AotKernelError",
-           "GradOperation"]
+           "GradOperation", "CustomOpBuilder"]
 
 
 def __getattr__(name):
