@@ -38,7 +38,6 @@ from .runtime.kernel import Kernel
 __all__ = ["op", "param_kinds"]
 
 NAMESPACE = "hyb"
-_names = itertools.count()
 _lock = threading.Lock()
 _taken: set = set()
 
@@ -261,7 +260,7 @@ def _schema_name(p: str) -> str:
 def _unique_name(base: str) -> str:
     base = re.sub(r"\W", "_", base)
     with _lock:
-        for k in itertools.chain([None], _names):
+        for k in itertools.chain([None], itertools.count(1)):
             name = base if k is None else f"{base}_{k}"
             if all(n not in _taken and not hasattr(getattr(torch.ops, NAMESPACE), n) for n in (name, name + "_grad")):
                 _taken.update((name, name + "_grad"))

@@ -1,0 +1,255 @@
+"""hyb kernels as JAX functions, with their derived gradients: ``hyb.jax.op(kernel)``.
+
+    import jax, jax.numpy as jnp, hyb, hyb.jax
+
+    matmul = hyb.jax.op(hyb.load("examples/matmul.hyb").matmul)
+    loss = lambda a, b: matmul(a, b).sum()
+    jax.jit(jax.grad(loss))(a, b)          # forward and backward run hyb's compiled kernels
+
+``op`` returns a function with a ``jax.custom_vjp``: the forward calls the kernel through
+``jax.pure_callback`` on the host CPU (output shapes and dtypes come from hyb's type checker,
+without running anything), the backward calls the kernel's gradient kernel
+(``kernel.grad()``) or the ``bprop`` given, the same way. It works under ``jax.jit``,
+``jax.grad``/``jax.vjp`` and ``jax.vmap`` (a batch runs the kernel once per element); forward
+mode (``jax.jvp``) is not defined for a ``custom_vjp``.
+
+Importing ``hyb`` does not import this module (nor jax): ``import hyb.jax``.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import jax
+import numpy as np
+
+from .autodiff.reverse import value_walk, walk
+from .autodiff.rules import call_name
+from .dsl import ast as A
+from .dsl import types as ty
+from .dsl.check import ArgSpec, check_kernel
+from .errors import HybridArgumentError, HybridTypeError
+from .runtime.kernel import Kernel
+
+__all__ = ["op", "param_kinds"]
+
+
+def param_kinds(kernel: Kernel) -> list:
+    """``"tensor"`` or ``"scalar"`` for each parameter, read from the kernel's text (as
+    ``hyb.torch.param_kinds``): indexed, returned, asked for its shape, passed to another kernel or
+    unused is a tensor; used only as a number is a scalar."""
+    tensors, values = set(), set()
+    kernels = set(kernel.module.kernels)
+    for s in kernel.kdef.body:
+        for x in walk(s):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Call) and call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
+                tensors.add(x.args[0].id)
+            elif isinstance(x, A.Call) and call_name(x) in kernels:
+                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
+            elif isinstance(x, A.Return):
+                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
+        for x in value_walk(s):
+            if isinstance(x, A.Name):
+                values.add(x.id)
+    return ["scalar" if p in values and p not in tensors else "tensor" for p in kernel.params]
+
+
+@contextlib.contextmanager
+def _quiet_fork():
+    """hyb runs isl's scheduler in a forked child (it runs isl only, then exits); JAX warns about
+    any fork of its multithreaded process."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        yield
+
+
+def _weak(a) -> bool:
+    if isinstance(a, (bool, int, float)):
+        return True
+    try:
+        return bool(jax.dtypes.is_weakly_typed(a))
+    except Exception:
+        return False
+
+
+class _Op:
+    def __init__(self, kernel: Kernel, bprop, scalars):
+        if not isinstance(kernel, Kernel):
+            raise HybridTypeError(f"hyb.jax.op takes a hyb kernel (`@hyb.hybrid`, `hyb.load(...).name`), not a "
+                                  f"{type(kernel).__name__}", None, None)
+        self.kernel = kernel
+        self.bprop = bprop
+        self.kinds = param_kinds(kernel)
+        if scalars is not None:
+            unknown = set(scalars) - set(kernel.params)
+            if unknown:
+                raise HybridArgumentError(f"scalars= names {', '.join(sorted(unknown))}, which `{kernel.name}` does not "
+                                          f"take", None, f"its parameters: {', '.join(kernel.params)}")
+            self.kinds = ["scalar" if p in scalars else "tensor" for p in kernel.params]
+        body = kernel.kdef.body
+        self.n_out = len(body[-1].values) if body and isinstance(body[-1], A.Return) else 1
+        self._sigs: dict = {}
+
+    # ------------------------------------------------------------ signatures (at trace time)
+    def meta(self, args) -> tuple:
+        """``(shape, dtype name, weak)`` of each argument: hashable, fixed while tracing."""
+        if len(args) != len(self.kinds):
+            raise HybridArgumentError(f"`{self.kernel.name}` takes {len(self.kinds)} arguments "
+                                      f"({', '.join(self.kernel.params)}), got {len(args)}", self.kernel.kdef.span, None)
+        out = []
+        for p, k, a in zip(self.kernel.params, self.kinds, args):
+            shape, dtype = tuple(np.shape(a)), np.dtype(jax.numpy.result_type(a)).name
+            if k == "scalar" and shape != ():
+                raise HybridArgumentError(f"`{self.kernel.name}` takes `{p}` as a number, got an array of shape {shape}",
+                                          self.kernel.kdef.span, "pass a Python number or a 0-d array")
+            out.append((shape, dtype, k == "scalar" and _weak(a)))
+        return tuple(out)
+
+    def specs(self, meta) -> list:
+        specs = []
+        for k, (shape, dtype, weak) in zip(self.kinds, meta):
+            if k == "tensor":
+                specs.append(ArgSpec(shape, dtype))
+            elif dtype == "bool":
+                specs.append(ArgSpec((), "bool", True))
+            elif weak:
+                specs.append(ArgSpec((), ty.WEAK_INT if np.dtype(dtype).kind in "iu" else ty.WEAK_FLOAT, True))
+            else:
+                specs.append(ArgSpec((), dtype, True))
+        return specs
+
+    def signature(self, meta):
+        sig = self._sigs.get(meta)
+        if sig is None:
+            typed = check_kernel(self.kernel.kdef, self.kernel.module, self.specs(meta))
+            outs = [(tuple(typed.tensors[n].shape), np.dtype(typed.tensors[n].dtype)) for n in typed.outputs]
+            touched = set(typed.written) | set(typed.outputs)
+            copy = {i for i, n in enumerate(typed.inputs) if n in touched}
+            sig = self._sigs[meta] = (outs, copy)
+        return sig
+
+    @staticmethod
+    def host(meta, kinds, arrays, copy=()):
+        """The callback's NumPy arguments as the kernel takes them: scalars as numbers, arrays
+        the kernel writes copied (the callback's arrays are read-only)."""
+        out = []
+        for i, (k, (_, dtype, weak), a) in enumerate(zip(kinds, meta, arrays)):
+            a = np.asarray(a)
+            if k == "scalar":
+                a = a.item() if weak else a[()]
+            elif i in copy:
+                a = a.copy()
+            out.append(a)
+        return out
+
+    # ------------------------------------------------------------ forward
+    def forward(self, *args):
+        meta = self.meta(args)
+        outs, copy = self.signature(meta)
+        n = self.n_out
+
+        def callback(*arrays):
+            with _quiet_fork():
+                got = self.kernel(*self.host(meta, self.kinds, arrays, copy))
+            got = got if isinstance(got, tuple) else (got,)
+            return tuple(np.asarray(g) for g in got)
+
+        shapes = tuple(jax.ShapeDtypeStruct(s, d) for s, d in outs)
+        res = jax.pure_callback(callback, shapes, *args, vmap_method="sequential")
+        return res[0] if n == 1 else tuple(res)
+
+    # ------------------------------------------------------------ backward
+    def differentiable(self, meta) -> list:
+        return [i for i, (k, (_, dtype, _w)) in enumerate(zip(self.kinds, meta))
+                if k == "tensor" and np.dtype(dtype).kind == "f"]
+
+    def backward(self, args, outs, douts):
+        meta = self.meta(args)
+        diff = self.differentiable(meta)
+        if callable(self.bprop) and not isinstance(self.bprop, Kernel):
+            got = self.bprop(*args, *((outs[0], douts[0]) if self.n_out == 1 else (tuple(outs), tuple(douts))))
+            got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+            if len(got) != len(args):
+                raise HybridArgumentError(f"bprop of `{self.kernel.name}` returned {len(got)} gradients for "
+                                          f"{len(args)} inputs", None, "return one gradient (or None) per input")
+            return tuple(got[i] if i in diff else None for i in range(len(args)))
+        g = self.bprop if isinstance(self.bprop, Kernel) else self.kernel.grad()
+        kinds, n = self.kinds, len(args)
+        tensor_pos = [i for i, k in enumerate(kinds) if k == "tensor"]
+        name = self.kernel.name
+
+        def callback(*arrays):
+            inputs = self.host(meta, kinds, arrays[:n])
+            with _quiet_fork():
+                got = g(*inputs, *[np.asarray(d) for d in arrays[n:]])
+            got = list(got) if isinstance(got, tuple) else [got]
+            if len(got) != n:
+                if len(got) != len(tensor_pos):
+                    raise HybridTypeError(f"the gradient kernel `{g.name}` of `{name}` returned {len(got)} gradients; "
+                                          f"`{name}` takes {n} inputs ({len(tensor_pos)} tensors)", g.kdef.span,
+                                          "return one gradient per input, or one per tensor input")
+                full = [None] * n
+                for i, x in zip(tensor_pos, got):
+                    full[i] = x
+                got = full
+            result = []
+            for i in diff:
+                x, d = inputs[i], got[i]
+                d = np.zeros(x.shape, x.dtype) if d is None else np.asarray(d)
+                if d.shape != x.shape:
+                    raise HybridTypeError(f"the gradient kernel `{g.name}` returned a gradient of shape {d.shape} for "
+                                          f"`{self.kernel.params[i]}`, of shape {x.shape}", g.kdef.span,
+                                          "each gradient has its input's shape")
+                result.append(np.ascontiguousarray(d, dtype=x.dtype))
+            return tuple(result)
+
+        shapes = tuple(jax.ShapeDtypeStruct(meta[i][0], np.dtype(meta[i][1])) for i in diff)
+        douts = [jax.numpy.zeros(o.shape, o.dtype) if d is None else d for o, d in zip(outs, douts)]
+        grads = jax.pure_callback(callback, shapes, *args, *douts, vmap_method="sequential") if diff else ()
+        result = [None] * n
+        for i, d in zip(diff, grads):
+            result[i] = d
+        return tuple(result)
+
+
+def op(kernel: Kernel, bprop=None, *, scalars=None):
+    """A JAX function that runs ``kernel``, with a ``jax.custom_vjp`` for its gradient.
+
+    Call it with JAX or NumPy arrays (and numbers for scalar parameters); it returns an array, or
+    a tuple for several outputs. ``bprop``: the backward, instead of the derived ``kernel.grad()``;
+    a hyb kernel taking the inputs then one incoming gradient per output and returning one
+    gradient per input (or per tensor input), or a Python function ``bprop(*inputs, out, dout)``
+    on JAX arrays returning one gradient (or ``None``) per input. Integer inputs and scalar
+    parameters get no gradient (zero). ``scalars``: the names of the parameters that are numbers
+    (by default read from the kernel's text)."""
+    state = _Op(kernel, bprop, scalars)
+
+    @jax.custom_vjp
+    def f(*args):
+        return state.forward(*args)
+
+    def fwd(*args):
+        out = state.forward(*args)
+        return out, (args, out)
+
+    def bwd(res, dout):
+        args, out = res
+        outs = (out,) if state.n_out == 1 else tuple(out)
+        douts = (dout,) if state.n_out == 1 else tuple(dout)
+        return state.backward(args, outs, douts)
+
+    f.defvjp(fwd, bwd)
+
+    @functools.wraps(f)
+    def call(*args):
+        return f(*args)
+
+    call.__name__ = call.__qualname__ = kernel.name
+    call.__doc__ = f"`{kernel.name}` ({', '.join(kernel.params)}) as a JAX function (hyb.jax.op)."
+    call.kernel = kernel
+    return call
