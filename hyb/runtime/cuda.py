@@ -1,0 +1,385 @@
+"""The CUDA target: a compiled kernel whose code is CUDA C, run through pycuda.
+
+Compiling for ``target="cuda"`` needs neither pycuda nor a GPU: the CUDA C source
+(``inspect("cuda")``) and its PTX (``inspect("ptx")``, through the local ``nvcc``) are made
+without them.  Running needs pycuda (imported on the first run) and a GPU; without either a
+:class:`~hyb.errors.HybridUnsupportedError` says which is missing.
+
+Arguments: NumPy arrays are copied to the device and outputs copied back (arrays written in
+place are updated); pycuda ``GPUArray``s and objects with ``__cuda_array_interface__`` are
+used in place, and then the outputs the kernel makes come back as ``GPUArray``s.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from ..codegen import cuda as cg
+from ..dsl import tir as T
+from ..dsl import types as ty
+from ..dsl.check import arg_spec
+from ..errors import HybridArgumentError, HybridIndexError, HybridUnsupportedError
+from ..schedule import astgen, plan as plan_mod, verify
+from ..schedule import loops as L
+from .compiler import STAGES, CompiledKernel, check_in_place, prepare_arrays
+
+CUDA_STAGES = ("ast", "isl", "deps", "schedule", "loops", "cuda", "ptx", "emulate", "grad")
+PTX_ARCH = "sm_90"
+
+
+def gpu_schedule_options(schedule) -> plan_mod.ScheduleOptions:
+    """Schedule options for the GPU: no tiling (the grid's blocks are the tiles), isl's loop order
+    (coincident loops outermost, where the grid takes them, rather than the CPU's unit-stride
+    loop innermost) and no minimum amount of work for a parallel loop; a user's ``schedule=``
+    dict overrides each."""
+    opts = plan_mod.parse_options(schedule)
+    if isinstance(schedule, dict):
+        if "tile" not in schedule:
+            opts.tile = False
+        if "min_parallel_work" not in schedule:
+            opts.min_parallel_work = 0
+        if "interchange" not in schedule:
+            opts.interchange = False
+    elif schedule in (None, "auto"):
+        opts.tile = False
+        opts.min_parallel_work = 0
+        opts.interchange = False
+    return opts
+
+
+def _is_device_array(a) -> bool:
+    return hasattr(a, "__cuda_array_interface__") or (hasattr(a, "gpudata") and hasattr(a, "shape"))
+
+
+def _device_standin(a) -> np.ndarray:
+    """A zero-byte NumPy array with the shape and dtype of a device array (for the signature)."""
+    if hasattr(a, "__cuda_array_interface__"):
+        cai = a.__cuda_array_interface__
+        shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+    else:
+        shape, dtype = tuple(a.shape), np.dtype(a.dtype)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape))
+
+
+def call(kernel, args, target="cuda"):
+    """Kernel.__call__ for the CUDA target: device arrays are taken as they are."""
+    if not any(_is_device_array(a) for a in args):
+        arrays = prepare_arrays(kernel, args)
+        return kernel._compiled(arrays, target).run(arrays)
+    standins = [_device_standin(a) if _is_device_array(a) else a for a in args]
+    arrays = prepare_arrays(kernel, standins)
+    ck = kernel._compiled(arrays, target)
+    real = [a if _is_device_array(a) else arr for a, arr in zip(args, arrays)]
+    return ck.run(real)
+
+
+class CudaCompiledKernel(CompiledKernel):
+    """CUDA C for one kernel and one signature; pycuda compiles and runs it on first use."""
+
+    target = "cuda"
+
+    def __init__(self, typed: T.TypedKernel, specs: list, options: dict):
+        self.typed = typed
+        self.specs = list(specs)
+        self.options = dict(options)
+        self.name = typed.name
+        self._stages: dict = {}
+        self._asm = None
+        self.diagnostics()
+        self.generated = cg.generate(self.nest, fastmath=bool(options.get("fastmath")))
+        self._stages["cuda"] = self.generated.source
+        self.check_sites = self.generated.sites
+        self.buffers = self.generated.buffers
+        self._written = typed.written
+        self._kinds = [typed.tensors[n].kind for n in typed.inputs]
+        made = self.buffers[len(typed.inputs):]
+        self._made_names = made
+        self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
+                           for n in typed.outputs]
+        self._module = None
+        self._functions: dict = {}
+        self.cache_entry = None
+
+    # ------------------------------------------------------------ stages
+    @property
+    def plan(self):
+        return self._stage("plan", lambda: plan_mod.plan(self.poly, self.deps,
+                                                         gpu_schedule_options(self.options.get("schedule"))))
+
+    def _make_nest(self) -> L.LoopNest:
+        nest = super()._make_nest()
+        self._map_more(nest)
+        return nest
+
+    def _map_more(self, nest: L.LoopNest):
+        """Mark the inner loop of a parallel loop parallel too when it carries no dependence
+        (a 2-D grid), checked on the loops themselves (:func:`hyb.schedule.verify.violations`)."""
+        deps = self.deps.all
+        for s in nest.body:
+            if isinstance(s, L.For) and s.parallel and len(s.body) == 1 and isinstance(s.body[0], L.For):
+                inner = s.body[0]
+                inner.parallel = True
+                broken = verify.violations(nest, deps)
+                if broken is None or not broken.is_empty():
+                    inner.parallel = False
+                else:
+                    self.plan.decisions.append(f"GPU: loops `{s.var}` and `{inner.var}` carry no dependence: "
+                                               "a 2-D grid")
+
+    def inspect(self, stage: str = "loops") -> str:
+        """As :meth:`CompiledKernel.inspect`, with ``"cuda"`` (the CUDA C) and ``"ptx"`` (nvcc's PTX
+        for ``sm_90``) in place of the LLVM stages."""
+        if stage == "cuda":
+            return self._stages["cuda"]
+        if stage == "ptx":
+            if "ptx" not in self._stages:
+                self._stages["ptx"] = nvcc_ptx(self._stages["cuda"], self.generated.nvcc_options)
+            return self._stages["ptx"]
+        if stage in ("llvm", "llvm-opt", "asm"):
+            raise HybridUnsupportedError(f"inspect({stage!r}): kernel `{self.name}` was compiled for target "
+                                         "\"cuda\"", None, "its stages are: " + ", ".join(CUDA_STAGES))
+        if stage not in STAGES:
+            raise HybridArgumentError(f"unknown stage {stage!r}", None, "choose one of: " + ", ".join(CUDA_STAGES))
+        return super().inspect(stage)
+
+    def __repr__(self):
+        sig = ", ".join(str(s) for s in self.specs)
+        return f"<CompiledKernel {self.name}({sig}) target=cuda>"
+
+    # ------------------------------------------------------------ running
+    def __call__(self, *args):
+        if any(_is_device_array(a) for a in args):
+            standins = [_device_standin(a) if _is_device_array(a) else a for a in args]
+            arrays = prepare_arrays(self.typed, standins)
+            real = [a if _is_device_array(a) else arr for a, arr in zip(args, arrays)]
+        else:
+            arrays = real = prepare_arrays(self.typed, args)
+        specs = [arg_spec(a) for a in arrays]
+        if specs != self.specs:
+            got = ", ".join(str(s) for s in specs)
+            want = ", ".join(str(s) for s in self.specs)
+            raise HybridArgumentError(f"kernel `{self.name}` was compiled for ({want}) but called with ({got})",
+                                      self.typed.span, "call the Kernel itself: it compiles once per signature")
+        return self.run(real)
+
+    def _load(self):
+        if self._module is None:
+            drv = driver()
+            from pycuda.compiler import SourceModule
+            self._module = SourceModule(self._stages["cuda"], options=self.generated.nvcc_options, no_extern_c=True)
+            self._functions = {}
+        return self._module
+
+    def _function(self, name):
+        f = self._functions.get(name)
+        if f is None:
+            f = self._functions[name] = self._load().get_function(name)
+        return f
+
+    def run(self, arrays: list):
+        drv = driver()
+        self._load()
+        k = self.typed
+        if self._written & set(k.inputs) and not any(_is_device_array(a) for a in arrays):
+            check_in_place(k, arrays, self._written)
+        keep = []  # device allocations alive until the launches are done
+        pointers = []
+        params = []
+        copy_back = []  # (caller's numpy array, device allocation)
+        any_device = False
+        for name, kind, a in zip(k.inputs, self._kinds, arrays):
+            t = k.tensors[name]
+            if kind == "param":
+                dt = ty.concrete(t.dtype)
+                params.append(np.array(a, dtype="uint8" if dt == "bool" else dt)[()])
+                continue
+            if _is_device_array(a):
+                any_device = True
+                pointers.append(_device_pointer(a, t))
+                continue
+            host = np.ascontiguousarray(a)
+            alloc = drv.mem_alloc(max(1, host.nbytes))
+            keep.append(alloc)
+            if host.nbytes:
+                drv.memcpy_htod(alloc, host)
+            pointers.append(int(alloc))
+            if name in self._written:
+                copy_back.append((a, alloc, host))
+        made = []
+        for n in self._made_names:
+            t = k.tensors[n]
+            nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(ty.concrete(t.dtype)).itemsize
+            alloc = drv.mem_alloc(max(1, nbytes))
+            drv.memset_d8(alloc, 0, max(1, nbytes))
+            keep.append(alloc)
+            made.append(alloc)
+            pointers.append(int(alloc))
+        nscalars = max(1, len(self.generated.scalars))
+        sc = drv.mem_alloc(8 * nscalars)
+        drv.memset_d8(sc, 0, 8 * nscalars)
+        err = drv.mem_alloc(32)
+        drv.memset_d8(err, 0, 32)
+        keep += [sc, err]
+        fixed = [np.uintp(p) for p in pointers] + params + [np.uintp(int(sc)), np.uintp(int(err))]
+        self._walk(self.generated.plan, {}, fixed)
+        err_host = np.zeros(4, np.int64)
+        drv.memcpy_dtoh(err_host, err)
+        code = int(err_host[2])
+        if code:
+            site = self.check_sites[code - 1]
+            raise HybridIndexError(
+                f"kernel `{self.name}`: index {int(err_host[0])} is out of bounds for axis {int(err_host[1])} of "
+                f"`{site.tensor}` (shape {site.shape})", site.span,
+                "the index was computed at run time; check the values it is read from")
+        for orig, alloc, host in copy_back:
+            out = np.empty_like(host)
+            if out.nbytes:
+                drv.memcpy_dtoh(out, alloc)
+            orig[...] = out
+        outs = []
+        for i in self._out_index:
+            if i >= 0:
+                outs.append(arrays[i])
+                continue
+            n = self._made_names[-i - 1]
+            t = k.tensors[n]
+            dtype = np.dtype(ty.concrete(t.dtype))
+            if any_device:
+                from pycuda import gpuarray
+                outs.append(gpuarray.GPUArray(t.shape, dtype, gpudata=made[-i - 1]))
+            else:
+                host = np.zeros(t.shape, dtype)
+                if host.nbytes:
+                    drv.memcpy_dtoh(host, made[-i - 1])
+                outs.append(host)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _walk(self, items, env: dict, fixed: list):
+        for it in items:
+            if isinstance(it, cg.Launch):
+                self._launch(it, env, fixed)
+            elif isinstance(it, cg.HostFor):
+                s = it.loop
+                v = cg.eval_lexpr(s.init, env)
+                while True:
+                    env[s.var] = v
+                    if not cg.eval_lexpr(s.cond, env):
+                        break
+                    self._walk(it.body, env, fixed)
+                    v += s.step
+                env.pop(s.var, None)
+            else:
+                self._walk(it.then if cg.eval_lexpr(it.cond, env) else it.orelse, env, fixed)
+
+    def _launch(self, it: cg.Launch, env: dict, fixed: list):
+        f = self._function(it.kernel)
+        args = fixed + [np.int64(env[c]) for c in it.counters]
+        if it.dims == 0:
+            f(*args, block=(1, 1, 1), grid=(1, 1))
+        elif it.dims == 1:
+            trips = cg.trip_count(it.loop, env)
+            if trips is None:
+                f(*args, np.int64(1 << 62), block=(cg.BLOCK_1D, 1, 1), grid=(cg.GRID_STRIDE_BLOCKS, 1))
+            elif trips > 0:
+                blocks = min((trips + cg.BLOCK_1D - 1) // cg.BLOCK_1D, (1 << 31) - 1)
+                f(*args, np.int64(trips), block=(cg.BLOCK_1D, 1, 1), grid=(blocks, 1))
+        else:
+            inner_env = dict(env)
+            ty_ = cg.trip_count(it.loop, env)
+            inner_env[it.loop.var] = cg.eval_lexpr(it.loop.init, env)
+            tx = cg.trip_count(it.inner, inner_env)
+            if ty_ and tx:
+                bx, by = cg.BLOCK_2D
+                grid = (min((tx + bx - 1) // bx, (1 << 31) - 1), min((ty_ + by - 1) // by, 65535))
+                f(*args, np.int64(ty_), np.int64(tx), block=(bx, by, 1), grid=grid)
+
+
+def _device_pointer(a, t: T.Tensor) -> int:
+    if hasattr(a, "__cuda_array_interface__"):
+        cai = a.__cuda_array_interface__
+        strides = cai.get("strides")
+        if strides is not None:
+            itemsize = np.dtype(cai["typestr"]).itemsize
+            want = _c_strides(tuple(cai["shape"]), itemsize)
+            if tuple(strides) != want:
+                raise HybridArgumentError(f"argument `{t.source_name}` is a device array that is not C-contiguous",
+                                          t.span, "pass a contiguous copy")
+        return int(cai["data"][0])
+    flags = getattr(a, "flags", None)
+    if flags is not None and not getattr(flags, "c_contiguous", True):
+        raise HybridArgumentError(f"argument `{t.source_name}` is a device array that is not C-contiguous",
+                                  t.span, "pass a contiguous copy")
+    return int(a.gpudata)
+
+
+def _c_strides(shape, itemsize):
+    out = []
+    s = itemsize
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return tuple(reversed(out))
+
+
+@functools.lru_cache(maxsize=None)
+def _driver_or_error():
+    try:
+        import pycuda.driver as drv
+    except ImportError as e:
+        return None, HybridUnsupportedError(
+            f"running a kernel compiled for target=\"cuda\" needs pycuda, which is not installed ({e})", None,
+            "install pycuda (pip install pycuda, with the CUDA toolkit) on a machine with an NVIDIA GPU; "
+            "inspect(\"cuda\") and inspect(\"ptx\") work without it, and target=\"cpu\" runs here")
+    try:
+        drv.init()
+        if drv.Device.count() < 1:
+            raise RuntimeError("no CUDA device found")
+        try:
+            import pycuda.autoprimaryctx  # noqa: F401
+        except ImportError:
+            import pycuda.autoinit  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - pycuda raises its own error types
+        return None, HybridUnsupportedError(
+            f"running a kernel compiled for target=\"cuda\" needs an NVIDIA GPU; pycuda found none ({e})", None,
+            "run on a machine with a GPU, or compile for target=\"cpu\"")
+    return drv, None
+
+
+def driver():
+    """pycuda's driver module with a context made current, or the error saying what is missing."""
+    drv, error = _driver_or_error()
+    if error is not None:
+        raise error
+    return drv
+
+
+def nvcc_path() -> str | None:
+    return shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
+                                         if os.path.exists(p)), None)
+
+
+def nvcc_ptx(source: str, options=(), arch: str = PTX_ARCH) -> str:
+    """PTX of a CUDA C source through the local nvcc."""
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise HybridUnsupportedError("inspect('ptx') needs nvcc (the CUDA toolkit), which was not found on PATH",
+                                     None, "install the CUDA toolkit, or use inspect('cuda') for the CUDA C")
+    with tempfile.TemporaryDirectory(prefix="hyb-ptx-") as d:
+        src, out = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(source)
+        r = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *options, "-o", out, src], capture_output=True, text=True)
+        if r.returncode != 0:
+            from ..errors import HybridCompileError
+            raise HybridCompileError(f"internal: nvcc failed on the generated CUDA C:\n{r.stderr.strip()}", None, None)
+        with open(out) as f:
+            return f.read()
+
+
+def compile_kernel(typed, specs, options) -> CudaCompiledKernel:
+    return CudaCompiledKernel(typed, specs, options)
