@@ -166,10 +166,10 @@ class CompiledKernel:
             return interp.emulate_source(self.typed)
         if stage == "grad":
             return self._grad_text()
-        if stage in ("cuda", "ptx"):
-            from ..errors import HybridUnsupportedError
-            raise HybridUnsupportedError(f"inspect({stage!r}): the CUDA back end is not built yet", None,
-                                         "the CPU stages are: " + ", ".join(STAGES))
+        if stage in ("cuda", "ptx"):  # the same signature compiled for the GPU (needs no GPU)
+            from .cuda import CudaCompiledKernel
+            return self._stage("cuda-kernel", lambda: CudaCompiledKernel(self.typed, self.specs, self.options)
+                               ).inspect(stage)
         raise HybridArgumentError(f"unknown stage {stage!r}", None, "choose one of: " + ", ".join(STAGES))
 
     def _describe_stmt(self, name: str) -> str:

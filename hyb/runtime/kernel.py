@@ -85,9 +85,6 @@ class Kernel:
 
     def _compiled(self, arrays, target=None) -> CompiledKernel:
         target = target or self.options["target"]
-        if target == "cuda":
-            raise HybridUnsupportedError(f"kernel `{self.name}`: the CUDA back end is not built yet", self.kdef.span,
-                                         "compile for target=\"cpu\"")
         if target not in _TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
         specs = arg_specs(arrays)
@@ -98,6 +95,11 @@ class Kernel:
                 ck = self._cache.get(key)
                 if ck is None:
                     typed = check_kernel(self.kdef, self.module, specs)
+                    if target == "cuda":  # CUDA C is made without pycuda or a GPU; pycuda caches its builds
+                        from . import cuda
+                        ck = self._cache[key] = cuda.compile_kernel(typed, specs, self.options)
+                        ck.kernel = self
+                        return ck
                     disk_key = cache.key(self.name, self.module, specs, self.options)
                     entry = cache.load(disk_key)
                     if entry is not None:
@@ -113,6 +115,9 @@ class Kernel:
         return ck
 
     def __call__(self, *args):
+        if self.options["target"] == "cuda":
+            from . import cuda
+            return cuda.call(self, args)
         key = _fast_key(args)
         ck = self._fast.get(key) if key is not None else None
         if ck is None:
