@@ -122,6 +122,10 @@ class Function:
         items = [result] if single else list(result)
         outputs = [_as_output(v, args) for v in items]
         tensors = [(i, t) for i, t in enumerate(outputs) if isinstance(t, Tensor)]
+        # A saved output is kept as a Tensor of its own (same data, off the tape), so that the
+        # output does not hold itself alive through its node's backward.
+        ctx._saved = tuple(Tensor.from_numpy(s._data) if isinstance(s, Tensor) and
+                           any(s is o for o in items + outputs) else s for s in ctx._saved)
         if any(need) and tensors:
             _record_function(cls, ctx, args, outputs, tensors)
         if single:
@@ -151,10 +155,12 @@ def _as_output(value, inputs):
 
 def _record_function(cls, ctx, args, outputs, tensors):
     name = cls.__name__
+    n_outputs = len(outputs)
+    where = [i for i, _ in tensors]          # not the outputs themselves: they point to this node
 
     def backward(douts):
-        grads = [None] * len(outputs)
-        for (i, _), d in zip(tensors, douts):
+        grads = [None] * n_outputs
+        for i, d in zip(where, douts):
             grads[i] = Tensor.from_numpy(d)
         got = cls.backward(ctx, *grads)
         if not isinstance(got, (tuple, list)):
