@@ -162,13 +162,6 @@ class _Op:
             sig = self._sigs[key] = _Signature(self.kernel, specs)
         return sig
 
-    def check_args(self, args):
-        for p, k, a in zip(self.kernel.params, self.kinds, args):
-            if (k == "tensor") != isinstance(a, torch.Tensor):
-                raise HybridArgumentError(f"`{self.kernel.name}` takes `{p}` as a {k}, got a {type(a).__name__}",
-                                          self.kernel.kdef.span, "pass torch tensors for tensors and Python numbers "
-                                          "for scalars (or name the scalars: hyb.torch.op(kernel, scalars=[...]))")
-
     # ---------------------------------------------------------------- forward
     def forward(self, *args):
         sig = self.signature(args)
