@@ -1,0 +1,22 @@
+"""Differential fuzzing of hyb (issue 11).
+
+* :mod:`.programs` draws random *valid* kernels (tests/kernelgen.py, loop nests of depth 1-4) together
+  with random kernel options (tile sizes, the original order, threads on or off, interchange, fusion;
+  never fast-math).
+* :mod:`.oracle` judges one program: compiled == ``emulate`` (``check_parity``), the derived gradient ==
+  central finite differences (``check_grad``), and mutated source text only ever gives a ``HybridError``
+  or a kernel (``check_frontend``, with a hang detector).
+* :mod:`.campaign` runs them for a time budget with progress output and writes every failure, shrunk by
+  hypothesis, to a directory: ``python -m tests.fuzz --minutes 10``.
+
+tests/test_fuzz.py runs a bounded, derandomized campaign in CI and holds the regression tests for the
+bugs found.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parent.parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)

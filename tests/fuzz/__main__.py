@@ -1,0 +1,35 @@
+"""python -m tests.fuzz --minutes N [--kinds parity,oob,grad,frontend] [--seed S] [--out DIR]"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
+    p.add_argument("--minutes", type=float, default=5.0, help="time budget (default 5)")
+    p.add_argument("--kinds", default="parity,oob,grad,frontend",
+                   help="comma-separated: parity (compiled vs emulate), oob (run-time index errors), "
+                        "grad (gradients vs finite differences), frontend (mutated source text)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the campaign (default: random)")
+    p.add_argument("--round-size", type=int, default=25, help="hypothesis examples per round")
+    p.add_argument("--out", default="fuzz-failures", help="directory for failure reports")
+    p.add_argument("--keep-cache", action="store_true", help="use the user's kernel cache (default: a fresh one)")
+    a = p.parse_args(argv)
+    if not a.keep_cache:
+        os.environ["HYB_CACHE_DIR"] = tempfile.mkdtemp(prefix="hyb-fuzz-cache-")
+    from .campaign import KINDS, Campaign
+    kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        p.error(f"unknown kind {bad[0]!r}; kinds: {', '.join(KINDS)}")
+    c = Campaign(a.out).run(a.minutes, kinds, a.seed, a.round_size)
+    print(f"done: {sum(n for (_, r), n in c.counts.items() if r != 'FAIL')} cases passed or skipped, "
+          f"{len(c.failures)} distinct failures" + (f" in {a.out}/" if c.failures else ""))
+    return 1 if c.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Run the fuzzers for a time budget, with progress output; failures are shrunk by hypothesis and
+written to a directory, one file per distinct failure."""
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hseed
+from hypothesis import strategies as st
+
+from . import oracle, programs
+
+KINDS = ("parity", "oob", "grad", "frontend")
+
+
+class Campaign:
+    def __init__(self, out_dir="fuzz-failures", verbose=True):
+        self.out = Path(out_dir)
+        self.verbose = verbose
+        self.counts = Counter()  # (kind, outcome) -> n
+        self.failures = {}  # signature -> path
+        self.last_failing = None
+        self.started = time.time()
+
+    # -------------------------------------------------------------- one round of hypothesis examples
+    def _round(self, kind, n, seed_value):
+        strategy = {"parity": programs.cases(), "oob": programs.cases({"oob": programs.OUT_OF_BOUNDS}),
+                    "grad": st.tuples(programs.cases({"grad": programs.GRAD}), st.integers(0, 2 ** 31))}[kind]
+
+        @hseed(seed_value)
+        @settings(max_examples=n, deadline=None, database=None, derandomize=False, print_blob=False,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+        @given(strategy)
+        def run(case):
+            if kind == "grad":
+                (name, prog), s = case
+            else:
+                name, prog = case
+            try:
+                if kind == "grad":
+                    res = oracle.check_grad(prog, s)
+                else:
+                    res = oracle.check_parity(prog, allow_index_errors=(kind == "oob"))
+            except Exception as e:
+                self.last_failing = (kind, name, prog, e, traceback.format_exc())
+                raise
+            self.counts[(kind, res)] += 1
+
+        try:
+            run()
+        except Exception:
+            self.record(*self.last_failing)
+
+    def record(self, kind, config, prog, exc, tb):
+        head = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        head = "".join(c for c in head if not c.isdigit())[:160]  # same bug, other numbers: one file
+        sig = hashlib.sha1(f"{kind}:{head}".encode()).hexdigest()[:10]
+        self.counts[(kind, "FAIL")] += 1
+        if sig in self.failures:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / f"{kind}-{sig}.txt"
+        path.write_text(f"# kind: {kind}, config: {config}\n# {head}\n\n{prog.describe()}\n\n{tb}")
+        self.failures[sig] = path
+        print(f"\n!! {kind} failure ({head}) -> {path}", flush=True)
+
+    # -------------------------------------------------------------- front end
+    def _frontend(self, n, rng):
+        import hypothesis.strategies as hst  # noqa: F401
+        seeds = self._frontend_seeds(rng)
+        for _ in range(n):
+            src, args = rng.choice(seeds)
+            text = oracle.mutate(src, rng)
+            try:
+                res = oracle.check_frontend(text, args, run=rng.random() < 0.1)
+            except Exception as e:  # noqa: BLE001 - anything but a HybridError is a bug
+                self.record_text("frontend", text, e, traceback.format_exc())
+                continue
+            self.counts[("frontend", res)] += 1
+
+    def _frontend_seeds(self, rng):
+        from hypothesis import find
+        seeds = []
+        for i in range(8):
+            try:
+                _, prog = find(programs.cases(options=False), lambda c: True,
+                               settings=settings(database=None, derandomize=False, max_examples=5,
+                                                 suppress_health_check=list(HealthCheck)),
+                               random=random.Random(rng.random()))
+            except Exception:  # noqa: BLE001
+                continue
+            seeds.append((prog.source, prog.args))
+        return seeds or [("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+                          "        c[i] = a[i] + 1\n    return c\n", [__import__("numpy").arange(3.0)])]
+
+    def record_text(self, kind, text, exc, tb):
+        head = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:160]
+        sig = hashlib.sha1(f"{kind}:{head}".encode()).hexdigest()[:10]
+        self.counts[(kind, "FAIL")] += 1
+        if sig in self.failures:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / f"{kind}-{sig}.txt"
+        path.write_text(f"# kind: {kind}\n# {head}\n\n{text}\n\n{tb}")
+        self.failures[sig] = path
+        print(f"\n!! {kind} failure ({head}) -> {path}", flush=True)
+
+    # -------------------------------------------------------------- the loop
+    def run(self, minutes, kinds=KINDS, seed=None, round_size=25):
+        rng = random.Random(seed)
+        deadline = self.started + 60 * minutes
+        r = 0
+        while time.time() < deadline:
+            kind = kinds[r % len(kinds)]
+            r += 1
+            if kind == "frontend":
+                self._frontend(round_size * 20, rng)
+            else:
+                self._round(kind, round_size, rng.randrange(2 ** 32))
+            if self.verbose:
+                self.progress(deadline)
+        return self
+
+    def progress(self, deadline):
+        by_kind = {}
+        for (kind, res), n in sorted(self.counts.items()):
+            by_kind.setdefault(kind, []).append(f"{res}={n}")
+        left = max(0, deadline - time.time())
+        print(f"[{time.time() - self.started:6.0f}s, {left:5.0f}s left] "
+              + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_kind.items())
+              + f"; distinct failures: {len(self.failures)}", flush=True)

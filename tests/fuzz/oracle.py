@@ -1,0 +1,254 @@
+"""The judges of one fuzzing case.  Each raises AssertionError (or the unexpected exception) on a bug
+and returns a short word saying what was checked otherwise."""
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import signal
+import threading
+import warnings
+
+import numpy as np
+
+import hyb
+
+from . import _TESTS  # noqa: F401
+import gradcases as G  # noqa: E402
+
+RTOL = {"float16": 1e-3, "float32": 1e-5, "float64": 1e-12}
+RTOL_INEXACT = {"float16": 4e-3, "float32": 1e-4, "float64": 1e-10}  # transcendental intrinsics, pow()
+
+
+# ------------------------------------------------------------------ compiled == emulate
+def as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def copy(a):
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
+def assert_same(got, want, what, rtol=RTOL):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} (compiled) != {want.shape} (emulated)"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} (compiled) != {want.dtype} (emulated)"
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: nan positions")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{what}: infinities")
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=f"{what}: finite positions")
+    if finite.any():
+        r = rtol[want.dtype.name]
+        scale = max(1.0, float(np.abs(want[finite]).max()))
+        np.testing.assert_allclose(got[finite], want[finite], rtol=r, atol=r * scale, err_msg=what)
+
+
+def outcome(run, args):
+    try:
+        return as_tuple(run(*args)), None
+    except hyb.HybridIndexError as e:
+        return None, e
+
+
+def check_parity(prog, allow_index_errors=False):
+    """Compile prog.source with prog.options, run it and emulate it on copies of prog.args; outputs and
+    in-place inputs must agree, other inputs must be unchanged.  With allow_index_errors, both must raise
+    HybridIndexError or neither."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hyb.HybridWarning)
+        kernel = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
+        c_args = [copy(a) for a in prog.args]
+        e_args = [copy(a) for a in prog.args]
+        got, got_err = outcome(kernel, c_args)
+        emu, emu_err = outcome(kernel.emulate, e_args)
+    if not allow_index_errors:
+        if emu_err is not None:
+            raise emu_err
+        if got_err is not None:
+            raise got_err
+    assert (got_err is None) == (emu_err is None), f"compiled raised {got_err!r}, emulate raised {emu_err!r}"
+    if got_err is not None:
+        return "index-error"
+    rtol = RTOL_INEXACT if prog.inexact else RTOL
+    assert len(got) == len(emu), f"{len(got)} outputs compiled, {len(emu)} emulated"
+    for n, (g, e) in enumerate(zip(got, emu)):
+        assert_same(g, e, f"output {n}", rtol)
+    for pos, (orig, c, e) in enumerate(zip(prog.args, c_args, e_args)):
+        if not isinstance(orig, np.ndarray):
+            continue
+        if pos in prog.inplace:
+            assert_same(c, e, f"input {pos} (written in place)", rtol)
+        else:
+            np.testing.assert_array_equal(c, orig, err_msg=f"compiled kernel changed input {pos}")
+            np.testing.assert_array_equal(e, orig, err_msg=f"emulate changed input {pos}")
+    return "ok"
+
+
+# ------------------------------------------------------------------ gradient == finite differences
+# Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/test_fuzz.py):
+KNOWN_BUG_ZERO_D_INPUT_GRADIENT = True
+
+def fresh_floats(args, rng):
+    """Float arrays replaced by values in ±[0.3, 1.5]: no denormals, no infinities, no ties."""
+    return [np.asarray(rng.uniform(0.3, 1.5, a.shape) * rng.choice([-1.0, 1.0], a.shape), dtype=a.dtype)
+            if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+
+
+def check_grad(prog, seed=0):
+    """kernel.grad() (compiled with prog.options, and emulated) against central finite differences of
+    sum(dout * kernel(x)).  Returns "skipped: ..." where the case cannot be judged: a forward value that
+    is not finite, a gradient hyb refuses (HybridUnsupportedError), a kink (finite differences with
+    different steps disagree)."""
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hyb.HybridWarning)
+        k = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
+        args = fresh_floats(prog.args, rng)
+        if not any(G.is_float_array(a) for a in args):
+            return "skipped: no float input"
+        try:
+            outs = G.forward(k, args)
+        except hyb.HybridIndexError:
+            return "skipped: index error"
+        if not all(o.dtype.kind == "f" and np.all(np.isfinite(o)) for o in outs):
+            return "skipped: forward not finite"
+        douts = G.random_douts(rng, outs)
+        try:
+            g = k.grad()
+            got = as_tuple(g(*G.copies(args), *G.copies(douts)))
+        except hyb.HybridUnsupportedError as e:
+            assert "`" in str(e) or "not" in str(e), f"refusal without naming the construct: {e}"
+            return "skipped: unsupported"
+        emu = as_tuple(g.emulate(*G.copies(args), *G.copies(douts)))
+    got, emu = list(got), list(emu)
+    for n, (a, b) in enumerate(zip(got, emu)):
+        if a is None or b is None:
+            assert a is None and b is None, f"gradient {n}: compiled {a!r} vs emulated {b!r}"
+        else:
+            assert_same(a, b, f"gradient {n} (compiled vs emulated gradient kernel)", RTOL_INEXACT)
+    want = G.fd_grads(k, args, douts)
+    if KNOWN_BUG_ZERO_D_INPUT_GRADIENT:
+        # A 0-d float tensor input gets None for its gradient (tests/test_fuzz.py,
+        # test_regression_zero_d_input_gets_a_gradient): judge the other inputs.
+        for n, a in enumerate(args):
+            if G.is_float_array(a) and a.ndim == 0 and got[n] is None:
+                want[n] = None
+    if any(g_ is not None and w is not None and np.isnan(g_).any() and np.isfinite(w).all()
+           for g_, w in zip(got, want)):
+        return "skipped: nan adjoint"
+    atol = 1e-7 + 1e-9 * G.loss_scale(outs, douts)
+    try:
+        G.assert_grads_close(got, want, rtol=1e-5, atol=atol, what="gradient vs finite differences")
+    except AssertionError:
+        for eps in (1e-5, 3e-7):
+            try:
+                G.assert_grads_close(G.fd_grads(k, args, douts, eps=eps), want, rtol=1e-4, atol=10 * atol)
+            except AssertionError:
+                return "skipped: kink"
+        raise
+    return "ok"
+
+
+# ------------------------------------------------------------------ front end: mutated text
+class Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Raise Hang in the main thread after `seconds` (SIGALRM); no limit elsewhere."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise Hang(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+\.?\d*(?:e-?\d+)?|\*\*|//|[-+*/%<>=!]=|\n[ ]*|[ ]+|.", re.S)
+JUNK = ["(", ")", "[", "]", ":", ",", "=", "+", "-", "*", "**", "/", "//", "%", ".", "if", "else", "for", "in",
+        "range", "return", "def", "not", "and", "lambda", "while", "'", '"', "\\", "#", "@", "\t", "\n    ",
+        "\n", "0", "-1", "1e309", "99999999999999999999", "output_tensor", "allocate", "grid", "shape", "dtype",
+        "None", "True", "int8", "float16", "sqrt", "max", "\x00", "\x7f", "é", "\ufeff", "😀", "𝑥", "\r"]
+
+
+def mutate(text: str, rng: random.Random, rounds: int = 0) -> str:
+    """One to three random edits of `text`: token deletion, swap, duplication, replacement by another
+    token or by junk, random bytes, line deletion/duplication, indentation changes, truncation."""
+    for _ in range(rounds or rng.randint(1, 3)):
+        toks = TOKEN.findall(text)
+        if not toks:
+            return text + rng.choice(JUNK)
+        i, j = rng.randrange(len(toks)), rng.randrange(len(toks))
+        op = rng.randrange(11)
+        if op == 0:
+            del toks[i]
+        elif op == 1:
+            toks[i], toks[j] = toks[j], toks[i]
+        elif op == 2:
+            toks.insert(i, toks[i])
+        elif op == 3:
+            toks[i] = toks[j]
+        elif op == 4:
+            toks.insert(i, rng.choice(JUNK))
+        elif op == 5:
+            toks[i] = rng.choice(JUNK)
+        elif op == 6:
+            raw = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+            toks.insert(i, raw.decode("latin-1"))
+        elif op == 7:
+            return "".join(toks)[: rng.randrange(len(text) + 1)]
+        else:
+            lines = "".join(toks).split("\n")
+            k = rng.randrange(len(lines))
+            if op == 8:
+                del lines[k]
+            elif op == 9:
+                lines.insert(k, lines[k])
+            else:
+                lines[k] = rng.choice(["", " ", "    ", "\t"]) + lines[k] if rng.random() < 0.5 else lines[k].lstrip()
+            text = "\n".join(lines)
+            continue
+        text = "".join(toks)
+    return text
+
+
+def check_frontend(text: str, args, seconds: float = 2.0, run: bool = False):
+    """Parse `text` and type-check its kernel `k` (if any) for `args`; with run, also compile it, run it and
+    emulate it.  Returns "error" (a HybridError), "parsed" or "valid"; anything else raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with time_limit(seconds):
+                mod = hyb.compile_source(text, "mutant.hyb")
+                kernels = getattr(mod, "kernels", {})
+                if "k" not in kernels:
+                    for kern in kernels.values():
+                        if not kern.params:
+                            kern.typed()
+                    return "parsed"
+                kern = kernels["k"]
+                kern.typed(*[copy(a) for a in args])
+        except hyb.HybridError:
+            return "error"
+        if not run:
+            return "valid"
+        try:  # values are not compared: a mutant may feed an inexact value into a condition
+            with time_limit(max(seconds, 20.0)):
+                kern(*[copy(a) for a in args])
+                kern.emulate(*[copy(a) for a in args])
+        except hyb.HybridError:
+            return "error"
+        return "valid"

@@ -1,0 +1,68 @@
+"""Hypothesis strategies for whole fuzzing cases: a kernel from tests/kernelgen.py plus kernel options.
+
+kernelgen writes loop nests as deep as the tensors' rank; rank 4 (four nested loops, each tensor
+dimension at most 3) is added here.  The options are drawn independently of the program: the isl
+scheduler with its defaults, the original order, or explicit tile sizes (tiny ones, so that tiling
+shows on small shapes) with threads, interchange and fusion switched on or off, and sometimes
+``min_parallel_work=0`` so that small loops really run on threads.  ``fastmath`` is always off:
+the comparison with ``emulate`` is exact up to rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from . import _TESTS  # noqa: F401  (puts tests/ on sys.path)
+import kernelgen as kg  # noqa: E402
+
+if len(kg.LOOP_NAMES) < 4:  # a fourth loop variable, for rank-4 nests (kernelgen stops at i, j, k)
+    kg.LOOP_NAMES = tuple(kg.LOOP_NAMES) + ("l",)
+
+MAX_DIM = {1: 11, 2: 6, 3: 4, 4: 3}
+BASE = kg.Config(rank=(1, 2, 3, 4), max_dim=MAX_DIM, schedules=False)
+
+# Parity configurations (name -> kernelgen.Config); a case draws one (shrinking toward the first).
+PARITY = {
+    "default": BASE,
+    "all_dtypes": replace(BASE, dtypes=kg.ALL_DTYPES),
+    "deep_nests": replace(BASE, rank=(3, 4), max_stmts=10, expr_depth=2),
+    "expressions": replace(BASE, rank=(1,), max_stmts=5, expr_depth=4, dtypes=kg.ALL_DTYPES),
+    "affine_only": replace(BASE, data_dependent=False, rank=(2, 3, 4), max_stmts=9, expr_depth=2,
+                           transcendental=False),
+}
+
+# Data-dependent subscripts that may leave their tensor: compiled raises HybridIndexError iff emulate does.
+OUT_OF_BOUNDS = replace(BASE, out_of_bounds=True)
+
+# Gradients: float64 tensors only (finite differences), no nan/inf inputs, no data-dependent subscripts.
+GRAD = replace(BASE, dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
+               calls=False, grid=False, max_stmts=6)
+
+
+@st.composite
+def kernel_options(draw):
+    """Kernel options: schedule= (auto, original, or explicit switches and tile sizes) and threads=."""
+    threads = draw(st.sampled_from([2, 1, 4]))
+    kind = draw(st.sampled_from(["auto", "original", "custom", "custom"]))
+    if kind == "original":
+        return {"schedule": "original", "threads": threads, "fastmath": False}
+    if kind == "auto":
+        return {"threads": threads, "fastmath": False}
+    sched = {"tile": draw(st.one_of(st.sampled_from([True, False]),
+                                    st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)))}
+    for key in ("parallel", "interchange", "fuse"):
+        sched[key] = draw(st.booleans())
+    if draw(st.booleans()):
+        sched["min_parallel_work"] = 0
+    return {"schedule": sched, "threads": threads, "fastmath": False}
+
+
+@st.composite
+def cases(draw, configs=None, options=True):
+    """(config name, kernelgen.Program with .options set)."""
+    configs = configs or PARITY
+    name = draw(st.sampled_from(sorted(configs, key=lambda n: list(configs).index(n))))
+    prog = kg.Gen(draw, configs[name]).program()
+    prog.options = draw(kernel_options()) if options else {}
+    return name, prog
