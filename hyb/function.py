@@ -200,8 +200,8 @@ def _input_grad(g, x, need: bool, what: str):
 # put a C++ Function<T>::Apply on the tape.
 
 def _cpp_input(value):
-    """``(source Tensor or None, C-contiguous native-endian array)`` for a value passed where a
-    ``BaseTensorPtr`` is expected; None when the value is not a tensor or a number."""
+    """``(source Tensor or None, C-contiguous native-endian array, dtype name)`` for a value
+    passed where a ``BaseTensorPtr`` is expected; None when it is not a tensor or a number."""
     source = None
     if isinstance(value, Tensor):
         source, arr = value, value._data
@@ -215,7 +215,8 @@ def _cpp_input(value):
         return None
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return source, _contiguous(arr)
+    arr = _contiguous(arr)
+    return source, arr, arr.dtype.name
 
 
 def _contiguous(arr):

@@ -243,17 +243,13 @@ using hyb::BaseTensorPtrList;
 
 namespace detail {
 
-inline TypeId TypeIdOfArray(const py::array &a) {
-  const char kind = a.dtype().kind();
-  const auto size = a.itemsize();
-  if (kind == 'b') return kNumberTypeBool;
-  if (kind == 'i') return size == 1 ? kNumberTypeInt8 : size == 2 ? kNumberTypeInt16 : size == 4 ? kNumberTypeInt32
-                                                                                                  : kNumberTypeInt64;
-  if (kind == 'u') return size == 1 ? kNumberTypeUInt8 : size == 2 ? kNumberTypeUInt16 : size == 4 ? kNumberTypeUInt32
-                                                                                                    : kNumberTypeUInt64;
-  if (kind == 'f' && size == 2) return kNumberTypeFloat16;
-  if (kind == 'f' && size == 4) return kNumberTypeFloat32;
-  if (kind == 'f' && size == 8) return kNumberTypeFloat64;
+// The TypeId of NumPy's dtype name (names, not descriptor fields: their layout changed in NumPy 2).
+inline TypeId TypeIdOfName(const std::string &name) {
+  static const char *names[] = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                                "uint32", "uint64", "float16", "float32", "float64"};
+  for (int t = kNumberTypeBool; t <= kNumberTypeFloat64; t++) {
+    if (name == names[t - kNumberTypeBool]) return static_cast<TypeId>(t);
+  }
   return kTypeUnknown;
 }
 
@@ -262,9 +258,9 @@ inline TypeId TypeIdOfArray(const py::array &a) {
 inline BaseTensorPtr FromPython(py::handle value) {
   py::object got = bridge().attr("_cpp_input")(value);
   if (got.is_none()) return nullptr;
-  auto pair = got.cast<py::tuple>();
-  py::array arr = pair[1].cast<py::array>();
-  TypeId t = TypeIdOfArray(arr);
+  auto triple = got.cast<py::tuple>();
+  py::array arr = triple[1].cast<py::array>();
+  TypeId t = TypeIdOfName(triple[2].cast<std::string>());
   if (t == kTypeUnknown) return nullptr;
   ShapeVector shape(arr.shape(), arr.shape() + arr.ndim());
   PyObject *owner = arr.ptr();
@@ -276,7 +272,7 @@ inline BaseTensorPtr FromPython(py::handle value) {
     }
   });
   auto result = std::make_shared<BaseTensor>(t, shape, const_cast<void *>(arr.data()), std::move(keep));
-  if (!pair[0].is_none()) result->set_source(pair[0].ptr());
+  if (!triple[0].is_none()) result->set_source(triple[0].ptr());
   return result;
 }
 
@@ -285,7 +281,13 @@ inline py::array ToArray(const BaseTensorPtr &t) {
   auto *keep = new std::shared_ptr<void>(t->storage());
   py::capsule owner(keep, [](void *p) { delete static_cast<std::shared_ptr<void> *>(p); });
   std::vector<py::ssize_t> shape(t->shape().begin(), t->shape().end());
-  return py::array(py::dtype(TypeIdName(t->data_type())), shape, t->data_c(), owner);
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t step = static_cast<py::ssize_t>(t->itemsize());
+  for (size_t i = shape.size(); i > 0; i--) {
+    strides[i - 1] = step;
+    step *= std::max<py::ssize_t>(shape[i - 1], 1);
+  }
+  return py::array(py::dtype(TypeIdName(t->data_type())), shape, strides, t->data_c(), owner);
 }
 
 // A new hyb.Tensor owning (a reference to) the tensor's memory.
