@@ -29,8 +29,8 @@ from .autodiff.rules import call_name
 from .dsl import ast as A
 from .dsl import types as ty
 from .dsl.check import ArgSpec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError
-from .runtime.kernel import Kernel
+from .errors import HybridArgumentError, HybridTypeError, HybridWarning
+from .runtime.kernel import GradKernel, Kernel
 
 __all__ = ["op", "param_kinds"]
 
@@ -186,7 +186,7 @@ class _Op:
         def callback(*arrays):
             inputs = self.host(meta, kinds, arrays[:n])
             with _quiet_fork():
-                got = g(*inputs, *[np.asarray(d) for d in arrays[n:]])
+                got = _run_gradient(g, [*inputs, *[np.asarray(d) for d in arrays[n:]]])
             got = list(got) if isinstance(got, tuple) else [got]
             if len(got) != n:
                 if len(got) != len(tensor_pos):
@@ -205,7 +205,7 @@ class _Op:
                     raise HybridTypeError(f"the gradient kernel `{g.name}` returned a gradient of shape {d.shape} for "
                                           f"`{self.kernel.params[i]}`, of shape {x.shape}", g.kdef.span,
                                           "each gradient has its input's shape")
-                result.append(np.ascontiguousarray(d, dtype=x.dtype))
+                result.append(np.require(d, dtype=x.dtype, requirements="C"))
             return tuple(result)
 
         shapes = tuple(jax.ShapeDtypeStruct(meta[i][0], np.dtype(meta[i][1])) for i in diff)
@@ -215,6 +215,26 @@ class _Op:
         for i, d in zip(diff, grads):
             result[i] = d
         return tuple(result)
+
+
+def _run_gradient(g, arrays):
+    """``g(*arrays)``. A derived gradient kernel (``GradKernel``) takes a 0-d array like a number (no
+    gradient); a 0-d float tensor of a framework is a tensor that wants one, so that case runs the
+    variant of the gradient in which it is active."""
+    n = len(g.forward.params) if isinstance(g, GradKernel) else 0
+    zero_d = {p for p, a in zip(g.forward.params, arrays[:n])
+              if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f"} if n else set()
+    zero_d -= g._scalar_params() if n else set()
+    if not zero_d:
+        return g(*arrays)
+    inactive = frozenset(g._inactive(arrays) - zero_d)
+    derived, _ = g._variant(inactive)
+    kernel = g._variants[inactive][2]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
+        got = kernel(*arrays)
+    got = list(got) if isinstance(got, tuple) else [got]
+    return tuple(got.pop(0) if flag else None for flag in derived.grads)
 
 
 def op(kernel: Kernel, bprop=None, *, scalars=None):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import warnings
 
 import numpy as np
 import torch
@@ -32,8 +33,8 @@ from .autodiff.reverse import value_walk, walk
 from .autodiff.rules import call_name
 from .dsl import ast as A
 from .dsl.check import ArgSpec, arg_spec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError
-from .runtime.kernel import Kernel
+from .errors import HybridArgumentError, HybridTypeError, HybridWarning
+from .runtime.kernel import GradKernel, Kernel
 
 __all__ = ["op", "param_kinds"]
 
@@ -209,7 +210,7 @@ class _Op:
         arrays = [_to_numpy(a) if isinstance(a, torch.Tensor) else a for a in inputs]
         darrays = [_to_numpy(d) for d in douts]
         g = self.grad_kernel()
-        got = g(*arrays, *darrays)
+        got = _run_gradient(g, [*arrays, *darrays])
         got = list(got) if isinstance(got, tuple) else [got]
         if len(got) != n:
             tensor_pos = [i for i, k in enumerate(self.kinds) if k == "tensor"]
@@ -233,7 +234,7 @@ class _Op:
                 raise HybridTypeError(f"the gradient kernel `{g.name}` returned a gradient of shape {d.shape} for "
                                       f"`{self.kernel.params[i]}`, of shape {x.shape}", g.kdef.span,
                                       "each gradient has its input's shape")
-            d = np.ascontiguousarray(d, dtype=x.dtype)
+            d = np.require(d, dtype=x.dtype, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
             if d is x or np.shares_memory(d, x):
                 d = d.copy()
             t = torch.from_numpy(d)
@@ -244,6 +245,26 @@ class _Op:
         inputs = args[:len(self.kernel.params)]
         return [torch.empty(inputs[i].shape, dtype=inputs[i].dtype, device=inputs[i].device)
                 for i in self.differentiable(inputs)]
+
+
+def _run_gradient(g, arrays):
+    """``g(*arrays)``. A derived gradient kernel (``GradKernel``) takes a 0-d array like a number (no
+    gradient); a 0-d float tensor of a framework is a tensor that wants one, so that case runs the
+    variant of the gradient in which it is active."""
+    n = len(g.forward.params) if isinstance(g, GradKernel) else 0
+    zero_d = {p for p, a in zip(g.forward.params, arrays[:n])
+              if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f"} if n else set()
+    zero_d -= g._scalar_params() if n else set()
+    if not zero_d:
+        return g(*arrays)
+    inactive = frozenset(g._inactive(arrays) - zero_d)
+    derived, _ = g._variant(inactive)
+    kernel = g._variants[inactive][2]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
+        got = kernel(*arrays)
+    got = list(got) if isinstance(got, tuple) else [got]
+    return tuple(got.pop(0) if flag else None for flag in derived.grads)
 
 
 def _schema_name(p: str) -> str:

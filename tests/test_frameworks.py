@@ -62,6 +62,14 @@ def double_in_place(x):
 
 
 @hyb.hybrid
+def scale(s, x):
+    y = output_tensor(x.shape, x.dtype)  # noqa: F821
+    for i in range(x.shape[0]):
+        y[i] = s[()] * x[i]
+    return y
+
+
+@hyb.hybrid
 def square(x):
     y = output_tensor(x.shape, x.dtype)  # noqa: F821
     for i in range(x.shape[0]):
@@ -104,7 +112,7 @@ class TestTorch:
 
     def f64(self, *shape, grad=True, seed=0):
         g = self.torch.Generator().manual_seed(seed)
-        return self.torch.randn(*shape, dtype=self.torch.float64, generator=g).requires_grad_(grad)
+        return self.torch.randn(shape, dtype=self.torch.float64, generator=g).requires_grad_(grad)
 
     def check(self, op, args):
         torch = self.torch
@@ -167,6 +175,16 @@ class TestTorch:
         (s.sum() + p.sum()).backward()
         torch.testing.assert_close(x.grad, torch.cos(x.detach()) * idx + 2 * x.detach())
         self.check(op, (x, idx))
+
+    def test_zero_dimensional_tensor_gets_its_gradient(self):
+        torch = self.torch
+        op = self.ht.op(scale)
+        s, x = self.f64(), self.f64(6, seed=1)
+        op(s, x).sum().backward()
+        assert s.grad.shape == ()
+        torch.testing.assert_close(s.grad, x.detach().sum())
+        assert op.grad_op(s, x, torch.ones(6, dtype=torch.float64))[0].shape == ()
+        self.check(op, (self.f64(), x))
 
     def test_in_place_kernel_is_functional(self):
         torch = self.torch
@@ -300,6 +318,13 @@ class TestJax:
         self.check(lambda x: f(x, idx), (x,))
         g = jax.grad(lambda x: jnp.sum(f(x, idx)[0]))(x)
         np.testing.assert_allclose(g, np.cos(x) * idx, rtol=1e-12)
+
+    def test_zero_dimensional_array_gets_its_gradient(self):
+        f = self.hj.op(scale)
+        s, x = self.rand(), self.rand(6, seed=1)
+        g = self.jax.grad(lambda s, x: f(s, x).sum())(s, x)
+        np.testing.assert_allclose(g, x.sum(), rtol=1e-12)
+        self.check(f, (s, x))
 
     def test_in_place_and_bprops(self):
         x = self.rand(7)
