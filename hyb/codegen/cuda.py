@@ -16,8 +16,8 @@ The kernel's loop IR is split at its loops marked ``parallel``:
 
 Tensors are global-memory pointers (``__restrict__``: no two alias, as the CPU path's
 ``noalias``), inputs in parameter order, then outputs and temporaries (``allocate``) in order
-of declaration (:func:`hyb.codegen.llvm.buffer_order`).  Scalar parameters are kernel
-arguments by value.  Scalar locals live in a global block of 8-byte slots (``sc``): every
+of declaration (:func:`hyb.codegen.llvm.buffer_order` without the scalar parameters), then the
+scalar parameters by value in parameter order.  Scalar locals live in a global block of 8-byte slots (``sc``): every
 kernel copies the ones it uses into registers; a one-thread kernel writes them back, a grid
 kernel does not (each thread's copies are private, as the CPU path's threads' copies are).
 A reduction into one element over a loop inside a thread (``c[i, j] += ...`` over ``k``)
@@ -398,8 +398,8 @@ class _Generator:
         self.k: T.TypedKernel = nest.poly.kernel
         self.fastmath = fastmath
         self.checked = nest.poly.runtime_checked
-        self.buffers = buffer_order(self.k)
         self.params = [n for n in self.k.inputs if self.k.tensors[n].kind == "param"]
+        self.buffers = [n for n in buffer_order(self.k) if n not in self.params]
         self.scalars = [t.name for t in self.k.tensors.values() if t.kind == "scalar"]
         self.slot = {n: i for i, n in enumerate(self.scalars)}
         self.names: dict = {}

@@ -97,7 +97,7 @@ class CudaCompiledKernel(CompiledKernel):
         self.buffers = self.generated.buffers
         self._written = typed.written
         self._kinds = [typed.tensors[n].kind for n in typed.inputs]
-        made = self.buffers[len(typed.inputs):]
+        made = [n for n in self.buffers if n not in typed.inputs]
         self._made_names = made
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
                            for n in typed.outputs]
@@ -117,19 +117,64 @@ class CudaCompiledKernel(CompiledKernel):
         return nest
 
     def _map_more(self, nest: L.LoopNest):
-        """Mark the inner loop of a parallel loop parallel too when it carries no dependence
-        (a 2-D grid), checked on the loops themselves (:func:`hyb.schedule.verify.violations`)."""
+        """More of the loops on the grid than the scheduler's one parallel band, each checked on the
+        loops themselves (:func:`hyb.schedule.verify.violations`: no dependence carried):
+
+        * a loop beside the parallel one (or at the top level) with no parallel loop inside and no
+          scalar local used inside is marked parallel too (its own grid launch);
+        * the inner loop of a parallel loop whose body is that one loop is marked too (a 2-D grid)."""
         deps = self.deps.all
-        for s in nest.body:
-            if isinstance(s, L.For) and s.parallel and len(s.body) == 1 and isinstance(s.body[0], L.For):
-                inner = s.body[0]
-                inner.parallel = True
-                broken = verify.violations(nest, deps)
-                if broken is None or not broken.is_empty():
-                    inner.parallel = False
+        decisions = self.plan.decisions
+
+        def carried_by_none() -> bool:
+            broken = verify.violations(nest, deps)
+            return broken is not None and broken.is_empty()
+
+        def visit(block):
+            for s in block:
+                if isinstance(s, L.For) and s.parallel:
+                    if len(s.body) == 1 and isinstance(s.body[0], L.For):
+                        inner = s.body[0]
+                        inner.parallel = True
+                        if carried_by_none():
+                            decisions.append(f"GPU: loops `{s.var}` and `{inner.var}` carry no dependence: "
+                                             "a 2-D grid")
+                        else:
+                            inner.parallel = False
+                elif isinstance(s, L.For) and cg._contains_parallel(s.body):
+                    visit(s.body)  # walked by the host: its loops are launched one by one
+                elif isinstance(s, L.If) and (cg._contains_parallel(s.then) or cg._contains_parallel(s.orelse)):
+                    visit(s.then)
+                    visit(s.orelse)
+                elif isinstance(s, L.For) and not self._uses_scalars(s):
+                    s.parallel = True
+                    if carried_by_none():
+                        decisions.append(f"GPU: loop `{s.var}` carries no dependence: a grid of its own")
+                        visit([s])
+                    else:
+                        s.parallel = False
+
+        visit(nest.body)
+
+    def _uses_scalars(self, s) -> bool:
+        names = set()
+
+        def walk(body):
+            for x in body:
+                if isinstance(x, L.For):
+                    walk(x.body)
+                elif isinstance(x, L.If):
+                    walk(x.then)
+                    walk(x.orelse)
                 else:
-                    self.plan.decisions.append(f"GPU: loops `{s.var}` and `{inner.var}` carry no dependence: "
-                                               "a 2-D grid")
+                    names.add(x.stmt)
+
+        walk([s])
+        tensors = self.typed.tensors
+        for st in self.poly.statements:
+            if st.name in names and any(tensors[a.tensor].kind == "scalar" for a in st.writes + st.reads):
+                return True
+        return False
 
     def inspect(self, stage: str = "loops") -> str:
         """As :meth:`CompiledKernel.inspect`, with ``"cuda"`` (the CUDA C) and ``"ptx"`` (nvcc's PTX
@@ -226,7 +271,7 @@ class CudaCompiledKernel(CompiledKernel):
         drv.memset_d8(err, 0, 32)
         keep += [sc, err]
         fixed = [np.uintp(p) for p in pointers] + params + [np.uintp(int(sc)), np.uintp(int(err))]
-        self._walk(self.generated.plan, {}, fixed)
+        walk_plan(self.generated.plan, {}, lambda it, env: self._launch(it, env, fixed))
         err_host = np.zeros(4, np.int64)
         drv.memcpy_dtoh(err_host, err)
         code = int(err_host[2])
@@ -259,44 +304,51 @@ class CudaCompiledKernel(CompiledKernel):
                 outs.append(host)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _walk(self, items, env: dict, fixed: list):
-        for it in items:
-            if isinstance(it, cg.Launch):
-                self._launch(it, env, fixed)
-            elif isinstance(it, cg.HostFor):
-                s = it.loop
-                v = cg.eval_lexpr(s.init, env)
-                while True:
-                    env[s.var] = v
-                    if not cg.eval_lexpr(s.cond, env):
-                        break
-                    self._walk(it.body, env, fixed)
-                    v += s.step
-                env.pop(s.var, None)
-            else:
-                self._walk(it.then if cg.eval_lexpr(it.cond, env) else it.orelse, env, fixed)
-
     def _launch(self, it: cg.Launch, env: dict, fixed: list):
-        f = self._function(it.kernel)
-        args = fixed + [np.int64(env[c]) for c in it.counters]
-        if it.dims == 0:
-            f(*args, block=(1, 1, 1), grid=(1, 1))
-        elif it.dims == 1:
-            trips = cg.trip_count(it.loop, env)
-            if trips is None:
-                f(*args, np.int64(1 << 62), block=(cg.BLOCK_1D, 1, 1), grid=(cg.GRID_STRIDE_BLOCKS, 1))
-            elif trips > 0:
-                blocks = min((trips + cg.BLOCK_1D - 1) // cg.BLOCK_1D, (1 << 31) - 1)
-                f(*args, np.int64(trips), block=(cg.BLOCK_1D, 1, 1), grid=(blocks, 1))
+        shape = launch_shape(it, env)
+        if shape is not None:
+            grid, block, extra = shape
+            self._function(it.kernel)(*fixed, *[np.int64(env[c]) for c in it.counters], *extra,
+                                      block=block, grid=grid)
+
+
+def walk_plan(items, env: dict, launch):
+    """Run a launch plan: host loops and conditions evaluated here, ``launch(Launch, env)`` for each kernel."""
+    for it in items:
+        if isinstance(it, cg.Launch):
+            launch(it, env)
+        elif isinstance(it, cg.HostFor):
+            s = it.loop
+            v = cg.eval_lexpr(s.init, env)
+            while True:
+                env[s.var] = v
+                if not cg.eval_lexpr(s.cond, env):
+                    break
+                walk_plan(it.body, env, launch)
+                v += s.step
+            env.pop(s.var, None)
         else:
-            inner_env = dict(env)
-            ty_ = cg.trip_count(it.loop, env)
-            inner_env[it.loop.var] = cg.eval_lexpr(it.loop.init, env)
-            tx = cg.trip_count(it.inner, inner_env)
-            if ty_ and tx:
-                bx, by = cg.BLOCK_2D
-                grid = (min((tx + bx - 1) // bx, (1 << 31) - 1), min((ty_ + by - 1) // by, 65535))
-                f(*args, np.int64(ty_), np.int64(tx), block=(bx, by, 1), grid=grid)
+            walk_plan(it.then if cg.eval_lexpr(it.cond, env) else it.orelse, env, launch)
+
+
+def launch_shape(it: cg.Launch, env: dict):
+    """(grid, block, trailing int64 arguments) of one launch, or None when it has no iterations."""
+    if it.dims == 0:
+        return (1, 1), (1, 1, 1), []
+    if it.dims == 1:
+        trips = cg.trip_count(it.loop, env)
+        if trips is None:  # the kernel strides over a fixed grid while the loop's condition holds
+            return (cg.GRID_STRIDE_BLOCKS, 1), (cg.BLOCK_1D, 1, 1), [np.int64(1 << 62)]
+        if trips <= 0:
+            return None
+        return (min(-(-trips // cg.BLOCK_1D), (1 << 31) - 1), 1), (cg.BLOCK_1D, 1, 1), [np.int64(trips)]
+    ty_ = cg.trip_count(it.loop, env)
+    tx = cg.trip_count(it.inner, {**env, it.loop.var: cg.eval_lexpr(it.loop.init, env)})
+    if not ty_ or not tx or ty_ <= 0 or tx <= 0:
+        return None
+    bx, by = cg.BLOCK_2D
+    grid = (min(-(-tx // bx), (1 << 31) - 1), min(-(-ty_ // by), 65535))
+    return grid, (bx, by, 1), [np.int64(ty_), np.int64(tx)]
 
 
 def _device_pointer(a, t: T.Tensor) -> int:
