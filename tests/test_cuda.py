@@ -521,6 +521,24 @@ def test_outer_serial_loop_is_walked_by_the_host(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+DOUBLE = '''
+def f(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in {loop}(a.shape[0]):
+        c[i] = a[i] * 2
+    return c
+'''
+
+
+@pytest.mark.parametrize("loop, options, dims", [("range", {}, 1), ("serial", {}, 0),
+                                                  ("range", {"schedule": "original"}, 0),
+                                                  ("range", {"schedule": {"parallel": False}}, 0)])
+def test_grid_respects_serial_loops_and_schedule_options(loop, options, dims):
+    k = hyb.compile_source(DOUBLE.format(loop=loop), **options).f
+    (launch,) = k.compile(np.ones(100), target="cuda").generated.plan
+    assert launch.dims == dims
+
+
 def test_host_loop_arithmetic_is_isl_s():
     from hyb.schedule import loops as L
     env = {"c0": -7}

@@ -123,7 +123,10 @@ class CudaCompiledKernel(CompiledKernel):
         * a loop beside the parallel one (or at the top level) with no parallel loop inside and no
           scalar local used inside is marked parallel too (its own grid launch);
         * the inner loop of a parallel loop whose body is that one loop is marked too (a 2-D grid)."""
-        deps = self.deps.all
+        if not gpu_schedule_options(self.options.get("schedule")).parallel:
+            return  # schedule="original" or {"parallel": False}: nothing on the grid
+        # `serial` loops stay in order and off the grid, as on the CPU.
+        deps = self.deps.all.union(plan_mod.serial_order(self.poly))
         decisions = self.plan.decisions
 
         def carried_by_none() -> bool:
