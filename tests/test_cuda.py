@@ -487,6 +487,14 @@ def test_matmul_keeps_the_reduction_in_the_thread():
     assert "(l_c2 <= 49ll)" in ck.inspect("cuda")
 
 
+@needs_nvcc
+def test_matmul_accumulator_stays_in_a_register():
+    a = np.ones((64, 64), np.float32)
+    ptx = td.matmul_fn.compile(a, a, target="cuda").inspect("ptx")
+    assert ptx.count("st.global") == 1  # c[i, j] is stored once, after the k loop
+    assert "ld.global.nc" in ptx  # read-only inputs through the read-only cache (const __restrict__)
+
+
 def test_serial_kernel_runs_in_one_thread():
     ck = td.MOD.prefix_sum.compile(np.ones(9, np.float64), target="cuda")
     (launch,) = ck.generated.plan
@@ -607,6 +615,8 @@ def test_inspect_cuda_needs_no_gpu():
     # A CPU kernel shows the CUDA C of its signature too.
     assert ADD.compile(x, x).inspect("cuda") == src
     assert "target=cuda" in repr(ck)
+    page = ck._repr_html_()
+    assert "__global__" in page and "(CUDA)" in page
 
 
 @needs_nvcc

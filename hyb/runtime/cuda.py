@@ -23,7 +23,7 @@ from ..codegen import cuda as cg
 from ..dsl import tir as T
 from ..dsl import types as ty
 from ..dsl.check import arg_spec
-from ..errors import HybridArgumentError, HybridIndexError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridError, HybridIndexError, HybridUnsupportedError
 from ..schedule import astgen, plan as plan_mod, verify
 from ..schedule import loops as L
 from .compiler import STAGES, CompiledKernel, check_in_place, prepare_arrays
@@ -198,6 +198,21 @@ class CudaCompiledKernel(CompiledKernel):
     def __repr__(self):
         sig = ", ".join(str(s) for s in self.specs)
         return f"<CompiledKernel {self.name}({sig}) target=cuda>"
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the stages as tabs, the CUDA C in place of the LLVM ones."""
+        import html as _html
+
+        from . import html as H
+        panels = []
+        for stage in ("loops", "cuda", "ast", "schedule", "isl", "deps", "grad"):
+            try:
+                inner = f"<pre>{H._highlighted(self.inspect(stage), stage)}</pre>"
+            except HybridError as e:
+                inner = f'<pre style="color:#b00">{_html.escape(e.render())}</pre>'
+            panels.append((stage, inner))
+        sig = ", ".join(_html.escape(str(s)) for s in self.specs)
+        return H.tabs(f"<b>CompiledKernel</b> <code>{_html.escape(self.name)}({sig})</code> (CUDA)", panels)
 
     # ------------------------------------------------------------ running
     def __call__(self, *args):
