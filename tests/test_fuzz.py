@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 import hyb
@@ -34,7 +34,8 @@ EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
 
 def budget(n):
     return settings(max_examples=n * 10 if EXPLORE else n, deadline=None, derandomize=not EXPLORE, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=EXPLORE)
+                    suppress_health_check=list(HealthCheck), print_blob=EXPLORE,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 
 
 # ------------------------------------------------------------------ the bounded campaign

@@ -9,13 +9,16 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
 from . import oracle, programs
 
 KINDS = ("parity", "oob", "grad", "frontend")
+# No "explain" phase: it traces every line of the failing case (emulate included) and takes minutes.
+CASE_SECONDS = 60  # a case that takes longer (Python-level) is reported as a hang
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
 
 
 class Campaign:
@@ -26,6 +29,10 @@ class Campaign:
         self.failures = {}  # signature -> path
         self.last_failing = None
         self.started = time.time()
+        self.current = None
+        if out_dir:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.current = self.out / "current-case.txt"
 
     # -------------------------------------------------------------- one round of hypothesis examples
     def _round(self, kind, n, seed_value):
@@ -34,18 +41,22 @@ class Campaign:
 
         @hseed(seed_value)
         @settings(max_examples=n, deadline=None, database=None, derandomize=False, print_blob=False,
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                  phases=PHASES)
         @given(strategy)
         def run(case):
             if kind == "grad":
                 (name, prog), s = case
             else:
                 name, prog = case
+            if self.current:  # what is running now, for a native hang or a crash
+                self.current.write_text(f"# kind: {kind}, config: {name}\n{prog.describe()}\n")
             try:
-                if kind == "grad":
-                    res = oracle.check_grad(prog, s)
-                else:
-                    res = oracle.check_parity(prog, allow_index_errors=(kind == "oob"))
+                with oracle.time_limit(CASE_SECONDS):
+                    if kind == "grad":
+                        res = oracle.check_grad(prog, s)
+                    else:
+                        res = oracle.check_parity(prog, allow_index_errors=(kind == "oob"))
             except Exception as e:
                 self.last_failing = (kind, name, prog, e, traceback.format_exc())
                 raise
