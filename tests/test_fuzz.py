@@ -127,3 +127,31 @@ def test_regression_zero_d_input_gets_a_gradient():
     da, ds = k.grad()(a, s, dout)
     np.testing.assert_array_equal(da, [2.0, 2.0, 2.0])
     assert isinstance(ds, np.ndarray) and ds.shape == () and ds == 3.0
+
+
+TWO_SCALARS_TAPED = '''
+def k(x):
+    y = output_tensor((1,), "float64")
+    s = 1.0
+    for j in range(x.shape[0]):
+        t = 1.0
+        for k in range(x.shape[1]):
+            s *= x[j, k]
+            t *= x[j, k]
+        y[0] = t
+    y[0] = s
+    return y
+'''
+
+
+@pytest.mark.xfail(strict=True, raises=hyb.HybridNameError,
+                   reason="gradient: the recomputed forward loop that tapes s allocates `t_at_k = allocate(..., t.dtype)` "
+                          "but drops `t = 1.0` (hyb/autodiff)")
+def test_regression_gradient_of_two_scalars_updated_in_one_inner_loop():
+    # Shrunk from the gradient campaign.  k.grad()(x, dout) raises
+    # HybridNameError: <gradient of k>:9:50: error: unknown name `t` (in `t_at_k = allocate((max(0, x.shape[1]),), t.dtype)`).
+    # Expected: y[0] = prod(x), so d_x = prod(x) / x * dout.
+    k = hyb.compile_source(TWO_SCALARS_TAPED).k
+    x = np.array([[0.5, 1.5], [2.0, -0.75]])
+    np.testing.assert_allclose(k(x), [x.prod()])
+    np.testing.assert_allclose(k.grad()(x, np.ones(1)), x.prod() / x, rtol=1e-12)

@@ -30,6 +30,8 @@ PARITY = {
     "expressions": replace(BASE, rank=(1,), max_stmts=5, expr_depth=4, dtypes=kg.ALL_DTYPES),
     "affine_only": replace(BASE, data_dependent=False, rank=(2, 3, 4), max_stmts=9, expr_depth=2,
                            transcendental=False),
+    # stores through data-dependent subscripts (`y[x[i] % n] = ...`): dependences on whole tensors
+    "dd_writes": replace(BASE, dd_writes=True, rank=(1, 2, 3), max_stmts=8),
 }
 
 # Data-dependent subscripts that may leave their tensor: compiled raises HybridIndexError iff emulate does.
