@@ -91,6 +91,7 @@ def check_parity(prog, allow_index_errors=False):
 # ------------------------------------------------------------------ gradient == finite differences
 # Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/test_fuzz.py):
 KNOWN_BUG_ZERO_D_INPUT_GRADIENT = True
+KNOWN_BUG_GRAD_DROPS_SCALAR = True  # test_regression_gradient_of_two_scalars_updated_in_one_inner_loop
 
 def fresh_floats(args, rng):
     """Float arrays replaced by values in ±[0.3, 1.5]: no denormals, no infinities, no ties."""
@@ -123,6 +124,10 @@ def check_grad(prog, seed=0):
         except hyb.HybridUnsupportedError as e:
             assert "`" in str(e) or "not" in str(e), f"refusal without naming the construct: {e}"
             return "skipped: unsupported"
+        except hyb.HybridNameError as e:
+            if KNOWN_BUG_GRAD_DROPS_SCALAR and "unknown name" in str(e) and "<gradient of" in str(e):
+                return "known bug: gradient drops a scalar"
+            raise
         emu = as_tuple(g.emulate(*G.copies(args), *G.copies(douts)))
     got, emu = list(got), list(emu)
     for n, (a, b) in enumerate(zip(got, emu)):
