@@ -82,7 +82,6 @@ class Campaign:
 
     # -------------------------------------------------------------- front end
     def _frontend(self, n, rng):
-        import hypothesis.strategies as hst  # noqa: F401
         seeds = self._frontend_seeds(rng)
         for _ in range(n):
             src, args = rng.choice(seeds)
@@ -106,8 +105,8 @@ class Campaign:
             except Exception:  # noqa: BLE001
                 continue
             seeds.append((prog.source, prog.args))
-        return seeds or [("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
-                          "        c[i] = a[i] + 1\n    return c\n", [__import__("numpy").arange(3.0)])]
+        from . import corpus
+        return seeds + corpus.cases()
 
     def record_text(self, kind, text, exc, tb):
         head = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:160]
