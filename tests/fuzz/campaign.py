@@ -94,18 +94,18 @@ class Campaign:
             self.counts[("frontend", res)] += 1
 
     def _frontend_seeds(self, rng):
-        from hypothesis import find
-        seeds = []
-        for i in range(8):
-            try:
-                _, prog = find(programs.cases(options=False), lambda c: True,
-                               settings=settings(database=None, derandomize=False, max_examples=5,
-                                                 suppress_health_check=list(HealthCheck)),
-                               random=random.Random(rng.random()))
-            except Exception:  # noqa: BLE001
-                continue
-            seeds.append((prog.source, prog.args))
+        """Eight generated programs (new ones each round) and the hand-written corpus."""
         from . import corpus
+        seeds = []
+
+        @hseed(rng.randrange(2 ** 32))
+        @settings(max_examples=8, database=None, derandomize=False, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(programs.cases(options=False))
+        def collect(case):
+            seeds.append((case[1].source, case[1].args))
+
+        collect()
         return seeds + corpus.cases()
 
     def record_text(self, kind, text, exc, tb):
