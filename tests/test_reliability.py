@@ -261,6 +261,12 @@ CASES = {
     "param_index_2_70": lambda: M.at(guarded(x), 2 ** 70),
     "param_index_float": lambda: M.at(guarded(x), 1.5),
     "param_index_ok": lambda: (M.at(guarded(x), 7), x[7:])[1],
+    "param_longdouble": lambda: M.at(guarded(x), np.longdouble(1)),
+    "param_complex": lambda: M.at(guarded(x), 1j),
+    "param_array": lambda: M.at(guarded(x), guarded([1], np.int64)),
+    "dtype_longdouble": lambda: M.add(x.astype(np.longdouble), x.astype(np.longdouble)),
+    "masked_array": lambda: (M.add(np.ma.masked_array(x, x > 4), x), 2 * x)[1],
+    "list_arguments": lambda: (M.add(list(x), tuple(x)), 2 * x)[1],
 }
 
 
@@ -293,6 +299,8 @@ CHECKS = {
     "hist_ok": lambda: (M.hist(guarded([0, 3, 3, 1], np.int32), guarded(x[:4])), np.array([1., 4., 0., 5.])),
     "ragged_ok": lambda: (M.ragged(guarded([1, 0], np.int64), guarded(x.reshape(2, 4))), np.array([1., 0.])),
     "param_index_ok": lambda: (M.at(guarded(x), 7), x[7:]),
+    "masked_array": lambda: (M.add(np.ma.masked_array(x, x > 4), x), 2 * x),
+    "list_arguments": lambda: (M.add(list(x), tuple(x)), 2 * x),
 }
 for name, fn in CHECKS.items():
     if results.get(name) != "ok":
@@ -311,7 +319,7 @@ MEMORY_EXPECTED = {
     "shape_b_longer": "ok", "strided": "ok", "reversed": "ok", "transposed": "ok", "fortran_order": "ok",
     "byte_swapped": "ok", "unaligned": "ok", "read_only_inputs": "ok", "strided_in_place": "ok",
     "zero_size": "ok", "zero_size_2d": "ok", "zero_size_gather": "ok", "zero_size_in_place": "ok",
-    "hist_ok": "ok", "ragged_ok": "ok", "param_index_ok": "ok",
+    "hist_ok": "ok", "ragged_ok": "ok", "param_index_ok": "ok", "masked_array": "ok", "list_arguments": "ok",
 }
 
 

@@ -32,6 +32,8 @@ PARITY = {
                            transcendental=False),
     # stores through data-dependent subscripts (`y[x[i] % n] = ...`): dependences on whole tensors
     "dd_writes": replace(BASE, dd_writes=True, rank=(1, 2, 3), max_stmts=8),
+    # larger shapes, so that tiles are partial and parallel loops have work for every thread
+    "larger": replace(BASE, rank=(2, 3), max_dim={2: 20, 3: 9}, min_dim=3, max_stmts=8, expr_depth=2),
 }
 
 # Data-dependent subscripts that may leave their tensor: compiled raises HybridIndexError iff emulate does.
