@@ -516,10 +516,12 @@ def test_damaged_cache_entry_is_not_trusted(tmp_path):
 def test_read_only_cache_directory_and_entry(tmp_path):
     assert cached_run(tmp_path) == "miss"
     for p in [tmp_path, *tmp_path.rglob("*")]:
-        p.chmod(stat.S_IRUSR | stat.S_IXUSR | (0 if p.is_dir() else 0))
+        p.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
-        assert cached_run(tmp_path) == "hit"
+        assert cached_run(tmp_path) == "hit"  # read, not written
         (entry,) = cache_entries(tmp_path)
+        entry.chmod(0)  # and an entry that cannot be read is a miss, compiled in memory
+        assert cached_run(tmp_path) == "miss"
     finally:
         for p in [tmp_path, *tmp_path.rglob("*")]:
             p.chmod(stat.S_IRWXU)
