@@ -155,3 +155,25 @@ def test_regression_gradient_of_two_scalars_updated_in_one_inner_loop():
     x = np.array([[0.5, 1.5], [2.0, -0.75]])
     np.testing.assert_allclose(k(x), [x.prod()])
     np.testing.assert_allclose(k.grad()(x, np.ones(1)), x.prod() / x, rtol=1e-12)
+
+
+OVERWRITTEN_SHIFTED_READ = '''
+def k(x):
+    y = output_tensor((x.shape[0],), "float64")
+    for i in range(x.shape[0]):
+        y[0] = x[i + 1] if i < x.shape[0] - 1 else 1.0
+    return y
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="gradient: a shifted read under a select, turned into a gather, still adds "
+                                       "the adjoint of a store that a later iteration overwrites (hyb/autodiff)")
+def test_regression_gradient_of_overwritten_store_with_shifted_read():
+    # Shrunk from the gradient campaign (`y0[i // 2] = 1 / (x0[i + 1] if i < n - 1 else 1)`).  With x = [0.5, 2.0]
+    # iteration 1 overwrites y[0] with 1.0, so y = [1, 0] does not depend on x: the gradient is [0, 0].
+    # compiled and emulated gradient: [0, 1] (dout[0] reaches x[1] through the overwritten store).
+    # `y[0] = x[i]`, `y[0] = x[n - 1 - i]` and `y[0] = x[i + 1] if i < n - 1 else x[0]`... the last is wrong too ([1, 1]).
+    k = hyb.compile_source(OVERWRITTEN_SHIFTED_READ).k
+    x, dout = np.array([0.5, 2.0]), np.array([1.0, 10.0])
+    np.testing.assert_array_equal(k(x), [1.0, 0.0])
+    np.testing.assert_array_equal(k.grad()(x, dout), [0.0, 0.0])
