@@ -172,7 +172,8 @@ def test_regression_gradient_of_overwritten_store_with_shifted_read():
     # Shrunk from the gradient campaign (`y0[i // 2] = 1 / (x0[i + 1] if i < n - 1 else 1)`).  With x = [0.5, 2.0]
     # iteration 1 overwrites y[0] with 1.0, so y = [1, 0] does not depend on x: the gradient is [0, 0].
     # compiled and emulated gradient: [0, 1] (dout[0] reaches x[1] through the overwritten store).
-    # `y[0] = x[i]`, `y[0] = x[n - 1 - i]` and `y[0] = x[i + 1] if i < n - 1 else x[0]`... the last is wrong too ([1, 1]).
+    # `y[0] = x[i]` and `y[0] = x[n - 1 - i]` are right; `y[0] = x[i + 1] if i < n - 1 else x[0]` is wrong too
+    # ([1, 1] instead of [1, 0]).
     k = hyb.compile_source(OVERWRITTEN_SHIFTED_READ).k
     x, dout = np.array([0.5, 2.0]), np.array([1.0, 10.0])
     np.testing.assert_array_equal(k(x), [1.0, 0.0])
