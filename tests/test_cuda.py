@@ -455,6 +455,41 @@ def test_runtime_bounds_check_on_host(tmp_path):
     assert e.value.span == cpu.value.span
 
 
+def _data_dependent_runs():
+    import test_data_dependent as dd
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((9, 5))
+    yield "hist", dd.MOD.hist, [rng.integers(0, 8, 100).astype(np.uint8), rng.standard_normal(100)]
+    yield "gather", dd.MOD.gather, [a[0].astype(np.float32), rng.integers(0, 5, 10)]
+    yield "ragged", dd.MOD.ragged, [rng.integers(0, 6, 9), a]
+    yield "ragged_start", dd.MOD.ragged_start, [np.array([0, 2, 5, 4]), np.arange(20.0).reshape(4, 5)]
+    yield "quadratic", dd.MOD.quadratic, [np.arange(1.0, 4.0)]
+    yield "guarded", dd.MOD.guarded, [np.arange(1.0, 5.0), np.array([0.0, 1.0, -1.0, 0.0])]
+    yield "hist_oob", dd.MOD.hist, [np.array([0, 8, 1]), np.ones(3)]
+    yield "ragged_oob", dd.MOD.ragged, [np.array([2, 6]), np.ones((2, 5))]
+    yield "guarded_oob", dd.MOD.guarded, [np.ones(3), np.array([1.0, 0.0, 0.0])]
+
+
+@needs_cxx
+def test_data_dependent_kernels_on_host(tmp_path):
+    """Opaque statements (loops with bounds read from tensors), guards and scatters: the CUDA C
+    gives the CPU back end's results, and the same errors at the same places."""
+    runs = list(_data_dependent_runs())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cks = [k.compile(*args, target="cuda") for _, k, args in runs]
+    lib = HostLibrary(cks, tmp_path)
+    for (name, k, args), ck in zip(runs, cks):
+        try:
+            want = k(*[a.copy() for a in args])
+        except HybridIndexError as cpu:
+            with pytest.raises(HybridIndexError) as gpu_side:
+                lib.run(ck, *[a.copy() for a in args])
+            assert gpu_side.value.message == cpu.message and gpu_side.value.span == cpu.span, name
+            continue
+        np.testing.assert_array_equal(lib.run(ck, *[a.copy() for a in args]), want, err_msg=name)
+
+
 # ------------------------------------------------------------------ the mapping and the launch plan
 def _launches(plan):
     for it in plan:
