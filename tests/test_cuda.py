@@ -238,8 +238,10 @@ class HostLibrary:
                 continue
         raise KeyError(real)
 
-    def run(self, ck, *args):
-        """Run ``ck`` (a CudaCompiledKernel) on NumPy arguments as pycuda would, on the host."""
+    def run(self, ck, *args, reverse=False):
+        """Run ``ck`` (a CudaCompiledKernel) on NumPy arguments as pycuda would, on the host.  With
+        ``reverse``, the threads of each launch run last to first: a result that depends on the
+        order of threads (a dependence the grid does not respect) then shows."""
         k = ck.typed
         arrays = td.as_tuple(args)
         arrays = list(arrays)
@@ -274,12 +276,11 @@ class HostLibrary:
             gx, gy, bx, by = min(gx, 3), min(gy, 2), min(bx, 4), min(by, 2)
             lib, f = self.function(ck, it.kernel)
             args = fixed + [ctypes.c_longlong(env[c]) for c in it.counters] + [ctypes.c_longlong(int(e)) for e in extra]
-            for byi in range(gy):
-                for bxi in range(gx):
-                    for tyi in range(by):
-                        for txi in range(bx):
-                            lib.hyb_emu_set(bxi, byi, txi, tyi, gx, gy, bx, by)
-                            f(*args)
+            threads = [(bxi, byi, txi, tyi) for byi in range(gy) for bxi in range(gx)
+                       for tyi in range(by) for txi in range(bx)]
+            for bxi, byi, txi, tyi in (reversed(threads) if reverse else threads):
+                lib.hyb_emu_set(bxi, byi, txi, tyi, gx, gy, bx, by)
+                f(*args)
 
         rt.walk_plan(ck.generated.plan, {}, launch)
         if err[2]:
@@ -338,7 +339,7 @@ def test_cuda_c_on_host_matches_numpy(case, shape, dtype, host_library, request)
     args = _seeded_args(case, shape, dtype)
     want = tuple(np.asarray(w) for w in td.as_tuple(case.ref(*[a.copy() for a in args])))
     run_args = [a.copy() for a in args]
-    got = td.as_tuple(lib.run(ck, *run_args))
+    got = td.as_tuple(lib.run(ck, *run_args, reverse=True))  # threads last to first
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
         td.assert_close(g, w, f"CUDA C output {k} vs numpy")
