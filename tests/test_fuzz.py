@@ -116,8 +116,6 @@ def k(a, s):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the gradient of a 0-d float tensor input is None: GradKernel._inactive "
-                                       "(hyb/runtime/kernel.py) takes np.ndim(a) == 0 for a scalar parameter")
 def test_regression_zero_d_input_gets_a_gradient():
     # Shrunk from the gradient campaign (`x2 = np.array(0.0)`, unused: d_x2 should be 0.0).  The derived source
     # computes and returns d_s; the call drops it.  compiled and emulated: (array([2., 2., 2.]), None);
@@ -144,9 +142,6 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=hyb.HybridNameError,
-                   reason="gradient: the recomputed forward loop that tapes s allocates `t_at_k = allocate(..., t.dtype)` "
-                          "but drops `t = 1.0` (hyb/autodiff)")
 def test_regression_gradient_of_two_scalars_updated_in_one_inner_loop():
     # Shrunk from the gradient campaign.  k.grad()(x, dout) raises
     # HybridNameError: <gradient of k>:9:50: error: unknown name `t` (in `t_at_k = allocate((max(0, x.shape[1]),), t.dtype)`).
@@ -166,8 +161,6 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="gradient: a shifted read under a select, turned into a gather, still adds "
-                                       "the adjoint of a store that a later iteration overwrites (hyb/autodiff)")
 def test_regression_gradient_of_overwritten_store_with_shifted_read():
     # Shrunk from the gradient campaign (`y0[i // 2] = 1 / (x0[i + 1] if i < n - 1 else 1)`).  With x = [0.5, 2.0]
     # iteration 1 overwrites y[0] with 1.0, so y = [1, 0] does not depend on x: the gradient is [0, 0].

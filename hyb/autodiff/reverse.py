@@ -1230,7 +1230,7 @@ class Reverser:
                 shape = A.Tuple(None, [self.trip_bound(lp)])
                 decl = A.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
                 self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
-                self.add_pending(self.info[cid].block, c, decl)
+                self.add_pending(self.info[cid].block, c, decl, needs=n)
 
     def cond_ref(self, s):
         return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
@@ -1241,9 +1241,10 @@ class Reverser:
                 return c
         raise KeyError(cid)
 
-    def add_pending(self, block, stmt, decl):
-        """Declare ``decl`` in ``block`` just before the statement of ``block`` containing ``stmt``."""
-        self.pending_tapes.setdefault(id(block), []).append((stmt, decl))
+    def add_pending(self, block, stmt, decl, needs=None):
+        """Declare ``decl`` in ``block`` just before the statement of ``block`` containing ``stmt``
+        (a scalar's tape only where that scalar is computed: ``needs``)."""
+        self.pending_tapes.setdefault(id(block), []).append((stmt, decl, needs))
 
     def fwd(self, n: str) -> str:
         return self.fwd_names.get(n, n)
@@ -1333,7 +1334,9 @@ class Reverser:
                 made = self.forward_if(s, keep, typed_only, replay)
             if not made:
                 continue
-            for stmt, decl in self.pending_tapes.get(id(block), []):
+            for stmt, decl, needs in self.pending_tapes.get(id(block), []):
+                if needs is not None and needs not in keep:
+                    continue
                 i, j = self.info[id(s)], self.info[id(stmt)]
                 if i.first <= j.first <= i.last and id(decl) not in declared:
                     declared.add(id(decl))
@@ -1517,6 +1520,8 @@ class Reverser:
         if isinstance(st.target, A.Name):
             return None
         acc, pairs = self.chains[id(st)]
+        if not acc and not self.writes_each_cell_once(st, loops):
+            return None  # later iterations overwrite the cell: only the last one's adjoint is nonzero
         target_adj = self.adj[st.target.value.id]
         for read, _ in pairs:
             if isinstance(read, A.Subscript) and self.adj.get(read.value.id) == target_adj:
@@ -1554,6 +1559,14 @@ class Reverser:
         if not acc and self.clears(st):
             out.append(self.plain_nest(loops, [A.Assign(None, self.adjoint_of(st.target), num(0.0))]))
         return out
+
+    def writes_each_cell_once(self, st, loops) -> bool:
+        """Whether each iteration of ``loops`` stores ``st`` into a cell of its own."""
+        for lp in loops:
+            if not any((a := self.affine(i)) is not None and set(k for k in a if k is not None) == {lp.var}
+                       and a[lp.var] == 1 for i in st.target.indices):
+                return False
+        return True
 
     def plain_nest(self, loops, body):
         for lp in reversed(loops):

@@ -96,7 +96,11 @@ INTRINSICS = {**{n: "x" for n in FLOAT_MATH}, "atan2": "y, x", "power": "x, y", 
 
 
 def check_kernel(kdef: A.KernelDef, module: A.Module, args: list) -> T.TypedKernel:
-    return _Checker(kdef, module).run(args)
+    try:
+        return _Checker(kdef, module).run(args)
+    except RecursionError:
+        raise HybridUnsupportedError(f"kernel `{kdef.name}` is nested too deeply to check", kdef.span,
+                                     "split long expressions into several statements") from None
 
 
 class _Checker:

@@ -34,7 +34,14 @@ class _Emitter:
         self.spans: dict = {}  # generated line number -> Span
         self.sites: list = []  # (tensor, shape, axis, span) of each checked subscript
         self.consts: dict = {}
+        self.hoisted: list = []  # `_hN = ...` lines to emit before the current statement
+        self.n_hoisted = 0
+        self.in_branch = 0  # inside a conditional expression's branch: nothing may be hoisted
 
+    def flush(self, depth: int):
+        for line in self.hoisted:
+            self.emit(depth, line)
+        self.hoisted = []
     def emit(self, depth: int, text: str, span=None):
         self.lines.append("    " * depth + text)
         if span is not None:
@@ -66,6 +73,16 @@ class _Emitter:
         return f"{self.ref(node.tensor)}[{', '.join(parts)}]"
 
     def expr(self, e: T.TExpr) -> str:
+        text = self.expr_text(e)
+        # Python's parser stops at 200 nested parentheses: a long sum goes through temporaries.
+        if self.in_branch == 0 and text.count("(") > 50:
+            name = f"_h{self.n_hoisted}"
+            self.n_hoisted += 1
+            self.hoisted.append(f"{name} = {text}")
+            return name
+        return text
+
+    def expr_text(self, e: T.TExpr) -> str:
         if isinstance(e, T.Const):
             return self.const(e)
         if isinstance(e, T.Var):
@@ -86,7 +103,12 @@ class _Emitter:
         if isinstance(e, T.Logic):
             return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
         if isinstance(e, T.Select):
-            return f"({self.expr(e.a)} if {self.expr(e.cond)} else {self.expr(e.b)})"
+            cond = self.expr(e.cond)
+            self.in_branch += 1
+            try:
+                return f"({self.expr(e.a)} if {cond} else {self.expr(e.b)})"
+            finally:
+                self.in_branch -= 1
         if isinstance(e, T.Cast):
             return f"{self.cast_fn(e.dtype)}({self.strong(e.a)})"
         if isinstance(e, T.Intrinsic):
@@ -131,11 +153,14 @@ class _Emitter:
             self.emit(depth, "pass")
         for s in body:
             if isinstance(s, T.Loop):
-                self.emit(depth, f"for v_{s.var} in range({self.expr(s.start)}, {self.expr(s.stop)}, {s.step}):",
-                          s.span)
+                head = f"for v_{s.var} in range({self.expr(s.start)}, {self.expr(s.stop)}, {s.step}):"
+                self.flush(depth)
+                self.emit(depth, head, s.span)
                 self.stmts(s.body, depth + 1)
             elif isinstance(s, T.If):
-                self.emit(depth, f"if {self.expr(s.cond)}:", s.span)
+                head = f"if {self.expr(s.cond)}:"
+                self.flush(depth)
+                self.emit(depth, head, s.span)
                 self.stmts(s.body, depth + 1)
                 if s.orelse:
                     self.emit(depth, "else:")
@@ -144,11 +169,13 @@ class _Emitter:
                 t = self.k.tensors[s.tensor]
                 value = self.expr(s.value)
                 if t.kind == "scalar":
-                    self.emit(depth, f"{self.ref(s.tensor)} = {value}", s.span)
+                    line = f"{self.ref(s.tensor)} = {value}"
                 elif t.ndim == 0:
-                    self.emit(depth, f"{self.ref(s.tensor)}[()] = {value}", s.span)
+                    line = f"{self.ref(s.tensor)}[()] = {value}"
                 else:
-                    self.emit(depth, f"{self.subscript(s)} = {value}", s.span)
+                    line = f"{self.subscript(s)} = {value}"
+                self.flush(depth)
+                self.emit(depth, line, s.span)
             else:
                 raise NotImplementedError(type(s).__name__)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast as pyast
 import functools
+import threading
 import inspect
 import os
 import textwrap
@@ -30,6 +31,9 @@ class _HybIndenter(Indenter):
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8
+
+
+_PARSE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,7 +145,11 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
     if not text.endswith("\n"):
         text += "\n"
     try:
-        tree = _lark().parse(text)
+        with _PARSE_LOCK:  # lark's indentation post-lexer keeps state while it parses
+            tree = _lark().parse(text)
+    except RecursionError:
+        raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
+                                "split long expressions into several statements") from None
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         if tok.type in ("$END", "_DEDENT", "_NEWLINE"):
@@ -179,7 +187,11 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
         line = _bad_dedent_line(text)
         raise HybridSyntaxError("unindent does not match any outer indentation level",
                                 smap.span(line, 1), "line up the block with an enclosing one") from None
-    return _TreeBuilder(smap, text).module(tree)
+    try:
+        return _TreeBuilder(smap, text).module(tree)
+    except RecursionError:
+        raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
+                                "split long expressions into several statements") from None
 
 
 def _bad_dedent_line(text: str) -> int:

@@ -221,7 +221,12 @@ class CompiledKernel:
                     for j, n in enumerate(k.inputs):
                         if j != i and self._kinds[j] != "param" and np.shares_memory(ptrs[j], ptrs[i]):
                             ptrs[j] = ptrs[j].copy()
-        made = [np.zeros(shape, dtype=dtype) for shape, dtype in self._made]
+        try:
+            made = [np.zeros(shape, dtype=dtype) for shape, dtype in self._made]
+        except (MemoryError, ValueError) as e:
+            raise HybridArgumentError(f"kernel `{self.name}`: cannot allocate its outputs and temporaries "
+                                      f"({', '.join(f'{d}{list(sh)}' for sh, d in self._made)}): {e}", None,
+                                      "use smaller shapes") from None
         err = _RuntimeBlock()
         err[3] = self.threads
         code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],

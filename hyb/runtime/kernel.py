@@ -192,7 +192,7 @@ class GradKernel(Kernel):
         out = set()
         for p, a in zip(self.forward.params, args[:n]):
             dt = getattr(a, "dtype", None)
-            if dt is None or np.ndim(a) == 0 or not np.issubdtype(np.dtype(dt), np.floating):
+            if dt is None or not isinstance(a, np.ndarray) or not np.issubdtype(np.dtype(dt), np.floating):
                 out.add(p)
         return frozenset(out)
 

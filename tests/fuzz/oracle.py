@@ -90,8 +90,8 @@ def check_parity(prog, allow_index_errors=False):
 
 # ------------------------------------------------------------------ gradient == finite differences
 # Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/test_fuzz.py):
-KNOWN_BUG_ZERO_D_INPUT_GRADIENT = True
-KNOWN_BUG_GRAD_DROPS_SCALAR = True  # test_regression_gradient_of_two_scalars_updated_in_one_inner_loop
+KNOWN_BUG_ZERO_D_INPUT_GRADIENT = False
+KNOWN_BUG_GRAD_DROPS_SCALAR = False  # test_regression_gradient_of_two_scalars_updated_in_one_inner_loop
 
 def fresh_floats(args, rng):
     """Float arrays replaced by values in ±[0.3, 1.5]: no denormals, no infinities, no ties."""
