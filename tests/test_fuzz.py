@@ -171,3 +171,25 @@ def test_regression_gradient_of_overwritten_store_with_shifted_read():
     x, dout = np.array([0.5, 2.0]), np.array([1.0, 10.0])
     np.testing.assert_array_equal(k(x), [1.0, 0.0])
     np.testing.assert_array_equal(k.grad()(x, dout), [0.0, 0.0])
+
+
+INT_SCALAR_TRUNCATES = '''
+def k(x0, x1):
+    y0 = output_tensor((x0.shape[0],), "float64")
+    for i in range(x0.shape[0]):
+        s1 = i
+        s1 = ((0 + 0) + x0[i])
+        y0[i] = s1
+    return y0
+'''
+
+
+def test_regression_scalar_first_assigned_a_loop_variable_is_an_integer():
+    # Shrunk from the gradient campaign: `s1 = i` makes s1 an int64, so `s1 = x0[i]` truncates and
+    # y0 does not depend on x0 smoothly (finite differences: 0); the gradient took s1 for a float (1.0).
+    k = hyb.compile_source(INT_SCALAR_TRUNCATES).k
+    x = np.array([0.3, 1.7])
+    np.testing.assert_array_equal(k(x, x), [0.0, 1.0])
+    dx0, dx1 = k.grad()(x, x, np.ones(2))
+    np.testing.assert_array_equal(dx0, [0.0, 0.0])
+    np.testing.assert_array_equal(dx1, [0.0, 0.0])

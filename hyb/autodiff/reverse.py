@@ -434,7 +434,7 @@ class Reverser:
                 raise unsupported(f"an assignment to `{tgt.id}`", s)
             node = A.Assign(s.span, A.Name(tgt.span, u), value)
             if u not in self.scalars:
-                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value))
+                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value) or self.int_expr(value))
         elif isinstance(tgt, A.Subscript):
             node = A.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
         else:
@@ -442,6 +442,24 @@ class Reverser:
         self.number(node, block)
         self.assigns.append(node)
         return [node]
+
+    def int_expr(self, e) -> bool:
+        """Whether ``e`` is integer-valued whatever the arguments' dtypes: integer literals, loop
+        variables, shapes and integer scalars combined without `/` (the language's types follow
+        NumPy: such a first value makes the scalar an integer)."""
+        for x in value_walk(e):
+            if isinstance(x, A.Num) and not isinstance(x.value, (int, bool)):
+                return False
+            if isinstance(x, (A.Subscript, A.Call, A.IfExp, A.Compare, A.BoolOp)):
+                return False
+            if isinstance(x, A.BinOp) and x.op in ("/", "**"):
+                return False
+            if isinstance(x, A.Name) and not (x.id in self.loops or (x.id in self.scalars and self.scalars[x.id].int_typed)
+                                              or x.id in self.module.constants and isinstance(
+                                                  self.module.constants[x.id][0], A.Num)
+                                              and isinstance(self.module.constants[x.id][0].value, int)):
+                return False
+        return True
 
     def kdef_param_names(self):
         return {p.name for p in self.kdef.params}
