@@ -188,7 +188,8 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
         raise HybridSyntaxError("unindent does not match any outer indentation level",
                                 smap.span(line, 1), "line up the block with an enclosing one") from None
     try:
-        return _TreeBuilder(smap, text).module(tree)
+        with _PARSE_LOCK:  # the tree builder uses Python's ast module, not thread-safe in CPython 3.11
+            return _TreeBuilder(smap, text).module(tree)
     except RecursionError:
         raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
                                 "split long expressions into several statements") from None
@@ -235,7 +236,8 @@ def parse_function(fn) -> A.Module:
     dedented = textwrap.dedent(src)
     col_offset = _indent_width(lines[0]) - _indent_width(dedented.split("\n")[0])
     try:
-        tree = pyast.parse(dedented)
+        with _PARSE_LOCK:
+            tree = pyast.parse(dedented)
         fdef = tree.body[0]
         def_line = fdef.lineno  # 1-based, after decorators
     except SyntaxError:
