@@ -24,39 +24,15 @@ import warnings
 import jax
 import numpy as np
 
-from .autodiff.reverse import value_walk, walk
-from .autodiff.rules import call_name
+from .autodiff.reverse import param_kinds
 from .dsl import ast as A
 from .dsl import types as ty
 from .dsl.check import ArgSpec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError, HybridWarning
-from .runtime.kernel import GradKernel, Kernel
+from .errors import HybridArgumentError, HybridTypeError
+from .runtime.kernel import Kernel
 
 __all__ = ["op", "param_kinds"]
 
-
-def param_kinds(kernel: Kernel) -> list:
-    """``"tensor"`` or ``"scalar"`` for each parameter, read from the kernel's text (as
-    ``hyb.torch.param_kinds``): indexed, returned, asked for its shape, passed to another kernel or
-    unused is a tensor; used only as a number is a scalar."""
-    tensors, values = set(), set()
-    kernels = set(kernel.module.kernels)
-    for s in kernel.kdef.body:
-        for x in walk(s):
-            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                tensors.add(x.value.id)
-            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
-                tensors.add(x.value.id)
-            elif isinstance(x, A.Call) and call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
-                tensors.add(x.args[0].id)
-            elif isinstance(x, A.Call) and call_name(x) in kernels:
-                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
-            elif isinstance(x, A.Return):
-                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
-        for x in value_walk(s):
-            if isinstance(x, A.Name):
-                values.add(x.id)
-    return ["scalar" if p in values and p not in tensors else "tensor" for p in kernel.params]
 
 
 @contextlib.contextmanager
@@ -186,7 +162,7 @@ class _Op:
         def callback(*arrays):
             inputs = self.host(meta, kinds, arrays[:n])
             with _quiet_fork():
-                got = _run_gradient(g, [*inputs, *[np.asarray(d) for d in arrays[n:]]])
+                got = g(*inputs, *[np.asarray(d) for d in arrays[n:]])
             got = list(got) if isinstance(got, tuple) else [got]
             if len(got) != n:
                 if len(got) != len(tensor_pos):
@@ -216,25 +192,6 @@ class _Op:
             result[i] = d
         return tuple(result)
 
-
-def _run_gradient(g, arrays):
-    """``g(*arrays)``. A derived gradient kernel (``GradKernel``) takes a 0-d array like a number (no
-    gradient); a 0-d float tensor of a framework is a tensor that wants one, so that case runs the
-    variant of the gradient in which it is active."""
-    n = len(g.forward.params) if isinstance(g, GradKernel) else 0
-    zero_d = {p for p, a in zip(g.forward.params, arrays[:n])
-              if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f"} if n else set()
-    zero_d -= g._scalar_params() if n else set()
-    if not zero_d:
-        return g(*arrays)
-    inactive = frozenset(g._inactive(arrays) - zero_d)
-    derived, _ = g._variant(inactive)
-    kernel = g._variants[inactive][2]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
-        got = kernel(*arrays)
-    got = list(got) if isinstance(got, tuple) else [got]
-    return tuple(got.pop(0) if flag else None for flag in derived.grads)
 
 
 def op(kernel: Kernel, bprop=None, *, scalars=None):

@@ -24,17 +24,15 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-import warnings
 
 import numpy as np
 import torch
 
-from .autodiff.reverse import value_walk, walk
-from .autodiff.rules import call_name
+from .autodiff.reverse import param_kinds
 from .dsl import ast as A
 from .dsl.check import ArgSpec, arg_spec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError, HybridWarning
-from .runtime.kernel import GradKernel, Kernel
+from .errors import HybridArgumentError, HybridTypeError
+from .runtime.kernel import Kernel
 
 __all__ = ["op", "param_kinds"]
 
@@ -42,29 +40,6 @@ NAMESPACE = "hyb"
 _lock = threading.Lock()
 _taken: set = set()
 
-
-def param_kinds(kernel: Kernel) -> list:
-    """``"tensor"`` or ``"scalar"`` for each parameter of ``kernel``, read from its text: a parameter
-    that is indexed, returned, asked for its ``.shape``/``.ndim``/``len``, passed to another kernel or
-    never used is a tensor; one used only as a number is a scalar."""
-    tensors, values = set(), set()
-    kernels = set(kernel.module.kernels)
-    for s in kernel.kdef.body:
-        for x in walk(s):
-            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                tensors.add(x.value.id)
-            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
-                tensors.add(x.value.id)
-            elif isinstance(x, A.Call) and call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
-                tensors.add(x.args[0].id)
-            elif isinstance(x, A.Call) and call_name(x) in kernels:
-                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
-            elif isinstance(x, A.Return):
-                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
-        for x in value_walk(s):
-            if isinstance(x, A.Name):
-                values.add(x.id)
-    return ["scalar" if p in values and p not in tensors else "tensor" for p in kernel.params]
 
 
 # ------------------------------------------------------------------ dtypes
@@ -210,7 +185,7 @@ class _Op:
         arrays = [_to_numpy(a) if isinstance(a, torch.Tensor) else a for a in inputs]
         darrays = [_to_numpy(d) for d in douts]
         g = self.grad_kernel()
-        got = _run_gradient(g, [*arrays, *darrays])
+        got = g(*arrays, *darrays)
         got = list(got) if isinstance(got, tuple) else [got]
         if len(got) != n:
             tensor_pos = [i for i, k in enumerate(self.kinds) if k == "tensor"]
@@ -246,25 +221,6 @@ class _Op:
         return [torch.empty(inputs[i].shape, dtype=inputs[i].dtype, device=inputs[i].device)
                 for i in self.differentiable(inputs)]
 
-
-def _run_gradient(g, arrays):
-    """``g(*arrays)``. A derived gradient kernel (``GradKernel``) takes a 0-d array like a number (no
-    gradient); a 0-d float tensor of a framework is a tensor that wants one, so that case runs the
-    variant of the gradient in which it is active."""
-    n = len(g.forward.params) if isinstance(g, GradKernel) else 0
-    zero_d = {p for p, a in zip(g.forward.params, arrays[:n])
-              if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f"} if n else set()
-    zero_d -= g._scalar_params() if n else set()
-    if not zero_d:
-        return g(*arrays)
-    inactive = frozenset(g._inactive(arrays) - zero_d)
-    derived, _ = g._variant(inactive)
-    kernel = g._variants[inactive][2]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
-        got = kernel(*arrays)
-    got = list(got) if isinstance(got, tuple) else [got]
-    return tuple(got.pop(0) if flag else None for flag in derived.grads)
 
 
 def _schema_name(p: str) -> str:

@@ -138,25 +138,57 @@ def value_walk(e):
                     yield from value_walk(x)
 
 
+def param_kinds(kernel) -> list:
+    """``"tensor"`` or ``"scalar"`` for each parameter of ``kernel`` (anything with ``.kdef`` and
+    ``.module``: a Kernel), read from its text: a parameter that is indexed, returned, asked for its
+    ``.shape``/``.ndim``/``len``, passed to another kernel or never used is a tensor; one used only
+    as a number is a scalar."""
+    tensors, values = set(), set()
+    kernels = set(kernel.module.kernels)
+    for s in kernel.kdef.body:
+        for x in walk(s):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Call) and R.call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
+                tensors.add(x.args[0].id)
+            elif isinstance(x, A.Call) and R.call_name(x) in kernels:
+                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
+            elif isinstance(x, A.Return):
+                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
+        for x in value_walk(s):
+            if isinstance(x, A.Name):
+                values.add(x.id)
+    return ["scalar" if p.name in values and p.name not in tensors else "tensor" for p in kernel.kdef.params]
+
+
+def rewrite(e, replace):
+    """``e`` rebuilt with each node for which ``replace(node)`` gives something other than None
+    replaced by that (the outermost match wins; what it returns is not searched again)."""
+    if not isinstance(e, A.Node):
+        return e
+    new = replace(e)
+    if new is not None:
+        return new
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = rewrite(v, replace)
+        elif isinstance(v, list):
+            kw[k] = [rewrite(x, replace) for x in v]
+        elif isinstance(v, dict):
+            kw[k] = {a: rewrite(x, replace) for a, x in v.items()}
+        else:
+            kw[k] = v
+    return type(e)(**kw)
+
+
 def subst(e, names: dict):
     """``e`` with the names in ``names`` replaced."""
     if not names:
         return e
-    if isinstance(e, A.Name):
-        return A.Name(e.span, names.get(e.id, e.id))
-    if not isinstance(e, A.Node):
-        return e
-    kw = {}
-    for k, v in vars(e).items():
-        if isinstance(v, A.Node):
-            kw[k] = subst(v, names)
-        elif isinstance(v, list):
-            kw[k] = [subst(x, names) for x in v]
-        elif isinstance(v, dict):
-            kw[k] = {a: subst(x, names) for a, x in v.items()}
-        else:
-            kw[k] = v
-    return type(e)(**kw)
+    return rewrite(e, lambda x: A.Name(x.span, names[x.id]) if isinstance(x, A.Name) and x.id in names else None)
 
 
 def unsupported(what: str, node=None, hint=None):
@@ -247,33 +279,10 @@ class Reverser:
         if not body or not isinstance(body[-1], A.Return):
             raise unsupported("no `return` at its end", self.kdef)
         self.outputs = [v.id for v in body[-1].values]
-        used_as_tensor = set()
-        for s in self.walk_stmts(self.top.body):
-            for e in self.stmt_exprs(s):
-                for x in walk(e):
-                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                        used_as_tensor.add(x.value.id)
-                    elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
-                        used_as_tensor.add(x.value.id)
-                    elif isinstance(x, A.Call) and R.call_name(x) == "len" and x.args \
-                            and isinstance(x.args[0], A.Name):
-                        used_as_tensor.add(x.args[0].id)
-            if isinstance(s, A.Assign) and isinstance(s.target, A.Subscript):
-                used_as_tensor.add(s.target.value.id)
-        used_as_value = set()
-        for s in self.walk_stmts(self.top.body):
-            for e in self.stmt_exprs(s):
-                for x in value_walk(e):
-                    if isinstance(x, A.Name):
-                        used_as_value.add(x.id)
-                for x in walk(e):
-                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                        used_as_value.discard(x.value.id) if x.value.id not in used_as_tensor else None
         self.params = params
         # A parameter used as a number is a scalar parameter; one never used counts as a tensor
         # (its gradient is zero; passed a scalar, it gets None at the call).
-        self.tensor_params = [p for p in params if p in used_as_tensor or p in self.outputs
-                              or p not in used_as_value]
+        self.tensor_params = [p for p, kind in zip(params, param_kinds(self)) if kind == "tensor"]
         self.scalar_params = set(params) - set(self.tensor_params)
         for p in self.tensor_params:
             self.tensors[p] = TensorDecl(p, "param", self.top)
@@ -1770,19 +1779,7 @@ class Reverser:
 # ---------------------------------------------------------------- small helpers
 def _subst_expr(e, values: dict):
     """``e`` with loop variables replaced by expressions."""
-    if isinstance(e, A.Name) and e.id in values:
-        return values[e.id]
-    if not isinstance(e, A.Node):
-        return e
-    kw = {}
-    for k, v in vars(e).items():
-        if isinstance(v, A.Node):
-            kw[k] = _subst_expr(v, values)
-        elif isinstance(v, list):
-            kw[k] = [_subst_expr(x, values) for x in v]
-        else:
-            kw[k] = v
-    return type(e)(**kw)
+    return rewrite(e, lambda x: values[x.id] if isinstance(x, A.Name) and x.id in values else None)
 
 
 def _increment(target, coef):
@@ -1793,37 +1790,13 @@ def _increment(target, coef):
 
 
 def _replace_expr(e, text: str, by):
-    """``e`` with every sub-expression that reads as ``text`` replaced by ``by``."""
-    if isinstance(e, A.Call) and unparse_expr(e) == text:
-        return by
-    if not isinstance(e, A.Node):
-        return e
-    kw = {}
-    for k, v in vars(e).items():
-        if isinstance(v, A.Node):
-            kw[k] = _replace_expr(v, text, by)
-        elif isinstance(v, list):
-            kw[k] = [_replace_expr(x, text, by) for x in v]
-        else:
-            kw[k] = v
-    return type(e)(**kw)
+    """``e`` with every call that reads as ``text`` replaced by ``by``."""
+    return rewrite(e, lambda x: by if isinstance(x, A.Call) and unparse_expr(x) == text else None)
 
 
 def _replace_reads(e, subs: dict):
     """``e`` with tensor reads (keyed by their text) replaced by expressions."""
-    if isinstance(e, A.Subscript) and unparse_expr(e) in subs:
-        return subs[unparse_expr(e)]
-    if not isinstance(e, A.Node):
-        return e
-    kw = {}
-    for k, v in vars(e).items():
-        if isinstance(v, A.Node):
-            kw[k] = _replace_reads(v, subs)
-        elif isinstance(v, list):
-            kw[k] = [_replace_reads(x, subs) for x in v]
-        else:
-            kw[k] = v
-    return type(e)(**kw)
+    return rewrite(e, lambda x: subs.get(unparse_expr(x)) if isinstance(x, A.Subscript) else None)
 
 
 def _attr(n: str, a: str):
