@@ -301,3 +301,14 @@ def test_gradient_with_only_integer_inputs_is_none():
     g = hyb.compile_source(src, "g.hyb").k.grad()
     x = np.arange(3, dtype=np.int32)
     assert g(x, x, np.ones(3, np.int32)) == (None, None)
+
+
+@pytest.mark.parametrize("call,got", [("a.dtype(a[i], 2)", 2), ("a.dtype()", 0)])
+def test_dtype_cast_takes_one_argument(call, got):
+    src = f"def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n        c[i] = {call}\n    return c\n"
+    with pytest.raises(HybridTypeError) as info:
+        hyb.compile_source(src, "g.hyb").k(np.ones(3))
+    e = info.value
+    assert (e.span.line, e.span.col) == (4, 16)
+    assert str(e).startswith(f"g.hyb:4:16: error: a dtype takes 1 argument, got {got}")
+    assert "x.dtype(0) is a zero of x's dtype" in str(e)
