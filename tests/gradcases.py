@@ -283,6 +283,57 @@ CONV2D = case("conv2d", """
     """, lambda r, d: [normal(r, d[:4]), normal(r, d[4:])],
     [(1, 2, 5, 4, 3, 2, 3, 2), (2, 1, 3, 3, 1, 1, 1, 1), (1, 1, 4, 4, 2, 1, 4, 4)])
 
+case("conv1d_offsets", """
+    def conv1d(x, w):
+        n = x.shape[0]
+        r = w.shape[0]
+        out = output_tensor((n - r - 1,), x.dtype)
+        for p in range(1, n - r - 1):
+            for rr in range(r):
+                out[p] += x[p + rr + 1] * w[rr]
+        return out
+    """, lambda r, d: [normal(r, d[:1]), normal(r, d[1:])], [(9, 3), (4, 1), (6, 4)])
+
+case("conv1d_times_own_factor", """
+    def conv1d_scaled(x, w, y):
+        n = x.shape[0]
+        r = w.shape[0]
+        out = output_tensor((n - r + 1,), x.dtype)
+        for p in range(n - r + 1):
+            for rr in range(r):
+                out[p] += x[p + rr] * w[rr] * y[p]
+        return out
+    """, lambda r, d: [normal(r, d[:1]), normal(r, d[1:]), normal(r, (d[0] - d[1] + 1,))], [(7, 3), (3, 3)])
+
+case("conv1d_in_time_loop", """
+    def conv_steps(x, w):
+        n = x.shape[0]
+        r = w.shape[0]
+        out = output_tensor((2, n - r + 1), x.dtype)
+        for t in range(2):
+            for p in range(n - r + 1):
+                for rr in range(r):
+                    out[t, p] += x[p + rr] * w[rr] * (t + 1.0)
+        return out
+    """, lambda r, d: [normal(r, d[:1]), normal(r, d[1:])], [(6, 2), (2, 2)])
+
+case("conv2d_channels_last_window", """
+    def conv2d_hwc(x, w):
+        h = x.shape[0]
+        wd = x.shape[1]
+        c = x.shape[2]
+        r = w.shape[0]
+        s = w.shape[1]
+        out = output_tensor((h - r + 1, wd - s + 1), x.dtype)
+        for pp in range(h - r + 1):
+            for qq in range(wd - s + 1):
+                for rr in range(r):
+                    for ss in range(s):
+                        for cc in range(c):
+                            out[pp, qq] += x[pp + rr, qq + ss, cc] * w[rr, ss, cc]
+        return out
+    """, lambda r, d: [normal(r, d[:3]), normal(r, (d[3], d[4], d[2]))], [(5, 6, 2, 2, 3), (2, 2, 1, 2, 2)])
+
 # ---------------------------------------------------------------- values overwritten and needed again
 
 case("seed_square_grad", """

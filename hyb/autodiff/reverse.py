@@ -1708,13 +1708,21 @@ class Reverser:
                 value = R.sub(value, name(k))
             subst_map[v] = value
             if rest:  # v = h - c - (other loops): keep it inside v's own range
-                guards.append((value, by_var[v]))
+                guards.append((value, by_var[v], [by_var[k] for k in rest]))
             new_index.append(name(h))
         inner = [lp for lp in loops if lp.var not in eliminated]
+        if guards:
+            padded = self.padded_gather(inc, target, guards, cells, subst_map, new_index, inner)
+            if padded is not None:
+                return padded
         body_inc = _increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
+        if not guards and inner:
+            split = self.window_partials(inc, body_inc, cells, new_index, inner, target_vars)
+            if split is not None:
+                return split
         body = [body_inc]
         if guards:
-            conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp in guards]
+            conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp, _ in guards]
             cond = conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds)
             body = [A.If(None, cond, body, [])]
         if guards:
@@ -1732,6 +1740,103 @@ class Reverser:
         for h, lo, hi in reversed(cells):
             body = [A.For(None, name(h), call("range", lo, hi), body)]
         return body
+
+    def padded_gather(self, inc, target, guards, cells, subst_map, new_index, inner):
+        """A convolution's transpose without conditions: where the solved loops (``p`` in
+        ``h - r``) index only the output's adjoint ``d_out[.., p, ..]`` and it is a factor of the
+        coefficient, that adjoint is copied into a zero-padded temporary wide enough for every
+        ``h - r``, and the gather reads it unguarded.  None where that does not hold."""
+        g = self.adj[target.value.id]
+        value = inc.value
+        if isinstance(value, R.Guard) or not any(_is_read_of(f, g) for f in _factors(value)):
+            return None
+        reads = [x for x in walk(value) if _is_read_of(x, g)]
+        if len({unparse_expr(x) for x in reads}) != 1:
+            return None
+        read = reads[0]
+        solved = {lp.var: (lp, rest) for _, lp, rest in guards}
+        dims = {i.id: d for d, i in enumerate(read.indices) if isinstance(i, A.Name) and i.id in solved}
+        if set(dims) != set(solved) or len(set(dims.values())) != len(dims):
+            return None
+        elsewhere = rewrite(value, lambda x: num(0) if _is_read_of(x, g) else None)
+        if any(isinstance(x, A.Name) and x.id in solved for x in walk(elsewhere)):
+            return None
+        pad = self.fresh(f"{g}_pad")
+        shape, shift, copy_loops = [], {}, []
+        src, dst = [], []
+        for d, idx in enumerate(read.indices):
+            var = next((v for v, k in dims.items() if k == d), None)
+            i = self.fresh("i")
+            src.append(name(i))
+            if var is None:
+                shape.append(A.Subscript(None, _attr(g, "shape"), [num(d)]))
+                copy_loops.append((i, num(0), shape[-1]))
+                dst.append(name(i))
+                continue
+            lp, rest = solved[var]
+            lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+            if lo is None or hi is None:
+                return None
+            reach = {None: 0}  # how far h - r reaches past v's range on either side
+            for k in rest:
+                lo_k, hi_k = self.affine(k.lo), self.affine(k.hi)
+                if lo_k is None or hi_k is None:
+                    return None
+                reach = _aff_add(reach, _aff_add(_aff_add(hi_k, lo_k, -1), {None: 1}, -1), 1)
+            shift[var] = self.F(_aff_expr(_aff_add(reach, lo, -1)))  # cell v sits at v + shift
+            shape.append(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1))))
+            copy_loops.append((i, self.F(lp.lo), self.F(lp.hi)))
+            dst.append(add(name(i), shift[var]))
+        copy = [A.Assign(None, A.Subscript(None, name(pad), dst), A.Subscript(None, name(g), src))]
+        zero = [A.Assign(None, A.Subscript(None, name(pad), [name(i) for i, _, _ in copy_loops]), num(0.0))]
+        for (i, lo, hi), extent in reversed(list(zip(copy_loops, shape))):
+            copy = [A.For(None, name(i), call("range", lo, hi), copy)]
+            zero = [A.For(None, name(i), call("range", num(0), extent), zero)]
+        padded_read = A.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, A.Name) and i.id in shift
+                                                     else i for i in read.indices])
+        value = rewrite(value, lambda x: padded_read if _is_read_of(x, g) else None)
+        body = [_increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))]
+        for lp in reversed(inner):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        for h, lo, hi in reversed(cells):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+        decl = A.Assign(None, name(pad), call("allocate", A.Tuple(None, shape), _attr(g, "dtype")))
+        return [Comment(None, f"{g} with zeros around it: the gather below reads it without bounds conditions"),
+                decl, zero[0], copy[0], body[0]]
+
+    def window_partials(self, inc, body_inc, cells, new_index, inner, target_vars):
+        """A reduction over a sliding window (``d_w[.., s] += x[.., q + s] * g[.., q]`` summed over
+        ``q``, the weight gradient of a convolution): its innermost reduction loop ``q`` walks
+        memory with unit stride but runs serially.  Summed instead into partial sums with one cell
+        per ``q`` (that loop vectorises, each lane its own sum), which are then added up.  None
+        where the innermost reduction loop is not such a window over the forward statement's
+        output positions (``q`` indexes ``out``; a short filter loop is left as it is)."""
+        u = inner[-1]
+        cell_names = {h for h, _, _ in cells}
+        if not isinstance(body_inc, A.AugAssign) or u.var not in target_vars:
+            return None
+
+        def window(idx):
+            a = self.affine(idx)
+            return a is not None and a.get(u.var) == 1 and any(a.get(h) for h in cell_names)
+        if not any(isinstance(x, A.Subscript) and x.indices and window(x.indices[-1]) for x in walk(body_inc.value)):
+            return None
+        part = self.fresh("partial")
+        d = inc.target.value.id
+        index = [R.sub(name(h), lo) for h, lo, _ in cells] + [R.sub(name(u.var), self.F(u.lo))]
+        shape = [R.sub(hi, lo) for _, lo, hi in cells] + [R.sub(self.F(u.hi), self.F(u.lo))]
+        body = [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)]
+        for lp in reversed(inner):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        total = [A.For(None, name(u.var), call("range", self.F(u.lo), self.F(u.hi)),
+                       [_increment(A.Subscript(None, inc.target.value, new_index),
+                                   A.Subscript(None, name(part), list(index)))])]
+        for h, lo, hi in reversed(cells):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+            total = [A.For(None, name(h), call("range", lo, hi), total)]
+        decl = A.Assign(None, name(part), call("allocate", A.Tuple(None, shape), _attr(d, "dtype")))
+        return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
+                decl, body[0], total[0]]
 
     def reverse_for(self, s: A.For) -> list:
         gathered = self.gather_nest(s)
@@ -1777,6 +1882,21 @@ class Reverser:
 
 
 # ---------------------------------------------------------------- small helpers
+def _is_read_of(e, t: str) -> bool:
+    return isinstance(e, A.Subscript) and isinstance(e.value, A.Name) and e.value.id == t
+
+
+def _factors(e) -> list:
+    """The factors of a product (``a * b / c`` -> a, b): each is zero only if the whole is."""
+    if isinstance(e, A.BinOp) and e.op == "*":
+        return _factors(e.left) + _factors(e.right)
+    if isinstance(e, A.BinOp) and e.op == "/":
+        return _factors(e.left)
+    if isinstance(e, A.UnaryOp) and e.op == "-":
+        return _factors(e.operand)
+    return [e]
+
+
 def _subst_expr(e, values: dict):
     """``e`` with loop variables replaced by expressions."""
     return rewrite(e, lambda x: values[x.id] if isinstance(x, A.Name) and x.id in values else None)

@@ -96,8 +96,7 @@ class CompiledKernel:
 
     @property
     def plan(self) -> plan.Plan:
-        return self._stage("plan", lambda: plan.plan(self.poly, self.deps,
-                                                     plan.parse_options(self.options.get("schedule"))))
+        return self._stage("plan", lambda: plan.plan(self.poly, self.deps, self._schedule_options()))
 
     @property
     def nest(self) -> L.LoopNest:
@@ -106,6 +105,7 @@ class CompiledKernel:
     def _make_nest(self) -> L.LoopNest:
         nest = astgen.generate(self.poly, self.plan.schedule)
         if self.plan.schedule is None:
+            plan.mark_original_parallel(self.poly, nest, self.deps.all, self._schedule_options(), self.plan.decisions)
             return nest
         broken = verify.violations(nest, self.deps.all)
         if broken is None or broken.is_empty():
@@ -114,7 +114,12 @@ class CompiledKernel:
         # (seen with skewed schedules over statements of different depths): use the original order.
         self.plan.decisions.append(f"generated loops broke dependences {broken}; original order used")
         self.plan.schedule = None
-        return astgen.generate(self.poly, None)
+        nest = astgen.generate(self.poly, None)
+        plan.mark_original_parallel(self.poly, nest, self.deps.all, self._schedule_options(), self.plan.decisions)
+        return nest
+
+    def _schedule_options(self) -> plan.ScheduleOptions:
+        return plan.parse_options(self.options.get("schedule"))
 
     @property
     def llvm_ir(self) -> str:

@@ -154,6 +154,14 @@ def affine(e: T.TExpr) -> str:
     raise _NotAffine
 
 
+def bound_terms(e: T.TExpr, split: str) -> list:
+    """isl texts of a loop bound: the arguments of a ``min`` (``split="min"``, an upper bound)
+    or ``max`` (a lower bound) each bound the loop; any other bound is one affine term."""
+    if isinstance(e, T.Intrinsic) and e.name == split and ty.is_int(e.dtype):
+        return [t for a in e.args for t in bound_terms(a, split)]
+    return [affine(e)]
+
+
 def affine_cond(e: T.TExpr, negate: bool = False) -> str:
     """isl text of a condition built from affine comparisons, else raise _NotAffine."""
     if isinstance(e, T.Const) and ty.is_bool(e.dtype):
@@ -221,21 +229,25 @@ class _Extractor:
             if isinstance(st, T.Loop):
                 self.depth = max(self.depth, len(ctx.iters) + 1)
                 v = iname(st.var)
+                up = st.step > 0
                 try:
-                    lo, hi = affine(st.start), affine(st.stop)
+                    # range(max(a, b), min(c, d)): every term bounds the loop (reversed when it counts down)
+                    los, his = bound_terms(st.start, "max" if up else "min"), bound_terms(st.stop, "min" if up else "max")
+                    if abs(st.step) != 1 and len(los) != 1:
+                        raise _NotAffine  # the stride is counted from one start
                 except _NotAffine:
                     self.opaque(st, ctx)
                     ctx.position[-1] += 1
                     continue
                 self.loops[st.var] = st
-                if st.step > 0:
-                    cond = f"{lo} <= {v} < {hi}"
+                if up:
+                    cond = " and ".join([f"{v} >= {lo}" for lo in los] + [f"{v} < {hi}" for hi in his])
                     if st.step != 1:
-                        cond += f" and ({v} - {lo}) mod {st.step} = 0"
+                        cond += f" and ({v} - {los[0]}) mod {st.step} = 0"
                 else:
-                    cond = f"{hi} < {v} <= {lo}"
+                    cond = " and ".join([f"{v} <= {lo}" for lo in los] + [f"{v} > {hi}" for hi in his])
                     if st.step != -1:
-                        cond += f" and ({lo} - {v}) mod {-st.step} = 0"
+                        cond += f" and ({los[0]} - {v}) mod {-st.step} = 0"
                 inner = _Ctx(ctx.iters + [st.var], ctx.conds + [cond], list(ctx.guards),
                              ctx.position + [0], ctx.signs + [1 if st.step > 0 else -1])
                 self.block(st.body, inner)

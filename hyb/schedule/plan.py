@@ -11,8 +11,8 @@ CPU:
 * where the program's own loop order walks memory better innermost (:func:`locality`) and
   isl's order runs no loop on threads or walks memory mostly with long strides, the
   original order is kept;
-* the outermost band whose first member is coincident is marked ``parallel`` (its loop runs
-  on the thread pool).
+* in each loop nest of the kernel, the outermost band whose first member is coincident is
+  marked ``parallel`` (its loop runs on the thread pool); nothing inside a marked band is.
 
 Every decision can be overridden with the kernel's ``schedule=`` option and is reported in
 ``Plan.decisions`` (shown by ``inspect("schedule")``).
@@ -33,6 +33,8 @@ from .deps import Dependences
 from .deps import compute as compute_deps
 from .extract import PolyProgram
 
+# Iterations wanted of a parallel loop's tile loop (threads take contiguous blocks of them).
+PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations", "timeout", "min_parallel_work")
 
@@ -140,8 +142,9 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
         return True
     smap = _padded(sched.get_map())
     bad = deps.intersect(smap.lex_ge_union_map(smap))
-    mark = _parallel_mark(sched)
-    if mark is not None and not bad.is_empty():
+    for mark in _parallel_marks(sched):
+        if bad.is_empty():
+            break
         band = mark.child(0)
         inner = band.get_domain()
         first = band.band_get_partial_schedule().get_at(0)
@@ -169,18 +172,19 @@ def _padded(smap: isl.UnionMap) -> isl.UnionMap:
     return out
 
 
-def _parallel_mark(sched: isl.Schedule):
-    """The schedule node marked parallel, if any."""
+def _parallel_marks(sched: isl.Schedule) -> list:
+    """The schedule nodes marked parallel (none is inside another)."""
+    found = []
+
     def visit(node):
         if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == "parallel":
-            return node
+            found.append(node)
+            return
         for i in range(node.n_children()):
-            found = visit(node.child(i))
-            if found is not None:
-                return found
-        return None
+            visit(node.child(i))
 
-    return visit(sched.get_root())
+    visit(sched.get_root())
+    return found
 
 
 def serial_order(p: PolyProgram) -> isl.UnionMap:
@@ -261,7 +265,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     # unless isl's order has threads to offer and walks memory tolerably (tiled wavefronts of
     # seidel-2d are fast although their innermost loops stride).
     mine, theirs = locality(p, p.union("schedule")), locality(p, sched.get_map())
-    if mine > theirs and (_parallel_mark(sched) is None or theirs < 0):
+    if mine > theirs and (not _parallel_marks(sched) or theirs < 0):
         decisions.append(f"original order kept: its innermost loops walk memory better "
                          f"(locality score {mine:.3g} against {theirs:.3g} for isl's schedule)")
         return Plan(None, decisions)
@@ -396,6 +400,12 @@ class _Shaper:
             sizes = (32,) * (n - 1) + (512,)
         sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
         extents = self.extents(node)
+        parent = node.parent() if node.has_parent() else None
+        if (not isinstance(self.opts.tile, tuple) and parent is not None and parent.get_type() == isl.schedule_node_type.mark
+                and parent.mark_get_id().get_name() == "parallel" and extents[0] is not None):
+            # The first member's tile loop runs on the threads: give it PARALLEL_TILES iterations
+            # where its extent allows, so that small extents still feed every thread.
+            sizes = (max(1, min(sizes[0], -(-extents[0] // PARALLEL_TILES))),) + sizes[1:]
         if any(e is None or e > s for e, s in zip(extents, sizes)):
             mv = isl.MultiVal.zero(node.band_get_space())
             for i, s in enumerate(sizes):
@@ -547,28 +557,90 @@ def _extent(s: isl.Set, i: int):
 
 
 def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_work: int) -> isl.Schedule:
-    """Mark the outermost band whose first member is coincident; nothing below it is marked."""
+    """In each loop nest, mark the outermost band whose first member is coincident; nothing
+    below a marked band is marked.  Nests are the subtrees under the top-level sequence or set."""
+    counts = {"marked": 0, "serial": 0}
+    too_little = []
+
     def visit(node):
         if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
                 and not _constant_first_member(node)):
             amount = work(p, node.get_domain())
             if amount < min_work:
-                decisions.append(f"parallel loop left serial: about {amount} instances are too little work "
-                                 "for threads")
-                return node, "serial"
-            return node.insert_mark(isl.Id("parallel")), "marked"
+                counts["serial"] += 1
+                too_little.append(amount)
+                return node
+            counts["marked"] += 1
+            return node.insert_mark(isl.Id("parallel"))
         for i in range(node.n_children()):
-            child, state = visit(node.child(i))
-            node = child.parent()
-            if state:
-                return node, state
-        return node, None
+            node = visit(node.child(i)).parent()
+        return node
 
-    node, state = visit(sched.get_root())
-    if state == "marked":
-        decisions.append("outermost parallel loop: marked `parallel` (runs on the thread pool)")
-        return node.get_schedule()
-    if state == "serial":
-        return sched
-    decisions.append("no parallel loop found")
+    root = visit(sched.get_root())
+    for amount in too_little:
+        decisions.append(f"parallel loop left serial: about {amount} instances are too little work for threads")
+    if counts["marked"]:
+        nests = "" if counts["marked"] == 1 else f" in each of {counts['marked']} loop nests"
+        decisions.append(f"outermost parallel loop{nests}: marked `parallel` (runs on the thread pool)")
+        return root.get_schedule()
+    if not counts["serial"]:
+        decisions.append("no parallel loop found")
     return sched
+
+
+def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: ScheduleOptions,
+                           decisions: list) -> int:
+    """Loops of the original order (``nest``, generated without a schedule) that may run on threads:
+    in each loop nest, the outermost loop that carries none of ``deps`` (checked on the loops
+    themselves, :func:`verify.violations`) and holds enough work is marked ``parallel``.
+    Returns how many were marked."""
+    from . import loops as L
+    from . import verify
+
+    if not opts.parallel or opts.original:
+        return 0
+    deps = deps.union(serial_order(p))
+    marked = 0
+
+    def inside(s) -> isl.UnionSet:
+        names = set()
+
+        def walk(body):
+            for t in body:
+                if isinstance(t, L.StmtCall):
+                    names.add(t.stmt)
+                elif isinstance(t, L.For):
+                    walk(t.body)
+                elif isinstance(t, L.If):
+                    walk(t.then)
+                    walk(t.orelse)
+        walk(s.body)
+        out = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+        for n in names:
+            out = out.union(isl.UnionSet.from_set(p.by_name[n].domain))
+        return out
+
+    def visit(body):
+        nonlocal marked
+        for s in body:
+            if isinstance(s, L.If):
+                visit(s.then)
+                visit(s.orelse)
+            if not isinstance(s, L.For):
+                continue
+            once = isinstance(s.cond, L.LOp) and s.cond.op == "le" and s.cond.args[0] == L.LVar(s.var) \
+                and s.cond.args[1] == s.init
+            if not once and work(p, inside(s)) >= opts.min_parallel_work:
+                s.parallel = True
+                broken = verify.violations(nest, deps)
+                if broken is not None and broken.is_empty():
+                    marked += 1
+                    continue
+                s.parallel = False
+            visit(s.body)
+
+    visit(nest.body)
+    if marked:
+        decisions.append(f"original order: {marked} loop{'s' if marked > 1 else ''} whose iterations are "
+                         "independent marked `parallel` (runs on the thread pool)")
+    return marked
