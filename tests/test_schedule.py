@@ -413,3 +413,99 @@ def test_verifier_reads_reversed_loops():
     assert "S1(-c1)" in ck.inspect("loops")  # isl counts up over -i
     assert verify.violations(ck.nest, ck.deps.all).is_empty()
     np.testing.assert_allclose(ck(x), np.cumsum(x[::-1])[::-1])
+
+
+# ---------------------------------------------------------------- parallel loops in every nest
+
+NESTS = '''
+def two_nests(a):
+    b = output_tensor(a.shape, a.dtype)
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j] * 2.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            c[i, j] = b[j, i] + 1.0
+    return b, c
+
+def clipped(a):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(0, min(a.shape[0], 25)):
+        for j in range(max(0, i - 2), a.shape[1]):
+            b[i, j] = a[i, j] + 1.0
+    return b
+
+def narrow_first(a):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                b[i, j, k] = a[i, j, k] * 3.0
+    return b
+'''
+
+
+def test_every_loop_nest_gets_its_parallel_loop():
+    a = np.random.default_rng(0).standard_normal((300, 300))
+    ck = hyb.compile_source(NESTS, schedule={"fuse": False}).two_nests.compile(a)
+    text = ck.inspect("loops")
+    assert text.count("parallel for") == 2, text
+    assert "in each of 2 loop nests" in ck.inspect("schedule")
+    b, c = ck(a)
+    np.testing.assert_array_equal(b, a * 2.0)
+    np.testing.assert_array_equal(c, b.T + 1.0)
+
+
+def test_min_and_max_loop_bounds_are_affine():
+    mod = hyb.compile_source(NESTS)
+    for rows in (40, 10):
+        a = np.random.default_rng(1).standard_normal((rows, 30))
+        ck = mod.clipped.compile(a)
+        assert "opaque" not in ck.inspect("isl")
+        want = np.triu(a + 1.0, -2)  # j >= i - 2
+        want[25:] = 0.0
+        np.testing.assert_array_equal(ck(a), want)
+
+
+def test_a_short_first_parallel_dimension_still_feeds_the_threads():
+    """The parallel loop is the first tile loop; with an extent of 4 it is tiled by 1 (four iterations),
+    not by 32 (one iteration, no parallelism)."""
+    a = np.ones((4, 128, 128))
+    ck = hyb.compile_source(NESTS).narrow_first.compile(a)
+    text = ck.inspect("loops")
+    first = text.splitlines()[0]
+    assert first.startswith("parallel for") and "<= 3)" in first and "+= 1)" in first, text
+    np.testing.assert_array_equal(ck(a), a * 3.0)
+
+
+def test_original_order_kept_still_runs_independent_loops_on_threads():
+    src = '''
+def dots(x, y):
+    n = x.shape[0]
+    t = allocate((n, n, y.shape[1]), x.dtype)
+    for a in range(n):
+        for b in range(n):
+            for q in range(y.shape[1]):
+                t[a, b, q] += x[a, q] * y[b, q]
+    out = output_tensor((n, n), x.dtype)
+    for a in range(n):
+        for b in range(n):
+            for q in range(y.shape[1]):
+                out[a, b] += t[a, b, q]
+    return out
+'''
+    x = np.random.default_rng(2).standard_normal((64, 32))
+    ck = hyb.compile_source(src).dots.compile(x, x)
+    sched = ck.inspect("schedule")
+    if "original order kept" in sched:
+        assert "whose iterations are independent marked `parallel`" in sched
+        assert ck.inspect("loops").count("parallel for") >= 1
+    np.testing.assert_allclose(ck(x, x), x @ x.T, rtol=1e-12, atol=1e-12)
+
+
+def test_original_order_marks_no_loop_that_carries_a_dependence():
+    a = np.arange(5000.0)
+    ck = hyb.compile_source(SRC, schedule={"max_operations": 1}).prefix.compile(a)
+    assert "parallel" not in ck.inspect("loops")
+    np.testing.assert_array_equal(ck(a), np.cumsum(a))
