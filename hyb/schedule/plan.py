@@ -335,7 +335,10 @@ def _compute_schedule(sc: isl.ScheduleConstraints, timeout: float):
             return None, "gave up (operation limit)"
     r, w = os.pipe()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child runs isl only
+        # Fork with threads (Python's DeprecationWarning; JAX's RuntimeWarning from its at-fork
+        # hook): harmless here, the child runs isl and writes to a pipe, nothing else.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 1
