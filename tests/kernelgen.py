@@ -961,7 +961,7 @@ class Gen:
             folded = a.const and not (name in ("floor", "ceil", "trunc", "round") and a.dtype == WF)
             return self.wrap(f"{name}({a.text})", a.dtype, lo, hi, a.finite, folded)
         if name == "power":
-            return self.binop("**", a, self.exponent(env, a, exact), text=f"power({{a}}, {{b}})")
+            return self.binop("**", a, self.exponent(env, a, exact), text="power({a}, {b})")
         t = float_math_type(a.dtype)
         if name == "atan2":
             b = self.expr(env, depth)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np

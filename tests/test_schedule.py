@@ -509,3 +509,4 @@ def test_original_order_marks_no_loop_that_carries_a_dependence():
     ck = hyb.compile_source(SRC, schedule={"max_operations": 1}).prefix.compile(a)
     assert "parallel" not in ck.inspect("loops")
     np.testing.assert_array_equal(ck(a), np.cumsum(a))
+

@@ -237,20 +237,7 @@ def trip_count(loop: L.For, env: dict) -> int | None:
     return max(0, (last - init) // loop.step + 1)
 
 
-def upper_bound(s: L.For):
-    c = s.cond
-    if (isinstance(c, L.LOp) and c.op in ("le", "lt") and isinstance(c.args[0], L.LVar)
-            and c.args[0].name == s.var and s.step > 0 and not uses(c.args[1], s.var)):
-        return c.op, c.args[1]
-    return None
-
-
-def uses(e, var: str) -> bool:
-    if isinstance(e, L.LVar):
-        return e.name == var
-    if isinstance(e, L.LOp):
-        return any(uses(a, var) for a in e.args)
-    return False
+upper_bound, uses = L.upper_bound, L.uses  # shared with the CPU back end
 
 
 def eval_lexpr(e, env: dict):

@@ -261,7 +261,7 @@ class _FunctionBuilder:
         nth = b.sext(b.call(self.declare("omp_get_num_threads", I32, []), []), I64)
         init = self.lexpr(s.init)
         step = ir.Constant(I64, s.step)
-        bound = _upper_bound(s)
+        bound = L.upper_bound(s)
         if bound is not None:
             # Contiguous blocks: iterations [tid*chunk, (tid+1)*chunk) of the trip count.
             op, ub_expr = bound
@@ -815,24 +815,6 @@ class _FunctionBuilder:
         # NumPy's bitwise_count: the bits of |x|.
         magnitude = self.i_abs(dt, x)
         return self.b.call(self.declare(f"llvm.ctpop.i{x.type.width}", x.type, [x.type]), [magnitude])
-
-
-
-def _upper_bound(s: L.For):
-    """(op, bound) when the loop's condition is ``var <= bound`` or ``var < bound``."""
-    c = s.cond
-    if (isinstance(c, L.LOp) and c.op in ("le", "lt") and isinstance(c.args[0], L.LVar)
-            and c.args[0].name == s.var and s.step > 0 and not _uses(c.args[1], s.var)):
-        return c.op, c.args[1]
-    return None
-
-
-def _uses(e, var: str) -> bool:
-    if isinstance(e, L.LVar):
-        return e.name == var
-    if isinstance(e, L.LOp):
-        return any(_uses(a, var) for a in e.args)
-    return False
 
 
 @functools.lru_cache(maxsize=None)

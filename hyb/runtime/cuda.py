@@ -24,7 +24,7 @@ from ..dsl import tir as T
 from ..dsl import types as ty
 from ..dsl.check import arg_spec
 from ..errors import HybridArgumentError, HybridError, HybridIndexError, HybridUnsupportedError
-from ..schedule import astgen, plan as plan_mod, verify
+from ..schedule import plan as plan_mod, verify
 from ..schedule import loops as L
 from .compiler import STAGES, CompiledKernel, check_in_place, prepare_arrays
 
@@ -232,7 +232,7 @@ class CudaCompiledKernel(CompiledKernel):
 
     def _load(self):
         if self._module is None:
-            drv = driver()
+            driver()  # a current context (or the error saying what is missing)
             from pycuda.compiler import SourceModule
             self._module = SourceModule(self._stages["cuda"], options=self.generated.nvcc_options, no_extern_c=True)
             self._functions = {}

@@ -62,6 +62,32 @@ class LoopNest:
         return self.poly.by_name
 
 
+def upper_bound(s: For):
+    """(op, bound) when the loop's condition is ``var <= bound`` or ``var < bound``."""
+    c = s.cond
+    if (isinstance(c, LOp) and c.op in ("le", "lt") and isinstance(c.args[0], LVar)
+            and c.args[0].name == s.var and s.step > 0 and not uses(c.args[1], s.var)):
+        return c.op, c.args[1]
+    return None
+
+
+def constant_trips(s: For):
+    """The iteration count of ``s`` when its bounds are constants, else None."""
+    bound = upper_bound(s)
+    if bound is None or not isinstance(s.init, LInt) or not isinstance(bound[1], LInt):
+        return None
+    last = bound[1].value - (1 if bound[0] == "lt" else 0)
+    return max(0, (last - s.init.value) // s.step + 1)
+
+
+def uses(e, var: str) -> bool:
+    if isinstance(e, LVar):
+        return e.name == var
+    if isinstance(e, LOp):
+        return any(uses(a, var) for a in e.args)
+    return False
+
+
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "le": "<=", "lt": "<", "ge": ">=", "gt": ">",
           "and": "&&", "or": "||"}
 

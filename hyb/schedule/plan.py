@@ -405,10 +405,11 @@ class _Shaper:
         extents = self.extents(node)
         parent = node.parent() if node.has_parent() else None
         if (not isinstance(self.opts.tile, tuple) and parent is not None and parent.get_type() == isl.schedule_node_type.mark
-                and parent.mark_get_id().get_name() == "parallel" and extents[0] is not None):
-            # The first member's tile loop runs on the threads: give it PARALLEL_TILES iterations
-            # where its extent allows, so that small extents still feed every thread.
-            sizes = (max(1, min(sizes[0], -(-extents[0] // PARALLEL_TILES))),) + sizes[1:]
+                and parent.mark_get_id().get_name() == "parallel" and extents[0] is not None
+                and -(-extents[0] // sizes[0]) < PARALLEL_TILES // 2):
+            # The first member's tile loop runs on the threads: where it would have only a few
+            # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
+            sizes = (max(1, -(-extents[0] // PARALLEL_TILES)),) + sizes[1:]
         if any(e is None or e > s for e, s in zip(extents, sizes)):
             mv = isl.MultiVal.zero(node.band_get_space())
             for i, s in enumerate(sizes):
@@ -623,26 +624,26 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
             out = out.union(isl.UnionSet.from_set(p.by_name[n].domain))
         return out
 
-    def visit(body):
+    def visit(body, launches):
         nonlocal marked
         for s in body:
             if isinstance(s, L.If):
-                visit(s.then)
-                visit(s.orelse)
+                visit(s.then, launches)
+                visit(s.orelse, launches)
             if not isinstance(s, L.For):
                 continue
             once = isinstance(s.cond, L.LOp) and s.cond.op == "le" and s.cond.args[0] == L.LVar(s.var) \
                 and s.cond.args[1] == s.init
-            if not once and work(p, inside(s)) >= opts.min_parallel_work:
+            if not once and work(p, inside(s)) // launches >= opts.min_parallel_work:
                 s.parallel = True
                 broken = verify.violations(nest, deps)
                 if broken is not None and broken.is_empty():
                     marked += 1
                     continue
                 s.parallel = False
-            visit(s.body)
+            visit(s.body, launches * max(1, L.constant_trips(s) or 1))
 
-    visit(nest.body)
+    visit(nest.body, 1)
     if marked:
         decisions.append(f"original order: {marked} loop{'s' if marked > 1 else ''} whose iterations are "
                          "independent marked `parallel` (runs on the thread pool)")
