@@ -2,8 +2,8 @@
 
 hyb always runs eagerly: ``mode=hyb.GRAPH_MODE`` is accepted (so MindSpore scripts run
 unchanged) and behaves like ``hyb.PYNATIVE_MODE``.  ``device_target`` picks the back end that
-Custom operators compile for: ``"CPU"`` (LLVM, the default) or ``"GPU"`` (CUDA); read it with
-:func:`device_target`.  Other MindSpore settings (``device_id``, ``save_graphs``, ...) are
+Custom operators and kernels made without ``target=`` compile for: ``"CPU"`` (LLVM, the default)
+or ``"GPU"`` (CUDA); read it with :func:`device_target`.  Other MindSpore settings (``device_id``, ``save_graphs``, ...) are
 stored and otherwise ignored.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ def get_context(key: str):
 
 
 def device_target() -> str:
-    """``"CPU"`` or ``"GPU"``: the back end Custom operators compile for."""
+    """``"CPU"`` or ``"GPU"``: the back end Custom operators and kernels without ``target=`` compile for."""
     return _settings["device_target"]
 
 

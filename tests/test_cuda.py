@@ -695,6 +695,38 @@ def test_running_without_pycuda_says_so(monkeypatch):
         ADD.compile(x2, x2, target="cuda")(x2, x2)
 
 
+def test_device_target_gpu_sends_plain_kernels_to_cuda(monkeypatch):
+    """hyb.set_context(device_target="GPU"): a kernel made without target= compiles CUDA C and runs
+    through pycuda (here missing); target="cpu" keeps a kernel on the CPU whatever the context."""
+    from hyb import context
+    monkeypatch.setattr(rt, "_driver_or_error", lambda: (None, HybridUnsupportedError(
+        "running a kernel compiled for target=\"cuda\" needs pycuda, which is not installed", None, None)))
+    x = np.arange(4.0)
+    plain = td.MOD.ew1
+    pinned = hyb.hybrid(target="cpu")(_add_py)
+    context._reset()
+    try:
+        assert plain.target == "cpu" and not isinstance(plain.compile(x, x), rt.CudaCompiledKernel)
+        hyb.set_context(device_target="GPU")
+        assert plain.target == "cuda"
+        ck = plain.compile(x, x)
+        assert isinstance(ck, rt.CudaCompiledKernel) and "__global__" in ck.inspect("cuda")
+        with pytest.raises(HybridUnsupportedError, match="needs pycuda"):
+            plain(x, x)
+        assert pinned.target == "cpu"
+        np.testing.assert_array_equal(pinned(x, x), x + x)
+    finally:
+        context._reset()
+    assert plain.target == "cpu"
+
+
+def _add_py(a, b):
+    c = output_tensor(a.shape, a.dtype)  # noqa: F821
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+    return c
+
+
 @pytest.mark.skipif(_gpu_available(), reason="a GPU is available")
 def test_running_without_a_gpu_names_what_is_missing():
     x = np.ones(3, np.float32)

@@ -31,8 +31,8 @@ def _validate_options(options: dict) -> dict:
         if key not in known:
             raise HybridArgumentError(f"unknown kernel option `{key}`", None,
                                       "options are: " + ", ".join(sorted(known)))
-    target = options.get("target", "cpu")
-    if target not in _TARGETS:
+    target = options.get("target")  # None: hyb.set_context(device_target=...) decides, when the kernel runs
+    if target is not None and target not in _TARGETS:
         raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
     sched = options.get("schedule")
     parse_schedule_options(sched)  # reject bad options when the kernel is made, not at its first call
@@ -83,8 +83,17 @@ class Kernel:
         arrays = prepare_arrays(self, args)
         return self._compiled(arrays, target)
 
+    @property
+    def target(self) -> str:
+        """``"cpu"`` or ``"cuda"``: the kernel's ``target=`` option, else the context's device target
+        (``hyb.set_context(device_target="GPU")`` -> ``"cuda"``)."""
+        if self.options["target"] is not None:
+            return self.options["target"]
+        from .. import context
+        return "cuda" if context.device_target() == "GPU" else "cpu"
+
     def _compiled(self, arrays, target=None) -> CompiledKernel:
-        target = target or self.options["target"]
+        target = target or self.target
         if target not in _TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
         specs = arg_specs(arrays)
@@ -115,7 +124,7 @@ class Kernel:
         return ck
 
     def __call__(self, *args):
-        if self.options["target"] == "cuda":
+        if self.target == "cuda":
             from . import cuda
             return cuda.call(self, args)
         key = _fast_key(args)
@@ -326,7 +335,8 @@ def _capture(fn, module: A.Module):
 
 
 def hybrid(fn=None, **options):
-    """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target="cpu", fastmath=False, schedule=None)``."""
+    """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target=None, fastmath=False, schedule=None, threads=None)``
+    (``target``: ``"cpu"``, ``"cuda"``, or None for the context's ``device_target``)."""
     def wrap(f):
         module = parser.parse_function(f)
         if f.__name__ not in module.kernels:
