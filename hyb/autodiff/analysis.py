@@ -1,0 +1,396 @@
+"""Passes 2 to 4 of reverse mode: which values carry a derivative, which the reverse part reads,
+and which of those must be saved because the kernel overwrites them.
+
+* **Activity**: a tensor or scalar is *active* when its value depends on a differentiable
+  input; ``usefulness`` then drops the active names whose value never reaches an output (their
+  adjoint would be zero, and a derivative such as sqrt'(0) = inf must not turn that zero into
+  nan).
+* **Needed values**: a value is *needed* when a derivative coefficient, a condition, a
+  subscript or a loop bound of the reverse part reads it, or when a needed value is computed
+  from it.  Only the statements computing needed values are kept in the forward part.
+* **Saves**: the reverse part reads forward values where they live, so each must hold, when
+  read, the value the forward statement saw.  Values nobody overwrites afterwards need nothing.
+  Where a cell of a tensor is overwritten after a needed read, each store to that tensor first
+  saves the old value on a tape (indexed by the loops around the store, up to the block that
+  declares the tensor) and the reverse part writes it back after the store's adjoint.  A scalar
+  assigned again is copied into another scalar just before the assignment and restored after
+  its adjoint; a scalar assigned inside a loop (or branch) but declared outside it is saved on
+  entry to each iteration in a tape indexed by that loop (before a branch: in a scalar).  A
+  branch condition that the branch itself may change is saved too.
+* **Recomputation**: where a read of an overwritten cell can be computed again from inputs
+  nobody changes (the single store that wrote it, in the same loop variables), the coefficient
+  uses that expression instead and no tape is needed.
+"""
+from __future__ import annotations
+
+from ..dsl import ast as A
+from ..dsl.unparse import expr as unparse_expr
+from . import rules as R
+from .rules import name
+from .tree import _accumulation, _replace_expr, _replace_reads, _subst_expr, _target_name, unsupported, value_walk, walk
+
+
+class Analysis:
+    """Passes 2 to 4 (a mixin of ``Reverser``): activity, needed values, recomputation and saves."""
+
+    # ------------------------------------------------------------ pass 2: activity
+    def activity(self):
+        """The active tensors (``active_t``) and scalars (``active_s``): those whose value depends
+        on a differentiable input, found by iterating over the assignments to a fixed point."""
+        self.active_t = {p for p in self.tensor_params if p not in self.inactive}
+        self.active_s = set()
+        changed = True
+        while changed:
+            changed = False
+            for s in self.assigns:
+                if not self.is_active(s.value):
+                    continue
+                n = _target_name(s.target)
+                if isinstance(s.target, A.Subscript):
+                    t = self.tensors.get(n)
+                    if t is None:
+                        raise unsupported(f"a store to `{n}`, which is not a tensor", s)
+                    if not t.int_dtype and n not in self.active_t:
+                        self.active_t.add(n)
+                        changed = True
+                elif not self.scalars[n].int_typed and n not in self.active_s:
+                    self.active_s.add(n)
+                    changed = True
+
+    def usefulness(self):
+        """Drop from the active names those whose value reaches no output: their adjoint is zero
+        (and a derivative such as sqrt'(0) = inf must not turn it into nan)."""
+        useful = set(self.outputs)
+        changed = True
+        while changed:
+            changed = False
+            for s in self.assigns:
+                if _target_name(s.target) in useful:
+                    for n in self.reads(s.value):
+                        if n not in useful:
+                            useful.add(n)
+                            changed = True
+        params = set(self.tensor_params)
+        self.active_t = {n for n in self.active_t if n in useful or n in params}
+        self.active_s = {n for n in self.active_s if n in useful}
+
+    def is_active(self, e) -> bool:
+        return R.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
+
+    # ------------------------------------------------------------ pass 3: what the reverse part reads
+    def chain(self, s: A.Assign, g):
+        """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``."""
+        acc = _accumulation(s)
+        c = R.Chain(self.is_active)
+        if acc is not None:
+            sign, f = acc
+            c.run(f, g if sign > 0 else R.neg(g))
+        else:
+            c.run(s.value, g)
+        out = c.out
+        subs = self.recompute.get(id(s))
+        if subs:
+            out = [(r, _replace_reads(coef, subs)) for r, coef in out]
+        if isinstance(s.target, A.Name) and acc is None and isinstance(s.value, A.Call) \
+                and s is self.scalars[s.target.id].decl:
+            # exp(u), sigmoid(u), ... reappear in their own derivative: use the value computed.
+            out = [(r, _replace_expr(coef, unparse_expr(s.value), s.target)) for r, coef in out]
+        return acc is not None, out
+
+    # ------------------------------------------------------------ recomputation instead of tapes
+    def plan_recompute(self):
+        """Reads of overwritten cells whose value the statement that wrote it can recompute from
+        intact inputs: the coefficients use that expression instead (no tape, no forward part)."""
+        self.recompute: dict = {}  # id(stmt) -> {unparsed read: expression}
+        stores = {}
+        for w in self.assigns:
+            if isinstance(w.target, A.Subscript):
+                stores.setdefault(w.target.value.id, []).append(w)
+        for p in self.assigns:
+            if not self.is_active(p.value):
+                continue
+            for r in value_walk(p.value):
+                if not (isinstance(r, A.Subscript) and isinstance(r.value, A.Name) and r.value.id in stores):
+                    continue
+                ws = stores[r.value.id]
+                if not any(self.may_follow(w, p, r, r.value.id) for w in ws):
+                    continue  # intact: read where it lives
+                expr = self.reaching_value(p, r, ws)
+                if expr is not None:
+                    self.recompute.setdefault(id(p), {})[unparse_expr(r)] = expr
+
+    def reaching_value(self, p, r, ws):
+        """The expression that computed cell ``r`` read by ``p``, in ``p``'s loop variables, or None."""
+        before = [w for w in ws if w is not p and self.info[id(w)].first < self.info[id(p)].first]
+        others = [w for w in ws if w is not p and w not in before]
+        if len(before) != 1 or others:
+            return None
+        if any(w is p for w in ws) and unparse_expr(p.target) != unparse_expr(r):
+            return None
+        w0 = before[0]
+        b = self.info[id(w0)].block
+        while not self.info[id(p)].block.inside(b):
+            if isinstance(b.owner, A.If):
+                return None  # w0 may not run: another store (or none) may have written the cell
+            b = b.parent
+        lw, lp_ = self.info[id(w0)].block.loops, self.info[id(p)].block.loops
+        depth = 0
+        while depth < min(len(lw), len(lp_)) and lw[depth] is lp_[depth]:
+            depth += 1
+        own = {lp.var: lp for lp in lw[depth:]}
+        by_p = {lp.var: lp for lp in lp_}
+        mapping = {}
+        for wi, ri in zip(w0.target.indices, r.indices):
+            a = self.affine(wi)
+            if a is None:
+                return None
+            vs = [k for k in a if isinstance(k, str) and k in own]
+            if not vs:
+                if self.affine(ri) != a:
+                    return None
+                continue
+            if len(vs) != 1 or a[vs[0]] != 1 or not isinstance(ri, A.Name) or ri.id not in by_p:
+                return None
+            v = vs[0]
+            if set(k for k in a if k is not None) != {v} or a.get(None, 0) != 0:
+                return None
+            q = by_p[ri.id]
+            if unparse_expr(own[v].lo) != unparse_expr(q.lo) or unparse_expr(own[v].hi) != unparse_expr(q.hi) \
+                    or own[v].step != q.step:
+                return None
+            mapping[v] = name(q.var)
+        if set(mapping) != set(own):
+            return None
+        value = self.inline_locals(w0.value, w0, set(own))
+        if value is None:
+            return None
+        return _subst_expr(value, mapping)
+
+    def inline_locals(self, e, w0, own_vars, depth=0):
+        """``e`` (read at ``w0``) with scalars local to ``w0``'s own loops replaced by their single
+        definition; None if it reads something that may have changed after ``w0``."""
+        if depth > 8:
+            return None
+        subs = {}
+        for x in value_walk(e):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                if any(isinstance(a.target, A.Subscript) and a.target.value.id == x.value.id for a in self.assigns):
+                    return None  # only tensors nobody writes
+            elif isinstance(x, A.Name) and x.id in self.scalars:
+                sc = self.scalars[x.id]
+                assigns = [a for a in self.assigns if isinstance(a.target, A.Name) and a.target.id == x.id]
+                local = sc.block.loops and sc.block.loops[-1].var in own_vars
+                if local:
+                    if len(assigns) != 1 or self.info[id(assigns[0])].first > self.info[id(w0)].first:
+                        return None
+                    inner = self.inline_locals(assigns[0].value, w0, own_vars, depth + 1)
+                    if inner is None:
+                        return None
+                    subs[x.id] = inner
+                else:
+                    for a in assigns:
+                        shared = [lp for lp in self.info[id(a)].block.loops[len(sc.block.loops):]
+                                  if lp in self.info[id(w0)].block.loops]
+                        if self.info[id(a)].first > self.info[id(w0)].first or shared:
+                            return None
+        return _subst_expr(e, subs) if subs else e
+
+    # ------------------------------------------------------------ needed values
+    def analyse(self):
+        """The chain rule of each active assignment (``chains``), the names the reverse code of
+        each statement reads (``need_at``) and every value needed at all (``needed``)."""
+        self.need_at: dict = {}  # id(stmt) -> names read at reverse time
+        g = name("__g")
+        self.chains = {}
+        for s in self.assigns:
+            n = _target_name(s.target)
+            active = (n in self.active_t) if isinstance(s.target, A.Subscript) else (n in self.active_s)
+            if not active:
+                continue
+            acc, pairs = self.chain(s, g) if self.is_active(s.value) else (False, [])
+            if self.is_active(s.value):
+                self.chains[id(s)] = (acc, pairs)
+            need = self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set()
+            for read, coef in pairs:
+                need |= self.reads(coef) | self.index_reads(read)
+                if isinstance(read, A.Subscript):
+                    need |= self.index_reads(A.Tuple(None, [read]))
+            need.discard("__g")
+            self.need_at[id(s)] = need
+            for c in self.enclosing(s):
+                self.need_at.setdefault(id(c), set()).update(self.compound_reads(c))
+        self.needed = set()
+        for v in self.need_at.values():
+            self.needed |= v
+        for n in self.active_s:
+            # The adjoint of an active scalar takes its dtype from the scalar's first value.
+            self.needed |= self.reads(self.scalars[n].decl.value)
+        # Close over the statements computing needed values.
+        work = list(self.needed)
+        while work:
+            n = work.pop()
+            for s in self.assigns:
+                if _target_name(s.target) != n:
+                    continue
+                more = self.reads(s.value) | (self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())
+                for c in self.enclosing(s):
+                    more |= self.compound_reads(c)
+                for m in more - self.needed:
+                    self.needed.add(m)
+                    work.append(m)
+
+    # ------------------------------------------------------------ pass 4: saves
+    def plan_saves(self):
+        """Which stores save the old value on a tape, which scalars are copied before an assignment
+        or on entry to a loop or branch, which conditions and values are recorded, and which
+        assignments are replayed in the reverse part."""
+        # Where the reverse part reads forward values: (statement, name, subscript).
+        positions = []
+        self.replay_scalar_reads = []
+        self.value_tape = {}  # id(store) -> tape of the values it computed
+        g = name("__g")
+
+        def add_reads(stmt, e):
+            for x in value_walk(e):
+                if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in self.tensors:
+                    positions.append((stmt, x.value.id, x))
+                elif isinstance(x, A.Name) and x.id in self.scalars:
+                    positions.append((stmt, x.id, None))
+
+        for s in self.assigns:
+            if id(s) in self.chains:
+                _, pairs = self.chain(s, g)
+                for read, coef in pairs:
+                    add_reads(s, coef)
+                    if isinstance(read, A.Subscript):
+                        for i in read.indices:
+                            add_reads(s, i)
+                if isinstance(s.target, A.Subscript):
+                    for i in s.target.indices:
+                        add_reads(s, i)
+            n = _target_name(s.target)
+            if n in self.needed and self.decl_block(n).parent is not None:
+                # Replayed at the start of reversed iterations: what it reads from outside must be
+                # as it was at the start of the iteration.
+                conflict = [x for x in value_walk(s.value) if isinstance(x, A.Subscript)
+                            and isinstance(x.value, A.Name) and self.replay_conflict(s, x)]
+                if conflict:
+                    t = self.tensors.get(n)
+                    if t is not None and any(isinstance(x, A.Name) and x.id in self.scalars for x in walk(t.dtype)):
+                        raise unsupported(f"a value computed from `{conflict[0].value.id}` before the same loop body "
+                                          f"overwrites `{conflict[0].value.id}`", s,
+                                          "compute the value into a temporary tensor first")
+                    # Recomputing it would read overwritten cells: save it when first computed.
+                    self.value_tape[id(s)] = self.fresh(f"{n}_saved")
+                else:
+                    self.replay_scalar_reads.append((s, self.reads(s.value) | (
+                        self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.If) and id(c) in self.need_at:
+                add_reads(c, c.cond)
+        writers = {}
+        for s in self.assigns:
+            writers.setdefault(_target_name(s.target), []).append(s)
+        # Stores whose old value a later-reversed read needs: saved on a tape, restored.
+        self.store_tape = {}
+        self.snap = {}  # id(assign) -> snapshot scalar name
+        taped, snapped = set(), set()
+        for p, n, sub in positions:
+            for w in writers.get(n, []):
+                if id(w) in taped or id(w) in snapped:
+                    continue
+                if self.may_follow(w, p, sub, n):
+                    if isinstance(w.target, A.Subscript):
+                        taped.add(id(w))
+                    elif w is not self.scalars[n].decl:
+                        snapped.add(id(w))
+        self.taped = taped
+        self.restore = {w.target.value.id for w in self.assigns if id(w) in taped}
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.For) and id(c) in self.need_at:
+                lp = self.loops[c.target.id]
+                for n in self.reads(lp.lo) | self.reads(lp.hi):
+                    if n in self.tensors or any(_target_name(a.target) == n and a is not self.scalars[n].decl
+                                                for a in self.assigns):
+                        raise unsupported("a loop bound that the kernel changes while it runs", c)
+        # Scalars: saved before an assignment whose old value is read later in reverse, and on entry
+        # to each loop / branch (inside their declaring block) around such an assignment.
+        self.entry = {}  # id(For/If) -> {scalar: tape or snapshot name}
+        self.cond_snap = {}  # id(If) -> bool scalar holding its condition
+        for s in self.assigns:
+            if id(s) not in snapped:
+                continue
+            n = s.target.id
+            self.snap[id(s)] = self.fresh(f"{n}_old")
+            decl_block = self.scalars[n].block
+            for c in self.enclosing(s):
+                if self.info[id(c)].block.inside(decl_block):
+                    names = self.entry.setdefault(id(c), {})
+                    if n not in names:
+                        names[n] = self.fresh(f"{n}_at_{c.target.id}" if isinstance(c, A.For) else f"{n}_before_if")
+        assigned_in = {}
+        for a in self.assigns:
+            if isinstance(a.target, A.Name):
+                for c in self.enclosing(a):
+                    assigned_in.setdefault(id(c), set()).add(a.target.id)
+        for s, names in self.replay_scalar_reads:
+            b = self.decl_block(_target_name(s.target))
+            for u in names:
+                if u not in self.scalars:
+                    continue
+                d = self.scalars[u].block
+                blk = b
+                while blk is not None and blk is not d and blk.owner is not None and blk.inside(d):
+                    c = blk.owner
+                    if u in assigned_in.get(id(c), set()):
+                        names_c = self.entry.setdefault(id(c), {})
+                        if u not in names_c:
+                            names_c[u] = self.fresh(f"{u}_at_{c.target.id}" if isinstance(c, A.For)
+                                                    else f"{u}_before_if")
+                    blk = blk.parent
+        for c in self.walk_stmts(self.top.body):
+            if isinstance(c, A.If) and (id(c) in self.need_at or self.reads(c.cond) & self.needed):
+                changed = set()
+                for s in self.walk_stmts(c.body + c.orelse):
+                    if isinstance(s, A.Assign):
+                        changed.add(_target_name(s.target))
+                if self.reads(c.cond) & changed:
+                    self.cond_snap[id(c)] = self.fresh("cond")
+        # A condition saved inside a loop or branch goes to a tape at the top, filled by the forward part.
+        self.cond_tape = {id(c): self.info[id(c)].block.loops for c in self.walk_stmts(self.top.body)
+                          if id(c) in self.cond_snap and self.info[id(c)].block.parent is not None}
+
+    def replay_conflict(self, s, sub) -> bool:
+        """A replay recomputes ``s`` at the start of a reversed loop iteration (or branch): whether a
+        tensor it reads may be overwritten later inside that same iteration."""
+        t = sub.value.id
+        if t not in self.tensors:
+            return False
+        b = self.decl_block(_target_name(s.target))
+        while b is not None and b.parent is not None:
+            if not self.tensors[t].block.inside(b):
+                for w in self.assigns:
+                    if not (isinstance(w.target, A.Subscript) and w.target.value.id == t
+                            and self.info[id(w)].block.inside(b)):
+                        continue
+                    shared = [lp for lp in self.info[id(w)].block.loops[len(b.loops):]
+                              if lp in self.info[id(s)].block.loops]
+                    if (self.info[id(w)].first >= self.info[id(s)].first or shared) \
+                            and self.cells_may_meet(s, sub, w, len(b.loops)):
+                        return True
+            b = b.parent
+        return False
+
+    def constant_like(self, n, depth=0) -> bool:
+        """A scalar assigned once from numbers, shapes, parameters and other such scalars."""
+        sc = self.scalars.get(n)
+        if sc is None or n in self.active_s or depth > 20:
+            return False
+        if sum(1 for a in self.assigns if _target_name(a.target) == n) != 1:
+            return False
+        for x in value_walk(sc.decl.value):
+            if isinstance(x, A.Subscript):
+                return False
+            if isinstance(x, A.Name) and x.id in self.scalars and not self.constant_like(x.id, depth + 1):
+                return False
+        return True

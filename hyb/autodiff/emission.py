@@ -1,0 +1,535 @@
+"""Pass 5 of reverse mode: the text of the gradient kernel.
+
+The gradient kernel has three parts:
+
+1. **forward**: the statements of the kernel that compute needed values (the rest is
+   dropped), with the saves planned by the analysis: old values pushed to tapes, scalars
+   copied before they are assigned again, conditions recorded;
+2. **adjoints**: ``d_<x>`` for every active tensor and scalar (an output's adjoint starts as
+   its incoming gradient; one nothing writes is the incoming gradient itself);
+3. **reverse**: the statements in reverse order, loops run backwards.  For ``x[i] = e`` it
+   takes ``t = d_x[i]``, clears ``d_x[i]`` and adds ``t * de/dr`` to the adjoint of each read
+   ``r`` of ``e``; an accumulation ``x[i] = x[i] + e`` only adds.  Saved values are written
+   back after the adjoint of the statement that overwrote them.
+
+The reverse body of a loop or branch first *replays* the forward statements of that body
+that compute values local to it (scalars, ``allocate`` temporaries), then runs backwards.
+Tapes are sized by an affine bound on the iteration count of the loops they are indexed by.
+A loop nest around one assignment may instead be turned into gathers (``gathers.py``).
+"""
+from __future__ import annotations
+
+from ..dsl import ast as A
+from ..dsl.unparse import Comment
+from . import rules as R
+from .rules import add, call, name, num
+from .tree import (Block, Gradient, Loop, _accumulation, _aff_add, _aff_expr, _aff_scale, _attr, _copy_loop, _increment,
+                   _sub, _target_name, subst, unsupported, value_walk)
+
+
+class Emission:
+    """Pass 5 (a mixin of ``Reverser``): the forward, adjoint and reverse parts, and the tapes."""
+
+    def emit(self) -> Gradient:
+        self.tapes = []
+        self.fwd_names = {}  # forward name -> name in the gradient kernel
+        self.adj = {}  # tensor or scalar -> its adjoint's name
+        self.pending_tapes = {}  # id(block) -> [(stmt whose subtree needs it, Assign)]
+        params = list(self.params)
+        out_params = {}
+        if self.with_outputs:
+            for o in self.outputs:
+                out_params[o] = self.fresh(f"{o}_out")
+                params.append(out_params[o])
+        single = len(self.outputs) == 1
+        douts = {}
+        for o in self.outputs:
+            douts[o] = self.fresh("dout" if single else f"dout_{o}")
+            params.append(douts[o])
+        body = []
+        # In-place inputs: the forward part works on a copy.
+        for o in self.outputs:
+            if o in self.tensor_params and o in self.needed:
+                copy = self.fresh(f"{o}_fwd")
+                self.fwd_names[o] = copy
+                body.append(A.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
+                body.extend(_copy_loop(copy, o, self.fresh("idx")))
+        self.passed = set()
+        for o in self.outputs:
+            if self.with_outputs and o not in self.restore and o not in self.tensor_params \
+                    and self.reads_see_final(o):
+                self.fwd_names[o] = out_params[o]
+                self.passed.add(o)
+        self.plan_tapes()
+        body.extend(self.forward(self.top, replay=False))
+        # Adjoints of the top block.
+        body.append(Comment(None, "adjoints"))
+        for p in self.tensor_params:
+            if p in self.active_t:
+                a = self.adj[p] = self.fresh(f"d_{p}")
+                body.append(A.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
+                if p in self.outputs:
+                    body.extend(_copy_loop(a, douts[p], self.fresh("idx")))
+        for o in self.outputs:
+            if o in self.tensor_params or o not in self.active_t:
+                continue
+            if self.adjoint_written(o):
+                a = self.adj[o] = self.fresh(f"d_{o}")
+                t = self.tensors[o]
+                body.append(A.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
+                                                         subst(t.dtype, self.fwd_names))))
+                body.extend(_copy_loop(a, douts[o], self.fresh("idx")))
+            else:
+                self.adj[o] = douts[o]
+        body.extend(self.adjoint_decls(self.top, skip=set(self.outputs)))
+        body.append(Comment(None, "reverse"))
+        body.extend(self.reverse(self.top))
+        grads = [p in self.active_t for p in self.params]
+        body.append(A.Return(None, [name(self.adj[p]) for p in self.params if p in self.active_t]))
+        kdef = A.KernelDef(self.kdef.span, f"{self.kdef.name}_grad", [A.Param(None, p) for p in params], body,
+                           f"Gradient of `{self.kdef.name}` (derived by hyb): takes its inputs"
+                           f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
+                           "returns one gradient per differentiable input.")
+        return Gradient(kdef, grads, list(self.outputs), self.tapes, params)
+
+    def reads_see_final(self, t) -> bool:
+        """Whether every read of tensor ``t`` sees its final value (no store to the cell after it)."""
+        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        for s in self.assigns:
+            exprs = [s.value] + (list(s.target.indices) if isinstance(s.target, A.Subscript) else [])
+            for e in exprs:
+                for x in value_walk(e):
+                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id == t \
+                            and any(self.may_follow(w, s, x, t) for w in stores):
+                        return False
+        return True
+
+    def adjoint_written(self, t) -> bool:
+        """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
+        to ``t`` clears it): if not, the incoming gradient can serve as the adjoint."""
+        for s in self.assigns:
+            if isinstance(s.target, A.Subscript) and s.target.value.id == t and self.clears(s):
+                return True
+            if id(s) not in self.chains:
+                continue
+            acc, pairs = self.chains[id(s)]
+            for read, _ in pairs:
+                if isinstance(read, A.Subscript) and read.value.id == t:
+                    return True
+        return False
+
+    def read_anywhere(self, t) -> bool:
+        for s in self.assigns:
+            acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
+            for x in value_walk(s.value if acc is None else acc[1]):
+                if isinstance(x, A.Subscript) and x.value.id == t:
+                    return True
+            for x in value_walk(s.target):
+                if isinstance(x, A.Subscript) and x is not s.target and x.value.id == t:
+                    return True
+        for c in self.walk_stmts(self.top.body):
+            for e in self.stmt_exprs(c) if isinstance(c, (A.For, A.If)) else []:
+                if t in self.reads(e):
+                    return True
+        return False
+
+    def clears(self, s) -> bool:
+        """Whether the adjoint of the target of store ``s`` must be cleared after its adjoint."""
+        acc = self.chains.get(id(s), (False, []))[0]
+        if acc:
+            return False
+        if isinstance(s.target, A.Name):
+            return s is not self.scalars[s.target.id].decl
+        t = s.target.value.id
+        if self.read_anywhere(t) or t in self.tensor_params:
+            return True  # (an input written in place: its adjoint is the input's gradient)
+        # Nothing reads the tensor: its adjoint matters only to other stores of the same cell.
+        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        if len(stores) > 1:
+            return True
+        depth = len(self.tensors[t].block.loops)
+        for lp in self.info[id(s)].block.loops[depth:]:
+            if not any(self.affine(i) is not None and set(k for k in self.affine(i) if k is not None) == {lp.var}
+                       and self.affine(i)[lp.var] == 1 for i in s.target.indices):
+                return True  # the loop writes one cell more than once
+        return False
+
+    # ------------------------------------------------------------ tapes
+    def plan_tapes(self):
+        self.store_tape = {}  # id(store) -> (tape name, index tuple)
+        for s in self.assigns:
+            if id(s) not in self.taped:
+                continue
+            t = self.tensors[s.target.value.id]
+            loops = self.info[id(s)].block.loops[len(t.block.loops):]
+            tape = self.fresh(f"{t.name}_tape")
+            shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+            index = [self.iteration(lp) for lp in loops]
+            decl = A.Assign(None, name(tape), call("allocate", shape, _attr(self.fwd(t.name), "dtype")))
+            self.tapes.append((tape, shape, _attr(self.fwd(t.name), "dtype"), f"old values of `{t.name}`"))
+            self.store_tape[id(s)] = (tape, index)
+            self.add_pending(t.block, s, decl)
+        for c in self.walk_stmts(self.top.body):
+            if id(c) in self.cond_tape:
+                shape = A.Tuple(None, [self.trip_bound(lp) for lp in self.cond_tape[id(c)]])
+                tape = self.cond_snap[id(c)]
+                self.tapes.append((tape, shape, A.Str(None, "bool"), "a condition at each iteration"))
+                self.add_pending(self.top, c, A.Assign(None, name(tape), call("allocate", shape, A.Str(None, "bool"))))
+        for st in self.assigns:
+            if id(st) in self.value_tape:
+                loops = self.info[id(st)].block.loops
+                shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+                tape = self.value_tape[id(st)]
+                n = _target_name(st.target)
+                if n in self.tensors:
+                    dtype = self.F(self.tensors[n].dtype)
+                else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
+                    dtype = A.Str(None, "int64" if self.scalars[n].int_typed else "float64")
+                self.tapes.append((tape, shape, dtype, f"values of `{n}` computed on line "
+                                                       f"{getattr(st.span, 'line', '?')}"))
+                self.add_pending(self.top, st, A.Assign(None, name(tape), call("allocate", shape, dtype)))
+        self.scalar_tape = {}  # (id(For), scalar) -> tape name
+        for cid, names in self.entry.items():
+            c = self.find(cid)
+            if not isinstance(c, A.For):
+                continue
+            lp = self.loops[c.target.id]
+            for n, tape in names.items():
+                shape = A.Tuple(None, [self.trip_bound(lp)])
+                decl = A.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
+                self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
+                self.add_pending(self.info[cid].block, c, decl, needs=n)
+
+    def max_over_loops(self, aff, loops):
+        """Upper bound of affine ``aff`` over the iterations of ``loops`` (innermost eliminated first)."""
+        for lp in reversed(loops):
+            c = aff.get(lp.var, 0)
+            if c == 0:
+                continue
+            if (c > 0) == (lp.step > 0):
+                bound = self.affine(lp.hi)
+                if bound is None:
+                    raise unsupported("a loop with bounds that are not affine", lp.node)
+                bound = _aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
+            else:
+                bound = self.affine(lp.lo)
+                if bound is None:
+                    raise unsupported("a loop with bounds that are not affine", lp.node)
+            rest = dict(aff)
+            del rest[lp.var]
+            aff = _aff_add(rest, _aff_scale(bound, c), 1)
+        if any(isinstance(k, str) for k in aff):
+            raise unsupported("loop bounds the tape size cannot be bounded for")
+        return aff
+
+    def trip_bound(self, lp: Loop):
+        """An expression bounding the iteration count of ``lp`` for every iteration around it."""
+        lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+        if lo is None or hi is None:
+            raise unsupported("a loop with bounds that are not affine", lp.node)
+        span = _aff_add(hi, lo, -1) if lp.step > 0 else _aff_add(lo, hi, -1)
+        outer = self.loops_around(lp)
+        m = _aff_expr(self.max_over_loops(span, outer))
+        k = abs(lp.step)
+        if k != 1:
+            m = A.BinOp(None, "//", add(m, num(k - 1)), num(k))
+        return call("max", num(0), m)
+
+    def loops_around(self, lp: Loop) -> list:
+        return self.info[id(lp.node)].block.loops
+
+    def iteration(self, lp: Loop):
+        v = name(lp.var)
+        if lp.step > 0:
+            d = R.sub(v, lp.lo)
+            return d if lp.step == 1 else A.BinOp(None, "//", d, num(lp.step))
+        d = R.sub(lp.lo, v)
+        return d if lp.step == -1 else A.BinOp(None, "//", d, num(-lp.step))
+
+    def cond_ref(self, s):
+        return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
+
+    def find(self, cid):
+        for c in self.walk_stmts(self.top.body):
+            if id(c) == cid:
+                return c
+        raise KeyError(cid)
+
+    def add_pending(self, block, stmt, decl, needs=None):
+        """Declare ``decl`` in ``block`` just before the statement of ``block`` containing ``stmt``
+        (a scalar's tape only where that scalar is computed: ``needs``)."""
+        self.pending_tapes.setdefault(id(block), []).append((stmt, decl, needs))
+
+    # ------------------------------------------------------------ forward part / replay
+    def fwd(self, n: str) -> str:
+        return self.fwd_names.get(n, n)
+
+    def F(self, e):
+        """A forward expression as the gradient kernel writes it."""
+        return subst(e, self.fwd_names)
+
+    def keep_names(self, block: Block, extra=()) -> set:
+        """The names whose assignments the forward part of ``block`` (or its replay) runs: the
+        needed values declared in ``block``, ``extra``, and what computing them reads inside it."""
+        keep = {n for n in self.needed if (n in self.tensors or n in self.scalars)
+                and self.decl_block(n) is block} | set(extra)
+        if block.parent is None:
+            for c in self.walk_stmts(block.body):
+                if id(c) in self.cond_tape:
+                    keep |= {m for m in self.reads(c.cond)}
+                if id(c) in self.value_tape:
+                    keep.add(_target_name(c.target))
+        typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
+        for n, sc in self.scalars.items():
+            # Constants such as `m = a.shape[1]`: shapes, bounds and tapes may use them.
+            if sc.block is block and self.constant_like(n):
+                keep.add(n)
+        work = list(keep | typed)
+        seen = set(work)
+        while work:
+            n = work.pop()
+            for a in self.assigns:
+                if _target_name(a.target) != n or not self.info[id(a)].block.inside(block):
+                    continue
+                if n not in keep and a is not self.scalars[n].decl:
+                    continue  # kept for its dtype only
+                more = self.reads(a.value) | (self.index_reads(a.target) if isinstance(a.target, A.Subscript)
+                                              else set())
+                for c in self.enclosing(a):
+                    if not self.info[id(c)].block.inside(block):
+                        break
+                    more |= self.compound_reads(c)
+                for m in more:
+                    if m not in seen and self.decl_block(m).inside(block):
+                        seen.add(m)
+                        keep.add(m)
+                        work.append(m)
+        self._typed_only = typed - keep
+        return keep
+
+    def forward(self, block: Block, replay: bool, extra=()) -> list:
+        keep = self.keep_names(block, extra)
+        typed_only = set(self._typed_only)
+        return self.forward_block(block, keep, typed_only, replay)
+
+    def forward_block(self, block, keep, typed_only, replay) -> list:
+        out = []
+        declared = set()
+        for s in block.body:
+            if isinstance(s, A.Return):
+                continue
+            if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id in self.tensors:
+                t = self.tensors[s.target.id]
+                made = []
+                if t.name in keep and t.name not in self.passed:
+                    made = [A.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
+            elif isinstance(s, A.Assign):
+                made = self.forward_assign(s, keep, typed_only, replay)
+            elif isinstance(s, A.For):
+                made = self.forward_for(s, keep, typed_only, replay)
+            else:
+                made = self.forward_if(s, keep, typed_only, replay)
+            if not made:
+                continue
+            for stmt, decl, needs in self.pending_tapes.get(id(block), []):
+                if needs is not None and needs not in keep:
+                    continue
+                i, j = self.info[id(s)], self.info[id(stmt)]
+                if i.first <= j.first <= i.last and id(decl) not in declared:
+                    declared.add(id(decl))
+                    out.append(decl)
+            out.extend(made)
+        return out
+
+    def forward_assign(self, s: A.Assign, keep, typed_only, replay=False) -> list:
+        if id(s) in self.value_tape and _target_name(s.target) in keep:
+            saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
+            if isinstance(s.target, A.Name):
+                # The assignment runs as written (it fixes the scalar's dtype), then takes the saved value.
+                plain = self.forward_assign_plain(s, keep, typed_only)
+                if replay:
+                    return plain + [A.Assign(None, name(s.target.id), saved)]
+                return plain + [A.Assign(None, saved, name(s.target.id))]
+            if replay:
+                return [A.Assign(s.span, self.F(s.target), saved)]
+            return [A.Assign(s.span, self.F(s.target), self.F(s.value)), A.Assign(None, saved, self.F(s.target))]
+        return self.forward_assign_plain(s, keep, typed_only)
+
+    def forward_assign_plain(self, s: A.Assign, keep, typed_only) -> list:
+        n = _target_name(s.target)
+        if n in typed_only and s is self.scalars[n].decl:
+            return [A.Assign(s.span, name(n), self.F(s.value))]
+        if n not in keep or n in self.passed:
+            return []
+        out = []
+        if id(s) in self.snap:
+            out.append(A.Assign(None, name(self.snap[id(s)]), name(n)))
+        tgt = self.F(s.target)
+        if id(s) in self.store_tape:
+            tape, index = self.store_tape[id(s)]
+            out.append(A.Assign(None, _sub(tape, index), tgt))
+        out.append(A.Assign(s.span, tgt, self.F(s.value)))
+        return out
+
+    def forward_for(self, s: A.For, keep, typed_only, replay) -> list:
+        lp = self.loops[s.target.id]
+        inner = self.blocks[id(s)]
+        rest = self.forward_block(inner, keep, typed_only, replay)
+        if not any(not isinstance(x, Comment) for x in rest):
+            return []
+        body = [A.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
+                for n, tape in self.entry.get(id(s), {}).items() if n in keep]
+        return [A.For(s.span, s.target, self.F(s.iter), body + rest)]
+
+    def forward_if(self, s: A.If, keep, typed_only, replay) -> list:
+        then, orelse = self.blocks[id(s)]
+        a = self.forward_block(then, keep, typed_only, replay)
+        b = self.forward_block(orelse, keep, typed_only, replay)
+        taped = id(s) in self.cond_tape
+        if not a and not b and not (taped and not replay):
+            return []
+        out = []
+        cond = self.F(s.cond)
+        if taped:
+            ref = self.cond_ref(s)
+            if not replay:
+                out.append(A.Assign(None, ref, cond))
+            cond = ref
+        elif id(s) in self.cond_snap:
+            out.append(A.Assign(None, name(self.cond_snap[id(s)]), cond))
+            cond = name(self.cond_snap[id(s)])
+        for n, snap in self.entry.get(id(s), {}).items():
+            if n in keep:
+                out.append(A.Assign(None, name(snap), name(n)))
+        out.append(A.If(s.span, cond, a or [A.Pass(None)], b))
+        return out
+
+    # ------------------------------------------------------------ adjoint declarations
+    def adjoint_decls(self, block: Block, skip=()) -> list:
+        out = []
+        for t in self.tensors.values():
+            if t.block is block and t.kind != "param" and t.name in self.active_t and t.name not in skip:
+                a = self.adj[t.name] = self.fresh(f"d_{t.name}")
+                out.append(A.Assign(None, name(a), call("allocate", self.F(t.shape), self.F(t.dtype))))
+        for sc in self.scalars.values():
+            if sc.block is block and sc.name in self.active_s:
+                a = self.adj[sc.name] = self.fresh(f"d_{sc.name}")
+                out.append(A.Assign(None, name(a), A.Call(None, _attr(sc.name, "dtype"), [num(0)])))
+        return out
+
+    # ------------------------------------------------------------ reverse part
+    def line_comment(self, s) -> Comment:
+        """A comment quoting the source line of ``s``, put before its reverse code."""
+        line = getattr(s.span, "line", None)
+        text = ""
+        if line and self.module.lines and 0 < line <= len(self.module.lines):
+            text = self.module.lines[line - 1].strip()
+        return Comment(None, f"line {line}: {text}" if line else "generated")
+
+    def has_reverse(self, s) -> bool:
+        for x in self.walk_stmts([s]):
+            if isinstance(x, A.Assign) and (id(x) in self.chains or id(x) in self.snap or id(x) in self.store_tape
+                                            or (x in self.assigns and self.target_active(x) and self.clears(x))):
+                return True
+        return False
+
+    def reverse(self, block: Block) -> list:
+        out = []
+        for s in reversed(block.body):
+            if isinstance(s, A.Assign):
+                if not (id(s) in self.chains or id(s) in self.snap or id(s) in self.store_tape
+                        or (s in self.assigns and self.target_active(s) and self.clears(s))):
+                    continue
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_assign(s))
+            elif isinstance(s, A.For) and self.has_reverse(s):
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_for(s))
+            elif isinstance(s, A.If) and self.has_reverse(s):
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_if(s))
+        return out
+
+    def reverse_assign(self, s: A.Assign) -> list:
+        # First undo the assignment (its coefficients read the values it saw), then its adjoint.
+        out = []
+        if id(s) in self.store_tape:
+            tape, index = self.store_tape[id(s)]
+            out.append(A.Assign(None, self.F(s.target), _sub(tape, index)))
+        if id(s) in self.snap:
+            out.append(A.Assign(None, name(s.target.id), name(self.snap[id(s)])))
+        if id(s) not in self.chains:
+            if self.target_active(s) and self.clears(s):
+                out.append(A.Assign(None, self.adjoint_of(s.target), num(0.0)))
+            return out
+        acc, pairs = self.chains[id(s)]
+        tgt_adj = self.adjoint_of(s.target)
+        if acc:
+            g = tgt_adj
+            if isinstance(s.target, A.Subscript) and len(pairs) > 1:
+                tmp = self.fresh("g")
+                out.append(A.Assign(None, name(tmp), tgt_adj))
+                g = name(tmp)
+        else:
+            tmp = self.fresh("g")
+            out.append(A.Assign(None, name(tmp), tgt_adj))
+            if self.clears(s):
+                out.append(A.Assign(None, tgt_adj, num(0.0)))
+            g = name(tmp)
+        _, pairs = self.chain(s, g)
+        for read, coef in pairs:
+            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+                continue
+            out.append(_increment(self.adjoint_of(read), self.F(coef)))
+        return out
+
+    def target_active(self, s) -> bool:
+        n = _target_name(s.target)
+        return n in self.active_t if isinstance(s.target, A.Subscript) else n in self.active_s
+
+    def adjoint_of(self, ref):
+        if isinstance(ref, A.Name):
+            return name(self.adj[ref.id])
+        return A.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
+
+    def reverse_for(self, s: A.For) -> list:
+        gathered = self.gather_nest(s)
+        if gathered is not None:
+            return gathered
+        lp = self.loops[s.target.id]
+        inner = self.blocks[id(s)]
+        body = []
+        for n, tape in self.entry.get(id(s), {}).items():
+            body.append(A.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
+        body.extend(self.forward(inner, True, self.entry.get(id(s), {})))
+        body.extend(self.adjoint_decls(inner))
+        body.extend(self.reverse(inner))
+        lo, hi, st = self.F(lp.lo), self.F(lp.hi), lp.step
+        if st > 0:
+            start = R.sub(hi, num(1)) if st == 1 else add(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(hi, lo), num(1)),
+                                                                             num(st)), num(st)))
+            it = call("serial" if lp.kind == "serial" else "range", start, R.sub(lo, num(1)), num(-st))
+        else:
+            k = -st
+            start = add(hi, num(1)) if k == 1 else R.sub(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(lo, hi), num(1)),
+                                                                            num(k)), num(k)))
+            it = call("serial" if lp.kind == "serial" else "range", start, add(lo, num(1)), num(k))
+        return [A.For(s.span, name(lp.var), it, body)]
+
+    def reverse_if(self, s: A.If) -> list:
+        then, orelse = self.blocks[id(s)]
+        branches = []
+        for blk in (then, orelse):
+            body = []
+            for n, snap in self.entry.get(id(s), {}).items():
+                body.append(A.Assign(None, name(n), name(snap)))
+            body.extend(self.forward(blk, True, self.entry.get(id(s), {})))
+            body.extend(self.adjoint_decls(blk))
+            body.extend(self.reverse(blk))
+            branches.append(body)
+        if id(s) in self.cond_tape:
+            cond = self.cond_ref(s)
+        else:
+            cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
+        return [A.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
+                     else [])]

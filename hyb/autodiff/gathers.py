@@ -1,0 +1,352 @@
+"""Adjoint loop nests that gather instead of scatter.
+
+Reversing ``y[i + o] ...`` read in a loop nest naively gives ``d_y[i + o] += ...``: a scatter,
+whose cell loops carry dependences and do not parallelise.  For a nest of loops around a
+single assignment, each read's adjoint is instead written as a nest over the cells it updates,
+solving the subscript for a loop variable (``d_y[h] += ...(i = h - o)``):
+
+* reads that are plain shifts of the nest's loops (``shift_of``) are merged into one nest per
+  tensor, split into an unconditional interior and guarded edges (``merged_shifts``);
+* other affine reads are solved one subscript at a time (``gathered``); a convolution's
+  transpose reads a zero-padded copy of the output's adjoint so that it needs no bounds
+  conditions (``padded_gather``), and a sliding-window reduction (a convolution's weight
+  gradient) is summed into per-position partial sums so its inner loop vectorises
+  (``window_partials``).
+
+Where none of this applies, ``gather_nest`` returns None and the plain reverse loops are used.
+"""
+from __future__ import annotations
+
+from ..dsl import ast as A
+from ..dsl.unparse import Comment
+from ..dsl.unparse import expr as unparse_expr
+from . import rules as R
+from .rules import add, call, name, num
+from .tree import _aff_add, _aff_expr, _aff_scale, _attr, _factors, _increment, _is_read_of, _subst_expr, rewrite, walk
+
+
+class Gathers:
+    """Scatters turned into gathers (a mixin of ``Reverser``)."""
+
+    def perfect_nest(self, s: A.For):
+        """(loops, statement) if ``s`` is a rectangular nest of loops around one assignment."""
+        loops, node = [], s
+        while isinstance(node, A.For):
+            loops.append(self.loops[node.target.id])
+            body = [x for x in node.body if not isinstance(x, (A.Pass, Comment))]
+            if len(body) != 1:
+                return None
+            node = body[0]
+        if not isinstance(node, A.Assign) or id(node) not in self.chains:
+            return None
+        names = {lp.var for lp in loops}
+        for lp in loops:
+            if any(isinstance(x, A.Name) and x.id in names for x in walk(lp.lo)) \
+                    or any(isinstance(x, A.Name) and x.id in names for x in walk(lp.hi)) or lp.step != 1:
+                return None
+        if id(node) in self.snap or id(node) in self.store_tape or any(id(lp.node) in self.entry for lp in loops):
+            return None
+        return loops, node
+
+    def gather_nest(self, s: A.For):
+        """The adjoint of a loop nest around one assignment as one loop nest per read, each
+        looping over the cells it writes: a read ``a[i + o]`` becomes the gather
+        ``d_a[h] += ...(i = h - o)`` instead of a scatter, so the cell loops carry no
+        dependence.  None where the nest does not allow it."""
+        found = self.perfect_nest(s)
+        if found is None:
+            return None
+        loops, st = found
+        if isinstance(st.target, A.Name):
+            return None
+        acc, pairs = self.chains[id(st)]
+        if not acc and not self.writes_each_cell_once(st, loops):
+            return None  # later iterations overwrite the cell: only the last one's adjoint is nonzero
+        target_adj = self.adj[st.target.value.id]
+        for read, _ in pairs:
+            if isinstance(read, A.Subscript) and self.adj.get(read.value.id) == target_adj:
+                return None  # the statement feeds its own target's adjoint
+        g = self.adjoint_of(st.target)
+        _, pairs = self.chain(st, g)
+        out, plain = [], []
+        nest_vars = [lp.var for lp in loops]
+        shifts: dict = {}  # (tensor, loop of each subscript) -> [(offsets, inc)]
+        for read, coef in pairs:
+            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+                continue
+            inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
+            if not isinstance(read, A.Subscript):
+                plain.append(_increment(inc.target, inc.value))  # a scalar's adjoint: stays in the nest
+                continue
+            shift = self.shift_of(read, nest_vars)
+            if shift is not None:
+                shifts.setdefault((read.value.id, shift[0]), []).append((shift[1], inc))
+                continue
+            nest = self.gathered(loops, read, inc, st.target)
+            if nest is None:
+                plain.append(_increment(inc.target, inc.value))
+            else:
+                out.extend(nest)
+        for (t, order), group in shifts.items():
+            if all(not any(off) for off, _ in group):
+                plain.extend(_increment(inc.target, inc.value) for _, inc in group)  # no scatter
+            else:
+                out.extend(self.merged_shifts(loops, order, group))
+        if not out:
+            return None  # nothing to gather: the plain reverse loops do
+        if plain:
+            out.insert(0, self.plain_nest(loops, plain))
+        if not acc and self.clears(st):
+            out.append(self.plain_nest(loops, [A.Assign(None, self.adjoint_of(st.target), num(0.0))]))
+        return out
+
+    def writes_each_cell_once(self, st, loops) -> bool:
+        """Whether each iteration of ``loops`` stores ``st`` into a cell of its own."""
+        for lp in loops:
+            if not any((a := self.affine(i)) is not None and set(k for k in a if k is not None) == {lp.var}
+                       and a[lp.var] == 1 for i in st.target.indices):
+                return False
+        return True
+
+    def plain_nest(self, loops, body):
+        for lp in reversed(loops):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        return body[0]
+
+    def shift_of(self, read, nest_vars):
+        """(loop of each subscript, offset of each) if every subscript of ``read`` is `v + c` for a
+        different loop ``v`` of the nest and every loop is used; else None."""
+        order, offs = [], []
+        for i in read.indices:
+            a = self.affine(i)
+            vs = [k for k in (a or {}) if k is not None]
+            if a is None or len(vs) != 1 or vs[0] not in nest_vars or a[vs[0]] != 1 or vs[0] in order:
+                return None
+            order.append(vs[0])
+            offs.append(a.get(None, 0))
+        if sorted(order) != sorted(nest_vars):
+            return None
+        return tuple(order), tuple(offs)
+
+    def merged_shifts(self, loops, order, group) -> list:
+        """Loop nests over the cells of ``d_y`` that shifted reads ``y[i + o]`` write: each read
+        becomes ``d_y[h] += c(i = h - o)`` where ``h - o`` is an iteration.  Each dimension is split
+        into the cells every read writes (no conditions: the interior, where the loop vectorises)
+        and the edges on either side (conditions kept); more than three dimensions stay in one
+        nest with conditions."""
+        by_var = {lp.var: lp for lp in loops}
+        cells = [self.fresh("h") for _ in order]
+        stmts = []
+        for offs, inc in group:
+            values = {v: R.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
+            conds = [A.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
+                     for v in order]
+            stmt = _increment(A.Subscript(None, inc.target.value, [name(h) for h in cells]),
+                              _subst_expr(inc.value, values))
+            stmts.append((conds, stmt))
+
+        def bound(k, side):
+            v = order[k]
+            base = self.F(by_var[v].lo if side in ("lo_min", "lo_max") else by_var[v].hi)
+            items = {}
+            for offs, _ in group:
+                e = add(base, num(offs[k]))
+                items[unparse_expr(e)] = e
+            es = [e for _, e in sorted(items.items())]
+            if len(es) == 1:
+                return es[0]
+            return call("min" if side in ("lo_min", "hi_min") else "max", *es)
+
+        segments = []
+        for k in range(len(order)):
+            u_lo, u_hi, i_lo, i_hi = bound(k, "lo_min"), bound(k, "hi_max"), bound(k, "lo_max"), bound(k, "hi_min")
+            if len(order) > 3:
+                segments.append([(u_lo, u_hi, False)])
+            else:
+                # Disjoint and covering even where the interior is empty (tiny extents).
+                a = call("max", u_lo, call("min", i_lo, u_hi))
+                b = call("max", a, call("min", i_hi, u_hi))
+                segments.append([(u_lo, a, False), (a, b, True), (b, u_hi, False)])
+        out = []
+
+        def product(k, chosen):
+            if k == len(order):
+                interior = all(c[2] for c in chosen)
+                body = [stmt if interior else A.If(None, conds[0] if len(conds) == 1 else
+                                                   A.BoolOp(None, "and", conds), [stmt], [])
+                        for conds, stmt in stmts]
+                for kk in reversed(range(len(order))):
+                    lo, hi, _ = chosen[kk]
+                    body = [A.For(None, name(cells[kk]), call("range", lo, hi), body)]
+                out.append(body[0])
+                return
+            for seg in segments[k]:
+                product(k + 1, chosen + [seg])
+
+        product(0, [])
+        return out
+
+    def gathered(self, loops, read, inc, target):
+        """The nest of ``inc`` (``d_y[f(i)] += c(i)``) reordered to loop over the cells it writes."""
+        by_var = {lp.var: lp for lp in loops}
+        target_vars = {x.id for i in target.indices for x in walk(i) if isinstance(x, A.Name)}
+        cells, subst_map, guards, eliminated = [], {}, [], set()
+        new_index = []
+        for idx in read.indices:
+            aff = self.affine(idx)
+            vs = [k for k in (aff or {}) if isinstance(k, str)]
+            if aff is None or not vs or any(k not in by_var for k in vs) \
+                    or any(aff[k] != 1 for k in vs) or any(isinstance(k, tuple) for k in aff):
+                return None
+            free = [v for v in vs if v not in eliminated]
+            if not free:
+                return None
+            # Solve for a loop that indexes the statement's own target (p in x[p + r] of a
+            # convolution writing out[.., p, ..]): the loops left inside are the short ones.
+            own = [v for v in free if v in target_vars]
+            v = (own or free)[-1]
+            eliminated.add(v)
+            c = aff.get(None, 0)
+            h = v if (c == 0 and len(vs) == 1) else self.fresh("h")
+            lo, hi = {None: c}, {None: c + 1 - len(vs)}
+            for k in vs:
+                lo_k, hi_k = self.affine(by_var[k].lo), self.affine(by_var[k].hi)
+                if lo_k is None or hi_k is None:
+                    return None
+                lo, hi = _aff_add(lo, lo_k, 1), _aff_add(hi, hi_k, 1)
+            cells.append((h, self.F(_aff_expr(lo)), self.F(_aff_expr(hi))))
+            rest = [k for k in vs if k != v]
+            value = R.sub(name(h), num(c))
+            for k in rest:
+                value = R.sub(value, name(k))
+            subst_map[v] = value
+            if rest:  # v = h - c - (other loops): keep it inside v's own range
+                guards.append((value, by_var[v], [by_var[k] for k in rest]))
+            new_index.append(name(h))
+        inner = [lp for lp in loops if lp.var not in eliminated]
+        if guards:
+            padded = self.padded_gather(inc, target, guards, cells, subst_map, new_index, inner)
+            if padded is not None:
+                return padded
+        body_inc = _increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
+        if not guards and inner:
+            split = self.window_partials(inc, body_inc, cells, new_index, inner, target_vars)
+            if split is not None:
+                return split
+        body = [body_inc]
+        if guards:
+            conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp, _ in guards]
+            cond = conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds)
+            body = [A.If(None, cond, body, [])]
+        if guards:
+            # A convolution's transpose: the last cell loop innermost (unit stride on the gradient
+            # written), the reduction loops just outside it and kept there (`serial`: the guards
+            # would otherwise let the scheduler move them inside).
+            h, lo, hi = cells[-1]
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+            for lp in reversed(inner):
+                body = [A.For(None, name(lp.var), call("serial", self.F(lp.lo), self.F(lp.hi)), body)]
+            cells = cells[:-1]
+        else:
+            for lp in reversed(inner):
+                body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        for h, lo, hi in reversed(cells):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+        return body
+
+    def padded_gather(self, inc, target, guards, cells, subst_map, new_index, inner):
+        """A convolution's transpose without conditions: where the solved loops (``p`` in
+        ``h - r``) index only the output's adjoint ``d_out[.., p, ..]`` and it is a factor of the
+        coefficient, that adjoint is copied into a zero-padded temporary wide enough for every
+        ``h - r``, and the gather reads it unguarded.  None where that does not hold."""
+        g = self.adj[target.value.id]
+        value = inc.value
+        if isinstance(value, R.Guard) or not any(_is_read_of(f, g) for f in _factors(value)):
+            return None
+        reads = [x for x in walk(value) if _is_read_of(x, g)]
+        if len({unparse_expr(x) for x in reads}) != 1:
+            return None
+        read = reads[0]
+        solved = {lp.var: (lp, rest) for _, lp, rest in guards}
+        dims = {i.id: d for d, i in enumerate(read.indices) if isinstance(i, A.Name) and i.id in solved}
+        if set(dims) != set(solved) or len(set(dims.values())) != len(dims):
+            return None
+        elsewhere = rewrite(value, lambda x: num(0) if _is_read_of(x, g) else None)
+        if any(isinstance(x, A.Name) and x.id in solved for x in walk(elsewhere)):
+            return None
+        pad = self.fresh(f"{g}_pad")
+        shape, shift, copy_loops = [], {}, []
+        src, dst = [], []
+        for d, idx in enumerate(read.indices):
+            var = next((v for v, k in dims.items() if k == d), None)
+            i = self.fresh("i")
+            src.append(name(i))
+            if var is None:
+                shape.append(A.Subscript(None, _attr(g, "shape"), [num(d)]))
+                copy_loops.append((i, num(0), shape[-1]))
+                dst.append(name(i))
+                continue
+            lp, rest = solved[var]
+            lo, hi = self.affine(lp.lo), self.affine(lp.hi)
+            if lo is None or hi is None:
+                return None
+            reach = {None: 0}  # how far h - r reaches past v's range on either side
+            for k in rest:
+                lo_k, hi_k = self.affine(k.lo), self.affine(k.hi)
+                if lo_k is None or hi_k is None:
+                    return None
+                reach = _aff_add(reach, _aff_add(_aff_add(hi_k, lo_k, -1), {None: 1}, -1), 1)
+            shift[var] = self.F(_aff_expr(_aff_add(reach, lo, -1)))  # cell v sits at v + shift
+            shape.append(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1))))
+            copy_loops.append((i, self.F(lp.lo), self.F(lp.hi)))
+            dst.append(add(name(i), shift[var]))
+        copy = [A.Assign(None, A.Subscript(None, name(pad), dst), A.Subscript(None, name(g), src))]
+        zero = [A.Assign(None, A.Subscript(None, name(pad), [name(i) for i, _, _ in copy_loops]), num(0.0))]
+        for (i, lo, hi), extent in reversed(list(zip(copy_loops, shape))):
+            copy = [A.For(None, name(i), call("range", lo, hi), copy)]
+            zero = [A.For(None, name(i), call("range", num(0), extent), zero)]
+        padded_read = A.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, A.Name) and i.id in shift
+                                                     else i for i in read.indices])
+        value = rewrite(value, lambda x: padded_read if _is_read_of(x, g) else None)
+        body = [_increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))]
+        for lp in reversed(inner):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        for h, lo, hi in reversed(cells):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+        decl = A.Assign(None, name(pad), call("allocate", A.Tuple(None, shape), _attr(g, "dtype")))
+        return [Comment(None, f"{g} with zeros around it: the gather below reads it without bounds conditions"),
+                decl, zero[0], copy[0], body[0]]
+
+    def window_partials(self, inc, body_inc, cells, new_index, inner, target_vars):
+        """A reduction over a sliding window (``d_w[.., s] += x[.., q + s] * g[.., q]`` summed over
+        ``q``, the weight gradient of a convolution): its innermost reduction loop ``q`` walks
+        memory with unit stride but runs serially.  Summed instead into partial sums with one cell
+        per ``q`` (that loop vectorises, each lane its own sum), which are then added up.  None
+        where the innermost reduction loop is not such a window over the forward statement's
+        output positions (``q`` indexes ``out``; a short filter loop is left as it is)."""
+        u = inner[-1]
+        cell_names = {h for h, _, _ in cells}
+        if not isinstance(body_inc, A.AugAssign) or u.var not in target_vars:
+            return None
+
+        def window(idx):
+            a = self.affine(idx)
+            return a is not None and a.get(u.var) == 1 and any(a.get(h) for h in cell_names)
+        if not any(isinstance(x, A.Subscript) and x.indices and window(x.indices[-1]) for x in walk(body_inc.value)):
+            return None
+        part = self.fresh("partial")
+        d = inc.target.value.id
+        index = [R.sub(name(h), lo) for h, lo, _ in cells] + [R.sub(name(u.var), self.F(u.lo))]
+        shape = [R.sub(hi, lo) for _, lo, hi in cells] + [R.sub(self.F(u.hi), self.F(u.lo))]
+        body = [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)]
+        for lp in reversed(inner):
+            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
+        total = [A.For(None, name(u.var), call("range", self.F(u.lo), self.F(u.hi)),
+                       [_increment(A.Subscript(None, inc.target.value, new_index),
+                                   A.Subscript(None, name(part), list(index)))])]
+        for h, lo, hi in reversed(cells):
+            body = [A.For(None, name(h), call("range", lo, hi), body)]
+            total = [A.For(None, name(h), call("range", lo, hi), total)]
+        decl = A.Assign(None, name(part), call("allocate", A.Tuple(None, shape), _attr(d, "dtype")))
+        return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
+                decl, body[0], total[0]]

@@ -1,0 +1,265 @@
+"""Pass 1 of reverse mode: the kernel rewritten into a form the later passes can reason about.
+
+``Normalise.prepare`` copies the kernel's body, dropping ``pass`` and docstrings, turning
+``x += e`` into ``x = x + e`` and renaming every name declared a second time (a loop variable
+reused by another loop, a scalar declared again in another block) so that each name has one
+declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
+program order and notes the block (statement list with its enclosing loops) each one sits in.
+Kernels the gradient cannot handle yet (calls of other kernels, ``grid`` loops, loop bounds
+read from tensors, tuple assignments, ...) are refused here with a clear message.
+
+The queries at the end (``reads``, ``enclosing``, ``decl_block``, ...) answer questions about
+the normalised kernel that every later pass asks.
+"""
+from __future__ import annotations
+
+from ..dsl import ast as A
+from ..dsl import types as ty
+from . import rules as R
+from .rules import num
+from .tree import (TENSOR_MAKERS, Block, Info, Loop, ScalarDecl, TensorDecl, _int_typed, param_kinds, subst,
+                   unsupported, value_walk, walk)
+
+
+class Normalise:
+    """Pass 1 (a mixin of ``Reverser``): normalisation and the records it fills in."""
+
+    def prepare(self):
+        """Normalise the kernel's body and record its parameters, outputs and declarations."""
+        params = [p.name for p in self.kdef.params]
+        self.top = Block(None, [])
+        self.declared = set(params)
+        self.top.body = self.norm_block(self.kdef.body, self.top, [{p: p for p in params}])
+        body = self.top.body
+        if not body or not isinstance(body[-1], A.Return):
+            raise unsupported("no `return` at its end", self.kdef)
+        self.outputs = [v.id for v in body[-1].values]
+        self.params = params
+        # A parameter used as a number is a scalar parameter; one never used counts as a tensor
+        # (its gradient is zero; passed a scalar, it gets None at the call).
+        self.tensor_params = [p for p, kind in zip(params, param_kinds(self)) if kind == "tensor"]
+        self.scalar_params = set(params) - set(self.tensor_params)
+        for p in self.tensor_params:
+            self.tensors[p] = TensorDecl(p, "param", self.top)
+
+    def walk_stmts(self, body):
+        for s in body:
+            yield s
+            if isinstance(s, A.For):
+                yield from self.walk_stmts(s.body)
+            elif isinstance(s, A.If):
+                yield from self.walk_stmts(s.body)
+                yield from self.walk_stmts(s.orelse)
+
+    @staticmethod
+    def stmt_exprs(s):
+        if isinstance(s, A.Assign):
+            return [s.target, s.value]
+        if isinstance(s, A.For):
+            return [s.iter]
+        if isinstance(s, A.If):
+            return [s.cond]
+        if isinstance(s, A.Return):
+            return list(s.values)
+        return []
+
+    def lookup(self, scope, n):
+        for d in reversed(scope):
+            if n in d:
+                return d[n]
+        return None
+
+    def resolve(self, e, scope):
+        mapping = {}
+        for x in walk(e):
+            if isinstance(x, A.Call) and isinstance(x.func, A.Name) and x.func.id in self.module.kernels:
+                raise unsupported("a call of another kernel", x, "write the called kernel's loops inline")
+            if isinstance(x, A.Name):
+                u = self.lookup(scope, x.id)
+                if u is not None and u != x.id:
+                    mapping[x.id] = u
+        return subst(e, mapping)
+
+    def declare(self, scope, n) -> str:
+        u = n if n not in self.declared else self.fresh(n)
+        self.declared.add(u)
+        self.used.add(u)
+        scope[-1][n] = u
+        return u
+
+    def number(self, s, block) -> Info:
+        self.counter += 1
+        info = Info(block, self.counter, self.counter)
+        self.info[id(s)] = info
+        return info
+
+    def norm_block(self, body, block, scope) -> list:
+        out = []
+        for s in body:
+            out.extend(self.norm_stmt(s, block, scope))
+        return out
+
+    def norm_stmt(self, s, block, scope) -> list:
+        if isinstance(s, A.Pass):
+            return []
+        if isinstance(s, A.ExprStmt):
+            if isinstance(s.value, A.Str):
+                return []
+            raise unsupported("an expression statement", s)
+        if isinstance(s, A.Return):
+            if block.parent is not None:
+                raise unsupported("a `return` inside a loop or branch", s)
+            vals = [self.resolve(v, scope) for v in s.values]
+            if not all(isinstance(v, A.Name) for v in vals):
+                raise unsupported("a `return` of an expression", s, "return tensor names")
+            r = A.Return(s.span, vals)
+            self.number(r, block)
+            return [r]
+        if isinstance(s, A.AugAssign):
+            tgt = self.resolve(s.target, scope)
+            if not isinstance(tgt, (A.Name, A.Subscript)):
+                raise unsupported("this assignment", s)
+            value = A.BinOp(s.value.span, s.op, tgt, self.resolve(s.value, scope))
+            return self.norm_assign(A.Assign(s.span, tgt, value), block, scope, resolved=True)
+        if isinstance(s, A.Assign):
+            return self.norm_assign(s, block, scope)
+        if isinstance(s, A.For):
+            return [self.norm_for(s, block, scope)]
+        if isinstance(s, A.If):
+            node = A.If(s.span, self.resolve(s.cond, scope), [], [])
+            info = self.number(node, block)
+            then, orelse = Block(block, block.loops, node), Block(block, block.loops, node)
+            node.body = then.body = self.norm_block(s.body, then, scope + [{}])
+            node.orelse = orelse.body = self.norm_block(s.orelse, orelse, scope + [{}])
+            self.blocks[id(node)] = (then, orelse)
+            info.last = self.counter
+            return [node]
+        raise unsupported(f"a `{type(s).__name__}` statement", s)
+
+    def norm_for(self, s: A.For, block, scope):
+        it = s.iter
+        if not (isinstance(it, A.Call) and isinstance(it.func, A.Name)):
+            raise unsupported("this loop", s)
+        kind = it.func.id
+        if kind == "grid":
+            raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
+        args = [self.resolve(a, scope) for a in it.args]
+        for a in args:
+            if any(isinstance(x, A.Subscript) for x in value_walk(a)):
+                raise unsupported("a loop whose bounds are read from a tensor", a)
+        if len(args) == 1:
+            lo, hi, step = num(0), args[0], 1
+        elif len(args) == 2:
+            (lo, hi), step = args, 1
+        else:
+            lo, hi, st = args
+            if R.is_num(st):
+                step = st.value
+            elif isinstance(st, A.UnaryOp) and st.op == "-" and R.is_num(st.operand):
+                step = -st.operand.value
+            else:
+                raise unsupported("a loop step that is not a number", st)
+        inner_scope = scope + [{}]
+        var = self.declare(inner_scope, s.target.id)
+        loop = Loop(var, lo, hi, step, kind)
+        node = A.For(s.span, A.Name(s.target.span, var), A.Call(it.span, A.Name(None, kind), args), [])
+        loop.node = node
+        self.loops[var] = loop
+        info = self.number(node, block)
+        inner = Block(block, block.loops + [loop], node)
+        node.body = inner.body = self.norm_block(s.body, inner, inner_scope)
+        self.blocks[id(node)] = inner
+        info.last = self.counter
+        return node
+
+    def norm_assign(self, s: A.Assign, block, scope, resolved=False) -> list:
+        tgt = s.target
+        if isinstance(tgt, A.Tuple):
+            raise unsupported("a tuple assignment", s)
+        if isinstance(tgt, A.Name) and isinstance(s.value, A.Call) and R.call_name(s.value) in TENSOR_MAKERS:
+            maker = R.call_name(s.value)
+            args = [self.resolve(a, scope) for a in s.value.args]
+            kw = {k: self.resolve(v, scope) for k, v in s.value.kwargs.items()}
+            shape = args[0] if args else kw.get("shape")
+            dtype = args[1] if len(args) > 1 else kw.get("dtype", A.Str(None, "float32"))
+            u = self.declare(scope, tgt.id)
+            int_dtype = isinstance(dtype, A.Str) and not ty.is_float(ty.normalize(dtype.value) or "float64")
+            self.tensors[u] = TensorDecl(u, "output" if maker == "output_tensor" else "temp", block, shape, dtype,
+                                         int_dtype)
+            node = A.Assign(s.span, A.Name(tgt.span, u), A.Call(s.value.span, A.Name(None, maker), [shape, dtype]))
+            self.number(node, block)
+            return [node]
+        value = s.value if resolved else self.resolve(s.value, scope)
+        if isinstance(tgt, A.Name):
+            u = tgt.id if resolved else self.lookup(scope, tgt.id)
+            if u is None:
+                u = self.declare(scope, tgt.id)
+            if u in self.tensors or u in self.kdef_param_names():
+                raise unsupported(f"an assignment to `{tgt.id}`", s)
+            node = A.Assign(s.span, A.Name(tgt.span, u), value)
+            if u not in self.scalars:
+                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value) or self.int_expr(value))
+        elif isinstance(tgt, A.Subscript):
+            node = A.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
+        else:
+            raise unsupported("this assignment", s)
+        self.number(node, block)
+        self.assigns.append(node)
+        return [node]
+
+    def int_expr(self, e) -> bool:
+        """Whether ``e`` is integer-valued whatever the arguments' dtypes: integer literals, loop
+        variables, shapes and integer scalars combined without `/` (the language's types follow
+        NumPy: such a first value makes the scalar an integer)."""
+        for x in value_walk(e):
+            if isinstance(x, A.Num) and not isinstance(x.value, (int, bool)):
+                return False
+            if isinstance(x, (A.Subscript, A.Call, A.IfExp, A.Compare, A.BoolOp)):
+                return False
+            if isinstance(x, A.BinOp) and x.op in ("/", "**"):
+                return False
+            if isinstance(x, A.Name) and not (x.id in self.loops or (x.id in self.scalars and self.scalars[x.id].int_typed)
+                                              or x.id in self.module.constants and isinstance(
+                                                  self.module.constants[x.id][0], A.Num)
+                                              and isinstance(self.module.constants[x.id][0].value, int)):
+                return False
+        return True
+
+    def kdef_param_names(self):
+        return {p.name for p in self.kdef.params}
+
+    # ------------------------------------------------------------ queries on the normalised kernel
+    def reads(self, e) -> set:
+        """Names of scalars and tensors whose values ``e`` reads."""
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, A.Name) and (x.id in self.scalars or x.id in self.tensors):
+                out.add(x.id)
+        return out
+
+    def index_reads(self, e) -> set:
+        """Names read by the subscripts inside ``e``."""
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, A.Subscript):
+                for i in x.indices:
+                    out |= self.reads(i)
+        return out
+
+    def enclosing(self, s):
+        """The For / If statements around ``s``, innermost first."""
+        b = self.info[id(s)].block
+        while b is not None and b.owner is not None:
+            yield b.owner
+            b = b.parent
+
+    def compound_reads(self, c) -> set:
+        """What a loop's bounds or a branch's condition read."""
+        if isinstance(c, A.For):
+            lp = self.loops[c.target.id]
+            return self.reads(lp.lo) | self.reads(lp.hi)
+        return self.reads(c.cond)
+
+    def decl_block(self, n) -> Block:
+        """The block declaring tensor or scalar ``n``."""
+        return self.tensors[n].block if n in self.tensors else self.scalars[n].block

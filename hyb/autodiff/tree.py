@@ -1,0 +1,293 @@
+"""What the reverse-mode passes share: the records they keep about a kernel and small tree helpers.
+
+The records (``TensorDecl``, ``ScalarDecl``, ``Loop``, ``Block``, ``Info``) describe the
+normalised kernel: where each name is declared, which loops surround each statement and each
+statement's position in program order.  ``Gradient`` is what the whole derivation returns.
+The functions walk and rebuild syntax trees (``walk``, ``value_walk``, ``rewrite``, ``subst``),
+build small pieces of the gradient kernel (``_increment``, ``_attr``, ``_sub``, ``_copy_loop``)
+and do arithmetic on affine forms (``_aff_*``): dicts mapping a loop variable, a symbol or
+``None`` (the constant) to its coefficient.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dsl import ast as A
+from ..dsl import types as ty
+from ..dsl.unparse import expr as unparse_expr
+from ..errors import HybridUnsupportedError
+from . import rules as R
+from .rules import add, call, name, num
+
+TENSOR_MAKERS = ("output_tensor", "allocate")
+
+
+@dataclass
+class TensorDecl:
+    name: str
+    kind: str  # "param" | "output" | "temp"
+    block: object = None  # the Block declaring it (the top block for parameters)
+    shape: object = None
+    dtype: object = None
+    int_dtype: bool = False
+
+
+@dataclass
+class ScalarDecl:
+    name: str
+    block: object
+    decl: object  # the declaring A.Assign
+    int_typed: bool
+
+
+@dataclass
+class Loop:
+    var: str
+    lo: object
+    hi: object
+    step: int
+    kind: str
+    node: object = None
+
+
+@dataclass
+class Block:
+    """A statement list and where it sits."""
+    parent: object  # Block or None
+    loops: list  # every enclosing Loop, outermost first
+    owner: object = None  # the A.For / A.If owning this body
+    body: list = field(default_factory=list)
+
+    def inside(self, other) -> bool:
+        b = self
+        while b is not None:
+            if b is other:
+                return True
+            b = b.parent
+        return False
+
+
+@dataclass
+class Info:
+    block: Block
+    first: int  # program-order number of the statement
+    last: int = 0  # last number inside it (compound statements)
+
+
+@dataclass
+class Gradient:
+    """A derived gradient kernel."""
+    kdef: A.KernelDef
+    grads: list  # per forward parameter: True if the gradient kernel returns its gradient
+    outputs: list  # the forward outputs, in `return` order
+    tapes: list  # (name, shape tuple AST, dtype AST, why)
+    params: list  # the gradient kernel's parameters
+
+
+def walk(e):
+    """Every node below ``e`` (``e`` first)."""
+    yield e
+    for v in vars(e).values():
+        if isinstance(v, A.Node):
+            yield from walk(v)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, A.Node):
+                    yield from walk(x)
+
+
+def value_walk(e):
+    """The nodes of ``e`` whose values are read at run time: not inside ``x.shape``, ``x.dtype``,
+    ``x.ndim`` or ``len(x)``, which are known when the kernel compiles."""
+    if isinstance(e, A.Attribute) or (isinstance(e, A.Subscript) and isinstance(e.value, A.Attribute)):
+        return
+    if isinstance(e, A.Call) and R.call_name(e) == "len":
+        return
+    yield e
+    for v in vars(e).values():
+        if isinstance(v, A.Node):
+            yield from value_walk(v)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, A.Node):
+                    yield from value_walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                if isinstance(x, A.Node):
+                    yield from value_walk(x)
+
+
+def param_kinds(kernel) -> list:
+    """``"tensor"`` or ``"scalar"`` for each parameter of ``kernel`` (anything with ``.kdef`` and
+    ``.module``: a Kernel), read from its text: a parameter that is indexed, returned, asked for its
+    ``.shape``/``.ndim``/``len``, passed to another kernel or never used is a tensor; one used only
+    as a number is a scalar."""
+    tensors, values = set(), set()
+    kernels = set(kernel.module.kernels)
+    for s in kernel.kdef.body:
+        for x in walk(s):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
+                tensors.add(x.value.id)
+            elif isinstance(x, A.Call) and R.call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
+                tensors.add(x.args[0].id)
+            elif isinstance(x, A.Call) and R.call_name(x) in kernels:
+                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
+            elif isinstance(x, A.Return):
+                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
+        for x in value_walk(s):
+            if isinstance(x, A.Name):
+                values.add(x.id)
+    return ["scalar" if p.name in values and p.name not in tensors else "tensor" for p in kernel.kdef.params]
+
+
+def rewrite(e, replace):
+    """``e`` rebuilt with each node for which ``replace(node)`` gives something other than None
+    replaced by that (the outermost match wins; what it returns is not searched again)."""
+    if not isinstance(e, A.Node):
+        return e
+    new = replace(e)
+    if new is not None:
+        return new
+    kw = {}
+    for k, v in vars(e).items():
+        if isinstance(v, A.Node):
+            kw[k] = rewrite(v, replace)
+        elif isinstance(v, list):
+            kw[k] = [rewrite(x, replace) for x in v]
+        elif isinstance(v, dict):
+            kw[k] = {a: rewrite(x, replace) for a, x in v.items()}
+        else:
+            kw[k] = v
+    return type(e)(**kw)
+
+
+def subst(e, names: dict):
+    """``e`` with the names in ``names`` replaced."""
+    if not names:
+        return e
+    return rewrite(e, lambda x: A.Name(x.span, names[x.id]) if isinstance(x, A.Name) and x.id in names else None)
+
+
+def unsupported(what: str, node=None, hint=None):
+    return HybridUnsupportedError(f"the gradient of a kernel with {what} is not built yet",
+                                  getattr(node, "span", None), hint)
+
+
+def _int_typed(value) -> bool:
+    """Whether a scalar's first value is an integer (then it carries no derivative)."""
+    if isinstance(value, A.Num):
+        return isinstance(value.value, (int, bool))
+    if isinstance(value, A.Call):
+        f = R.call_name(value)
+        if f in ty.ALL_DTYPES:
+            return not R.is_float_cast(f)
+        return f in ("len", "ceil_div", "popcount", "isnan", "isinf", "isfinite")
+    return isinstance(value, (A.Compare, A.BoolOp))
+
+
+def _accumulation(s: A.Assign):
+    """For ``x = x + f`` / ``x = x - f`` (same target, f not reading it): (sign, f); else None."""
+    v = s.value
+    if isinstance(v, A.BinOp) and v.op in ("+", "-") and _same(v.left, s.target):
+        if not any(_same(x, s.target) or (isinstance(x, A.Name) and isinstance(s.target, A.Subscript)
+                                          and x.id == s.target.value.id) for x in walk(v.right)):
+            return (1 if v.op == "+" else -1), v.right
+    if isinstance(v, A.BinOp) and v.op == "+" and _same(v.right, s.target):
+        if not any(_same(x, s.target) for x in walk(v.left)):
+            return 1, v.left
+    return None
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, A.Name) and isinstance(b, A.Name):
+        return a.id == b.id
+    if isinstance(a, A.Subscript) and isinstance(b, A.Subscript):
+        return unparse_expr(a) == unparse_expr(b)
+    return False
+
+
+def _target_name(t) -> str:
+    return t.id if isinstance(t, A.Name) else t.value.id
+
+
+# ---------------------------------------------------------------- pieces of the gradient kernel, affine forms
+def _is_read_of(e, t: str) -> bool:
+    return isinstance(e, A.Subscript) and isinstance(e.value, A.Name) and e.value.id == t
+
+
+def _factors(e) -> list:
+    """The factors of a product (``a * b / c`` -> a, b): each is zero only if the whole is."""
+    if isinstance(e, A.BinOp) and e.op == "*":
+        return _factors(e.left) + _factors(e.right)
+    if isinstance(e, A.BinOp) and e.op == "/":
+        return _factors(e.left)
+    if isinstance(e, A.UnaryOp) and e.op == "-":
+        return _factors(e.operand)
+    return [e]
+
+
+def _subst_expr(e, values: dict):
+    """``e`` with loop variables replaced by expressions."""
+    return rewrite(e, lambda x: values[x.id] if isinstance(x, A.Name) and x.id in values else None)
+
+
+def _increment(target, coef):
+    """``target += coef``, under ``if`` for guarded coefficients."""
+    if isinstance(coef, R.Guard):
+        return A.If(None, coef.cond, [_increment(target, coef.body)], [])
+    return A.AugAssign(None, target, "+", coef)
+
+
+def _replace_expr(e, text: str, by):
+    """``e`` with every call that reads as ``text`` replaced by ``by``."""
+    return rewrite(e, lambda x: by if isinstance(x, A.Call) and unparse_expr(x) == text else None)
+
+
+def _replace_reads(e, subs: dict):
+    """``e`` with tensor reads (keyed by their text) replaced by expressions."""
+    return rewrite(e, lambda x: subs.get(unparse_expr(x)) if isinstance(x, A.Subscript) else None)
+
+
+def _attr(n: str, a: str):
+    return A.Attribute(None, name(n), a)
+
+
+def _sub(t: str, index: list):
+    return A.Subscript(None, name(t), list(index) if index else [A.Tuple(None, [])])
+
+
+def _copy_loop(dst: str, src: str, idx: str) -> list:
+    return [A.For(None, name(idx), call("grid", _attr(dst, "shape")),
+                  [A.Assign(None, A.Subscript(None, name(dst), [name(idx)]),
+                            A.Subscript(None, name(src), [name(idx)]))])]
+
+
+def _aff_add(a: dict, b: dict, sign: int) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(k, tuple) and k[0] == "ast":
+            out[k] = v
+            continue
+        out[k] = out.get(k, 0) + sign * v
+    return out
+
+
+def _aff_scale(a: dict, c: int) -> dict:
+    return {k: (v if isinstance(k, tuple) and k[0] == "ast" else v * c) for k, v in a.items()}
+
+
+def _aff_expr(aff: dict):
+    e = None
+    for k, v in aff.items():
+        if v != 0 and (isinstance(k, str) or (isinstance(k, tuple) and k[0] == "sym")):
+            term = R.mul(num(abs(v)), name(k) if isinstance(k, str) else aff[("ast", k[1])])
+            if e is None:
+                e = term if v > 0 else R.neg(term)
+            else:
+                e = add(e, term) if v > 0 else R.sub(e, term)
+    c = aff.get(None, 0)
+    if e is None:
+        return num(c)
+    return add(e, num(c)) if c > 0 else (R.sub(e, num(-c)) if c < 0 else e)
