@@ -297,7 +297,7 @@ class Gathers:
                     return None
                 reach = _aff_add(reach, _aff_add(_aff_add(hi_k, lo_k, -1), {None: 1}, -1), 1)
             shift[var] = self.F(_aff_expr(_aff_add(reach, lo, -1)))  # cell v sits at v + shift
-            shape.append(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1))))
+            shape.append(_count(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1)))))
             copy_loops.append((i, self.F(lp.lo), self.F(lp.hi)))
             dst.append(add(name(i), shift[var]))
         copy = [A.Assign(None, A.Subscript(None, name(pad), dst), A.Subscript(None, name(g), src))]
@@ -337,7 +337,7 @@ class Gathers:
         part = self.fresh("partial")
         d = inc.target.value.id
         index = [R.sub(name(h), lo) for h, lo, _ in cells] + [R.sub(name(u.var), self.F(u.lo))]
-        shape = [R.sub(hi, lo) for _, lo, hi in cells] + [R.sub(self.F(u.hi), self.F(u.lo))]
+        shape = [_count(R.sub(hi, lo)) for _, lo, hi in cells] + [_count(R.sub(self.F(u.hi), self.F(u.lo)))]
         body = [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)]
         for lp in reversed(inner):
             body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
@@ -350,3 +350,12 @@ class Gathers:
         decl = A.Assign(None, name(part), call("allocate", A.Tuple(None, shape), _attr(d, "dtype")))
         return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
                 decl, body[0], total[0]]
+
+
+def _count(e):
+    """An extent for ``allocate``: ``e``, or 0 where ``e`` is negative (a loop that runs no iteration)."""
+    if R.is_num(e):
+        return num(max(0, e.value))
+    if isinstance(e, A.Subscript) and isinstance(e.value, A.Attribute) and e.value.attr == "shape":
+        return e
+    return call("max", num(0), e)
