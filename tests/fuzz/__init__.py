@@ -9,14 +9,7 @@
 * :mod:`.campaign` runs them for a time budget with progress output and writes every failure, shrunk by
   hypothesis, to a directory: ``python -m tests.fuzz --minutes 10``.
 
-tests/test_fuzz.py runs a bounded, derandomized campaign in CI and holds the regression tests for the
+tests/fuzz/test_fuzz.py runs a bounded, derandomized campaign in CI and holds the regression tests for the
 bugs found.
 """
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-_TESTS = str(Path(__file__).resolve().parent.parent)
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)

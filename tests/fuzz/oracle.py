@@ -13,8 +13,7 @@ import numpy as np
 
 import hyb
 
-from . import _TESTS  # noqa: F401
-import gradcases as G  # noqa: E402
+from tests.autodiff import gradcases as G
 
 RTOL = {"float16": 1e-3, "float32": 1e-5, "float64": 1e-12}
 RTOL_INEXACT = {"float16": 4e-3, "float32": 1e-4, "float64": 1e-10}  # transcendental intrinsics, pow()
@@ -89,7 +88,7 @@ def check_parity(prog, allow_index_errors=False):
 
 
 # ------------------------------------------------------------------ gradient == finite differences
-# Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/test_fuzz.py):
+# Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/fuzz/test_fuzz.py):
 KNOWN_BUG_ZERO_D_INPUT_GRADIENT = False
 KNOWN_BUG_GRAD_DROPS_SCALAR = False  # test_regression_gradient_of_two_scalars_updated_in_one_inner_loop
 
@@ -137,7 +136,7 @@ def check_grad(prog, seed=0):
             assert_same(a, b, f"gradient {n} (compiled vs emulated gradient kernel)", RTOL_INEXACT)
     want = G.fd_grads(k, args, douts)
     if KNOWN_BUG_ZERO_D_INPUT_GRADIENT:
-        # A 0-d float tensor input gets None for its gradient (tests/test_fuzz.py,
+        # A 0-d float tensor input gets None for its gradient (tests/fuzz/test_fuzz.py,
         # test_regression_zero_d_input_gets_a_gradient): judge the other inputs.
         for n, a in enumerate(args):
             if G.is_float_array(a) and a.ndim == 0 and got[n] is None:

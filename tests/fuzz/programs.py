@@ -13,8 +13,7 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from . import _TESTS  # noqa: F401  (puts tests/ on sys.path)
-import kernelgen as kg  # noqa: E402
+from tests import kernelgen as kg
 
 if len(kg.LOOP_NAMES) < 4:  # a fourth loop variable, for rank-4 nests (kernelgen stops at i, j, k)
     kg.LOOP_NAMES = tuple(kg.LOOP_NAMES) + ("l",)

@@ -1,6 +1,6 @@
 """The CUDA back end (hyb.codegen.cuda, hyb.runtime.cuda) where there may be no GPU.
 
-* Every kernel of the differential suite (tests/test_differential.py, which includes the
+* Every kernel of the differential suite (tests/runtime/test_differential.py, which includes the
   examples), in every dtype it type-checks for, and the gradients of the float ones, is
   turned into CUDA C that the local ``nvcc`` compiles for ``sm_90`` (skipped without nvcc).
   The sources are compiled in a few batches (kernel names made unique) to keep this quick.
@@ -30,12 +30,12 @@ import numpy as np
 import pytest
 
 import hyb
-import test_differential as td
 from hyb.codegen import cuda as cg
 from hyb.codegen import llvm as cpu_cg
 from hyb.dsl import types as ty
 from hyb.errors import HybridIndexError, HybridUnsupportedError
 from hyb.runtime import cuda as rt
+from tests.runtime import test_differential as td
 
 NVCC = rt.nvcc_path()
 CXX = shutil.which("g++") or shutil.which("clang++")
@@ -457,7 +457,7 @@ def test_runtime_bounds_check_on_host(tmp_path):
 
 
 def _data_dependent_runs():
-    import test_data_dependent as dd
+    from tests.dsl import test_data_dependent as dd
     rng = np.random.default_rng(3)
     a = rng.standard_normal((9, 5))
     yield "hist", dd.MOD.hist, [rng.integers(0, 8, 100).astype(np.uint8), rng.standard_normal(100)]

@@ -26,7 +26,7 @@ from hyb import autograd
 from hyb.ops import CustomOpBuilder, Custom
 from hyb.ops.builder import CustomOpBuildError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "function_builder"
 
 

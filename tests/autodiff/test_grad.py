@@ -1,5 +1,5 @@
 """Reverse-mode gradients (`Kernel.grad()`, issue 5), checked in float64 against central finite
-differences of ``sum(dout * forward(x))`` on random inputs (tests/gradcases.py holds the kernels),
+differences of ``sum(dout * forward(x))`` on random inputs (tests/autodiff/gradcases.py holds the kernels),
 PyTorch's conventions at kinks checked exactly, the API (names, None for integer inputs and scalar
 parameters, ``with_outputs=True``, ``inspect("grad")``, the `.hyb` text compiling by itself), and,
 when jax is installed, agreement with ``jax.vjp``.
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import warnings
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +18,8 @@ from hypothesis import strategies as st
 
 import hyb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gradcases as G  # noqa: E402
-import kernelgen as kg  # noqa: E402
+from tests import kernelgen as kg
+from tests.autodiff import gradcases as G
 
 PARAMS = [pytest.param(c.name, d, id=f"{c.name}-{'x'.join(map(str, d))}") for c in G.CASES for d in c.dims]
 

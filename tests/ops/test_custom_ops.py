@@ -18,7 +18,7 @@ import hyb.ops as ops
 from hyb import context
 from hyb.ops import AotKernelError, Custom, CustomRegOp, DataType, custom_info_register
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "examples" / "seeds"
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build aot kernels")
 

@@ -14,7 +14,7 @@ import hyb
 from hyb.cli import highlight
 from hyb.cli.progress import Progress
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 AXPY = '''\

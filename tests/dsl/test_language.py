@@ -199,7 +199,7 @@ def test_out_of_range_literal():
 
 
 def test_warning_for_read_of_never_written_output():
-    m = hyb.load(__file__.replace("tests/test_language.py", "examples/seeds.hyb"))
+    m = hyb.load(__file__.replace("tests/dsl/test_language.py", "examples/seeds.hyb"))
     x = np.array([1.0, 4.0, 9.0], dtype=np.float32)
     with pytest.warns(hyb.HybridWarning) as rec:
         out = m.square(x)

@@ -1,4 +1,4 @@
-"""Kernels and helpers for the gradient tests (tests/test_grad.py).
+"""Kernels and helpers for the gradient tests (tests/autodiff/test_grad.py).
 
 A :class:`Case` is a small hybrid kernel, a maker of random float64 inputs that keeps away from
 the kernel's kinks (branch thresholds, zeros of abs/sqrt, integers for floor/round), and the

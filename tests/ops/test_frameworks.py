@@ -16,7 +16,7 @@ import pytest
 
 import hyb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS = ROOT / "examples" / "frameworks"
 matmul = hyb.load(ROOT / "examples" / "matmul.hyb").matmul
 

@@ -29,7 +29,7 @@ import pytest
 
 import hyb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------ front end: edge cases

@@ -28,7 +28,7 @@ compiled code must raise ``HybridIndexError`` exactly when emulate does.
 By default the runs are derandomized (the same examples on every run, so the suite stays
 deterministic); ``HYB_HYPOTHESIS=explore`` draws new examples with 10x the budget::
 
-    HYB_HYPOTHESIS=explore pytest tests/test_hypothesis.py -q
+    HYB_HYPOTHESIS=explore pytest tests/dsl/test_hypothesis.py -q
 
 The generator stays clear of the compiler bugs these tests found (kernelgen.Config:
 ``stable_conditions``, ``avoid_parallel_bug``, ``dd_writes``); each one is pinned at the end of
@@ -38,10 +38,8 @@ test XPASSes (fails), the mark goes, and the matching Config knob can be flipped
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,8 +47,7 @@ from hypothesis import HealthCheck, given, note, settings
 
 import hyb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kernelgen as kg  # noqa: E402
+from tests import kernelgen as kg
 
 EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
 

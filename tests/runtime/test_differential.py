@@ -16,7 +16,7 @@ import pytest
 
 import hyb
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 FLOATS = ["float32", "float64"]
 INTS = ["int32", "int64"]

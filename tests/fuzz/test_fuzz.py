@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 
 import hyb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzz import corpus, oracle, programs  # noqa: E402
+from tests.fuzz import corpus, oracle, programs
 
 EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
 
@@ -97,7 +96,7 @@ def test_mutations_are_reproducible_and_varied():
 def test_command_line_campaign_runs(tmp_path):
     """`python -m tests.fuzz` parses its options (a tiny campaign: one round of each kind)."""
     import subprocess
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-m", "tests.fuzz", "--minutes", "0.01", "--round-size", "2",
                         "--kinds", "parity,frontend", "--seed", "3", "--out", str(tmp_path / "f")],
                        cwd=root, capture_output=True, text=True, timeout=120)
