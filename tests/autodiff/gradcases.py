@@ -294,6 +294,17 @@ case("conv1d_offsets", """
         return out
     """, lambda r, d: [normal(r, d[:1]), normal(r, d[1:])], [(9, 3), (4, 1), (6, 4)])
 
+case("conv1d_window_that_can_be_empty", """
+    def conv1d_short(x, w, y):
+        n = x.shape[0]
+        r = w.shape[0]
+        out = output_tensor((n - r + 1,), x.dtype)
+        for p in range(2, n - r):
+            for rr in range(r):
+                out[p] += sin(x[p + rr + 1]) * w[rr] * y[p]
+        return out
+    """, lambda r, d: [normal(r, d[:1]), normal(r, d[1:]), normal(r, (d[0] - d[1] + 1,))], [(8, 3), (5, 3), (4, 3)])
+
 case("conv1d_times_own_factor", """
     def conv1d_scaled(x, w, y):
         n = x.shape[0]
