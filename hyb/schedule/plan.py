@@ -258,6 +258,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     shaper = _Shaper(p, opts, decisions)
     if opts.interchange:
         sched = sched.map_schedule_node_bottom_up(shaper.reorder)
+    offers_threads = opts.parallel and _leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
         sched = _mark_parallel(sched, decisions, p, opts.min_parallel_work)
     # isl's order must pay for itself: where the program's own loops walk memory better
@@ -265,7 +266,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     # unless isl's order has threads to offer and walks memory tolerably (tiled wavefronts of
     # seidel-2d are fast although their innermost loops stride).
     mine, theirs = locality(p, p.union("schedule")), locality(p, sched.get_map())
-    if mine > theirs and (not _parallel_marks(sched) or theirs < 0):
+    if mine > theirs and (not offers_threads or theirs < 0):
         decisions.append(f"original order kept: its innermost loops walk memory better "
                          f"(locality score {mine:.3g} against {theirs:.3g} for isl's schedule)")
         return Plan(None, decisions)
@@ -560,6 +561,35 @@ def _extent(s: isl.Set, i: int):
     return max(0, int(hi_v - lo_v + 1))
 
 
+def _launches(band: isl.ScheduleNode) -> int:
+    """How many times the loops around ``band`` start it (the bounding box of its prefix schedule)."""
+    prefix = band.get_prefix_schedule_union_map().intersect_domain(band.get_domain())
+    sets = []
+    prefix.range().foreach_set(sets.append)
+    total = 1
+    for st in sets[:1]:
+        for i in range(st.dim(isl.dim_type.set)):
+            total *= max(1, _extent(st, i) or 1)
+    return max(1, total)
+
+
+def _leading_parallel_work(sched: isl.Schedule, p: PolyProgram) -> int:
+    """All the statement instances under the first band (in program order) whose first member is
+    parallel: how much isl's order has to put on threads, for the choice between isl's order and
+    the original one (0 if there is no such band)."""
+    def visit(node):
+        if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
+                and not _constant_first_member(node)):
+            return work(p, node.get_domain())
+        for i in range(node.n_children()):
+            found = visit(node.child(i))
+            if found is not None:
+                return found
+        return None
+
+    return visit(sched.get_root()) or 0
+
+
 def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_work: int) -> isl.Schedule:
     """In each loop nest, mark the outermost band whose first member is coincident; nothing
     below a marked band is marked.  Nests are the subtrees under the top-level sequence or set."""
@@ -569,7 +599,7 @@ def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_wor
     def visit(node):
         if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
                 and not _constant_first_member(node)):
-            amount = work(p, node.get_domain())
+            amount = work(p, node.get_domain()) // _launches(node)  # per run of the parallel loop
             if amount < min_work:
                 counts["serial"] += 1
                 too_little.append(amount)

@@ -510,3 +510,48 @@ def test_original_order_marks_no_loop_that_carries_a_dependence():
     assert "parallel" not in ck.inspect("loops")
     np.testing.assert_array_equal(ck(a), np.cumsum(a))
 
+
+
+def test_parallel_work_is_counted_per_run_of_the_loop():
+    """Inside a time loop, each step starts the parallel loop again: 50 steps of a 60x60 sweep are
+    plenty of work in all, but too little for threads per step."""
+    src = '''
+def steps(a, b):
+    for t in range(50):
+        for i in range(1, a.shape[0] - 1):
+            for j in range(1, a.shape[1] - 1):
+                b[i, j] = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+        for i in range(1, a.shape[0] - 1):
+            for j in range(1, a.shape[1] - 1):
+                a[i, j] = b[i, j]
+    return a, b
+'''
+    mod = hyb.compile_source(src)
+    small = np.random.default_rng(3).random((60, 60))
+    ck = mod.steps.compile(small, np.zeros_like(small))
+    assert "about 3364 instances are too little work for threads" in ck.inspect("schedule")
+    assert "parallel" not in ck.inspect("loops")
+    big = np.random.default_rng(3).random((300, 300))
+    assert mod.steps.compile(big, np.zeros_like(big)).inspect("loops").count("parallel for") == 2
+
+
+def test_a_triangular_solve_keeps_its_own_order():
+    """isl's column sweep of a triangular solve has a parallel loop only inside the sweep (too little
+    work per run): the program's dot products are kept."""
+    src = '''
+def trisolv(L, b):
+    n = L.shape[0]
+    x = output_tensor((n,), L.dtype)
+    for i in range(n):
+        x[i] = b[i]
+        for j in range(i):
+            x[i] -= L[i, j] * x[j]
+        x[i] = x[i] / L[i, i]
+    return x
+'''
+    n = 400
+    L = np.tril(np.random.default_rng(4).random((n, n))) + np.eye(n) * n
+    b = np.random.default_rng(5).random(n)
+    ck = hyb.compile_source(src).trisolv.compile(L, b)
+    assert "original order kept" in ck.inspect("schedule")
+    np.testing.assert_allclose(ck(L, b), np.linalg.solve(L, b), rtol=1e-10)
