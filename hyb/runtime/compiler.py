@@ -103,6 +103,13 @@ class CompiledKernel:
         return self._stage("nest", self._make_nest)
 
     def _make_nest(self) -> L.LoopNest:
+        nest = self._checked_nest()
+        for loop in verify.unmark_escaping(nest, deps.scalar_flow(self.poly)):
+            self.plan.decisions.append(f"loop `{loop.var}` left serial: a scalar written in it is read after it "
+                                       "(each thread has its own copy)")
+        return nest
+
+    def _checked_nest(self) -> L.LoopNest:
         nest = astgen.generate(self.poly, self.plan.schedule)
         if self.plan.schedule is None:
             plan.mark_original_parallel(self.poly, nest, self.deps.all, self._schedule_options(), self.plan.decisions)

@@ -61,6 +61,27 @@ def compute(p: PolyProgram, expanded: bool = True) -> Dependences:
     return Dependences(flow.coalesce(), anti.coalesce(), output.coalesce(), uninit.coalesce())
 
 
+def scalar_flow(p: PolyProgram) -> isl.UnionMap:
+    """The flow dependences through scalar locals only (a write of a scalar -> the reads that see
+    it), with private scalars expanded as in :func:`compute`."""
+    def scalars(u: isl.UnionMap) -> isl.UnionMap:
+        out = isl.UnionMap.empty(u.get_space())
+        maps = []
+        u.foreach_map(maps.append)
+        for m in maps:
+            t = p.kernel.tensors.get(m.get_tuple_name(isl.dim_type.out))
+            if t is not None and t.kind == "scalar":
+                out = out.union(isl.UnionMap.from_map(m))
+        return out
+
+    reads = scalars(p.union("reads"))
+    if reads.is_empty():
+        return reads
+    info = isl.UnionAccessInfo.from_sink(reads)
+    info = info.set_must_source(scalars(p.union("must_writes"))).set_may_source(scalars(p.union("may_writes")))
+    return info.set_schedule_map(p.union("schedule")).compute_flow().get_may_dependence().coalesce()
+
+
 def _is_accumulation(st: Statement, read) -> bool:
     """``c[i] = c[i] + x`` (or ``c[i] += x``, ``-``): summing into a zero start is the usual idiom."""
     if st.opaque:

@@ -45,17 +45,18 @@ def _expr(e) -> str:
     raise _Unsupported(e.op)
 
 
-def executed_order(nest: L.LoopNest):
-    """(statement instance -> time) as an isl union map, and the time positions of parallel
-    loops; None where the loops use an expression isl cannot parse."""
-    pieces = []  # (time vector, loop counters, constraints, stmt, args)
+def _pieces(nest: L.LoopNest):
+    """Each statement call of ``nest`` as (time vector, loop counters, constraints, stmt, args,
+    enclosing parallel loops as (loop, index of its counter in the time vector)), and the time
+    positions of parallel loops.  Raises _Unsupported for an expression isl cannot parse."""
+    pieces = []
     parallel = []  # (index of the loop counter in the time vector)
 
-    def walk(body, time, counters, conds):
+    def walk(body, time, counters, conds, around=()):
         pos = 0
         for s in body:
             if isinstance(s, L.StmtCall):
-                pieces.append((time + [str(pos)], counters, conds, s.stmt, [_expr(a) for a in s.args]))
+                pieces.append((time + [str(pos)], counters, conds, s.stmt, [_expr(a) for a in s.args], around))
                 pos += 1
             elif isinstance(s, L.For):
                 c = s.var
@@ -64,36 +65,76 @@ def executed_order(nest: L.LoopNest):
                     start = f"{c} {'>=' if s.step > 0 else '<='} {_expr(s.init)}"
                 else:
                     start = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
+                inner = around
                 if s.parallel:
                     parallel.append(len(time) + 1)
+                    inner = around + ((s, len(time) + 1),)
                 # A loop that counts down runs its larger counters first.
                 walk(s.body, time + [str(pos), c if s.step > 0 else f"-{c}"], counters + [c],
-                     conds + [start, _expr(s.cond)])
+                     conds + [start, _expr(s.cond)], inner)
                 pos += 1
             elif isinstance(s, L.If):
                 cond = _expr(s.cond)
-                walk(s.then, time + [str(pos)], counters, conds + [cond])
-                walk(s.orelse, time + [str(pos + 1)], counters, conds + [f"not {cond}"])
+                walk(s.then, time + [str(pos)], counters, conds + [cond], around)
+                walk(s.orelse, time + [str(pos + 1)], counters, conds + [f"not {cond}"], around)
                 pos += 2
 
+    walk(nest.body, [], [], [])
+    return pieces, parallel
+
+
+def _instance_map(counters, conds, stmt, args, vec) -> isl.UnionMap:
+    """stmt instance -> the vector ``vec`` (texts over the loop counters), where ``conds`` hold."""
+    where = " and ".join(f"({c})" for c in conds) or "true"
+    m = isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}")
+    call = isl.Map(f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}")
+    return isl.UnionMap.from_map(call.reverse().apply_range(m))
+
+
+def executed_order(nest: L.LoopNest):
+    """(statement instance -> time) as an isl union map, and the time positions of parallel
+    loops; None where the loops use an expression isl cannot parse."""
     try:
-        walk(nest.body, [], [], [])
+        pieces, parallel = _pieces(nest)
     except _Unsupported:
         return None, []
     if not pieces:
         return None, []
     n = max(len(t) for t, *_ in pieces)
     out = None
-    for time, counters, conds, stmt, args in pieces:
+    for time, counters, conds, stmt, args, _ in pieces:
         # Counters keep their own names; positions and padding are fixed values.
-        vec = time + ["0"] * (n - len(time))
-        where = " and ".join(f"({c})" for c in conds) or "true"
-        m = isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}")
-        call = isl.Map(f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}")
-        inst_to_time = call.reverse().apply_range(m)
-        u = isl.UnionMap.from_map(inst_to_time)
+        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)))
         out = u if out is None else out.union(u)
     return out, parallel
+
+
+def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
+    """Unmark parallel loops out of which one of ``flows`` (the dataflow of scalar locals) leaves
+    a run of the loop: each thread computes in its own copy of the scalars, so a value written
+    inside the loop and read after it, or in a later run, would be lost (a statement fused into
+    the loop by the scheduler, or written in one iteration only).  Returns the loops unmarked."""
+    if flows.is_empty():
+        return []
+    try:
+        pieces, _ = _pieces(nest)
+    except _Unsupported:
+        return []
+    runs: dict = {}  # loop -> instance -> the time prefix naming its run of the loop
+    for time, counters, conds, stmt, args, around in pieces:
+        for loop, k in around:
+            u = _instance_map(counters, conds, stmt, args, time[:k])
+            runs[id(loop)] = (loop, u if id(loop) not in runs else runs[id(loop)][1].union(u))
+    unmarked = []
+    for loop, run in runs.values():
+        out = flows.intersect_domain(run.domain())
+        if out.is_empty():
+            continue
+        same_run = run.apply_range(run.reverse())
+        if not out.subtract(same_run).is_empty():
+            loop.parallel = False
+            unmarked.append(loop)
+    return unmarked
 
 
 def violations(nest: L.LoopNest, deps: isl.UnionMap) -> isl.UnionMap | None:

@@ -555,3 +555,49 @@ def trisolv(L, b):
     ck = hyb.compile_source(src).trisolv.compile(L, b)
     assert "original order kept" in ck.inspect("schedule")
     np.testing.assert_allclose(ck(L, b), np.linalg.solve(L, b), rtol=1e-10)
+
+
+LIVE_OUT = '''
+def fused_live_out(x0, dout_x0):
+    d_x0 = output_tensor(x0.shape, x0.dtype)
+    for idx in grid(d_x0.shape):
+        d_x0[idx] = dout_x0[idx]
+    for i_2 in range((x0.shape[0] - 1) // 2 * 2, -1, -2):
+        g = d_x0[i_2]
+        d_x0[i_2] = 0.0
+        d_x0[i_2] += g
+    return d_x0
+
+def written_once(x):
+    out = output_tensor((1,), x.dtype)
+    y = output_tensor(x.shape, x.dtype)
+    s = 0.0
+    for i in range(x.shape[0]):
+        if i == 3:
+            s = x[i]
+        y[i] = x[i] * 2.0
+    out[0] = s
+    return out, y
+'''
+
+
+@pytest.mark.parametrize("schedule", [{"min_parallel_work": 0}, {"min_parallel_work": 0, "max_operations": 1}])
+def test_a_scalar_read_after_a_parallel_loop_keeps_the_loop_serial(schedule):
+    """Each thread computes in its own copy of the scalar locals: a loop that writes a scalar read
+    after it (a statement the scheduler fused into another loop's parallel loop, or a value written in
+    one iteration only) stays serial.  (Found by the fuzz campaign: a gradient lost `g`.)"""
+    mod = hyb.compile_source(LIVE_OUT, schedule=schedule, threads=2)
+    for n in (2, 8, 9):
+        x = np.arange(1.0, n + 1.0)
+        d = x * 10.0
+        for _ in range(3):
+            np.testing.assert_array_equal(mod.fused_live_out(x, d), d)
+            out, y = mod.written_once(x)
+            np.testing.assert_array_equal(out, [x[3] if n > 3 else 0.0])
+            np.testing.assert_array_equal(y, x * 2.0)
+    x = np.arange(1.0, 9.0)
+    if "max_operations" in schedule:  # the original order: the loop writing `s` once
+        text = mod.written_once.compile(x).inspect("schedule")
+    else:  # isl's order: `g = d_x0[0]` fused into the parallel copy loop
+        text = mod.fused_live_out.compile(x[:2], x[:2]).inspect("schedule")
+    assert "left serial: a scalar written in it is read after it" in text
