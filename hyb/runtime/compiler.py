@@ -114,7 +114,8 @@ class CompiledKernel:
         if self.plan.schedule is None:
             plan.mark_original_parallel(self.poly, nest, self.deps.all, self._schedule_options(), self.plan.decisions)
             return nest
-        broken = verify.violations(nest, self.deps.all)
+        cells = deps.compute(self.poly, expanded=False).all if self.poly.has_private_scalars else None
+        broken = verify.violations(nest, self.deps.all, cells)
         if broken is None or broken.is_empty():
             return nest
         # The loops isl generated from the schedule run some dependence the wrong way round

@@ -137,31 +137,43 @@ def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
     return unmarked
 
 
-def violations(nest: L.LoopNest, deps: isl.UnionMap) -> isl.UnionMap | None:
+def violations(nest: L.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None) -> isl.UnionMap | None:
     """The dependences the loops of ``nest`` break (run sink before or with source, or across
-    iterations of a parallel loop); an empty map if none, None if the nest could not be read."""
+    iterations of a parallel loop); an empty map if none, None if the nest could not be read.
+    ``cells``: the dependences with each private scalar as one cell, as the generated code
+    stores it (one per thread): they must run in order too, except between iterations of a
+    parallel loop (different threads, different cells)."""
     order, parallel = executed_order(nest)
     if order is None:
         return None
-    if deps.is_empty():
+    if deps.is_empty() and (cells is None or cells.is_empty()):
         return deps
-    times = deps.coalesce().apply_domain(order).apply_range(order)
     dim = _time_dim(order)
     lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
-    wrong = [] if times.is_subset(lex_lt) else [times.subtract(lex_lt)]
     a = ", ".join(f"a{i}" for i in range(dim))
     b = ", ".join(f"b{i}" for i in range(dim))
-    for p in parallel:
-        same = " and ".join([f"a{i} = b{i}" for i in range(p)] + [f"a{p} != b{p}"])
-        carried = times.intersect(isl.UnionMap.from_map(isl.Map(f"{{ [{a}] -> [{b}] : {same} }}")))
-        if not carried.is_empty():
-            wrong.append(carried)
+    across = [isl.UnionMap.from_map(isl.Map(f"{{ [{a}] -> [{b}] : "
+                                            + " and ".join([f"a{i} = b{i}" for i in range(p)] + [f"a{p} != b{p}"])
+                                            + " }")) for p in parallel]
+    wrong = []
+    if not deps.is_empty():
+        times = deps.coalesce().apply_domain(order).apply_range(order)
+        if not times.is_subset(lex_lt):
+            wrong.append(times.subtract(lex_lt))
+        wrong.extend(c for c in (times.intersect(x) for x in across) if not c.is_empty())
+    if cells is not None and not cells.is_empty():
+        late = cells.coalesce().apply_domain(order).apply_range(order).subtract(lex_lt)
+        for x in across:
+            late = late.subtract(x)
+        if not late.is_empty():
+            wrong.append(late)
+    everything = deps if cells is None else deps.union(cells)
     if not wrong:
-        return isl.UnionMap.empty(deps.get_space())
+        return isl.UnionMap.empty(everything.get_space())
     # Which dependences those are, for the message.
-    out = isl.UnionMap.empty(deps.get_space())
+    out = isl.UnionMap.empty(everything.get_space())
     for w in wrong:
-        out = out.union(deps.intersect(order.apply_range(w).apply_range(order.reverse())))
+        out = out.union(everything.intersect(order.apply_range(w).apply_range(order.reverse())))
     return out
 
 
