@@ -285,6 +285,11 @@ class Analysis:
                 else:
                     self.replay_scalar_reads.append((s, self.reads(s.value) | (
                         self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
+                    # Stores of later iterations that overwrite what it reads are undone (taped
+                    # and restored) before the replay runs.
+                    for x in value_walk(s.value):
+                        if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in self.tensors:
+                            positions.append((s, x.value.id, x))
         for c in self.walk_stmts(self.top.body):
             if isinstance(c, A.If) and id(c) in self.need_at:
                 add_reads(c, c.cond)

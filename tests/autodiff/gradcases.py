@@ -1463,6 +1463,18 @@ case("in_place_pairwise_recurrence", """
     """, lambda r, d: [normal(r, d, 0.8)], [(5,), (2,)])
 
 
+case("replayed_scalar_reads_a_cell_a_later_iteration_overwrites", """
+    def mirror(x0):
+        y0 = output_tensor((x0.shape[0] + 1,), "float64")
+        for i in range(x0.shape[0]):
+            y0[x0.shape[0] - 1 - i] = x0[i] * x0[i]
+            s2 = (y0[i + 1] if i < x0.shape[0] - 1 else 0.0)
+            s2 *= x0[i]
+            y0[i] = s2
+        return y0
+    """, lambda r, d: [normal(r, d)], [(3,), (5,), (1,)])
+
+
 case("branch_local_scalar_and_running_value", """
     def running(a, b):
         c = output_tensor((1,), a.dtype)
