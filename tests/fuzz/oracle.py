@@ -73,6 +73,11 @@ def check_parity(prog, allow_index_errors=False):
     if got_err is not None:
         return "index-error"
     rtol = RTOL_INEXACT if prog.inexact else RTOL
+    # A float64 output computed from float32 arguments (sin of a float32 parameter) carries float32
+    # rounding: NumPy's float32 sin and libm's may differ by an ulp.
+    widest = max((rtol[np.dtype(a.dtype).name] for a in prog.args
+                  if hasattr(a, "dtype") and np.dtype(a.dtype).name in rtol), default=0.0)
+    rtol = {k: max(v, widest) for k, v in rtol.items()}
     assert len(got) == len(emu), f"{len(got)} outputs compiled, {len(emu)} emulated"
     for n, (g, e) in enumerate(zip(got, emu)):
         assert_same(g, e, f"output {n}", rtol)
