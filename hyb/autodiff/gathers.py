@@ -109,9 +109,11 @@ class Gathers:
         return True
 
     def plain_nest(self, loops, body):
-        for lp in reversed(loops):
-            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
-        return body[0]
+        return _nest(self.spans(loops), body)[0]
+
+    def spans(self, loops) -> list:
+        """(variable, start, stop) of each loop, for :func:`_nest`."""
+        return [(lp.var, self.F(lp.lo), self.F(lp.hi)) for lp in loops]
 
     def shift_of(self, read, nest_vars):
         """(loop of each subscript, offset of each) if every subscript of ``read`` is `v + c` for a
@@ -175,10 +177,7 @@ class Gathers:
                 body = [stmt if interior else A.If(None, conds[0] if len(conds) == 1 else
                                                    A.BoolOp(None, "and", conds), [stmt], [])
                         for conds, stmt in stmts]
-                for kk in reversed(range(len(order))):
-                    lo, hi, _ = chosen[kk]
-                    body = [A.For(None, name(cells[kk]), call("range", lo, hi), body)]
-                out.append(body[0])
+                out.append(_nest([(h, lo, hi) for h, (lo, hi, _) in zip(cells, chosen)], body)[0])
                 return
             for seg in segments[k]:
                 product(k + 1, chosen + [seg])
@@ -242,17 +241,11 @@ class Gathers:
             # A convolution's transpose: the last cell loop innermost (unit stride on the gradient
             # written), the reduction loops just outside it and kept there (`serial`: the guards
             # would otherwise let the scheduler move them inside).
-            h, lo, hi = cells[-1]
-            body = [A.For(None, name(h), call("range", lo, hi), body)]
-            for lp in reversed(inner):
-                body = [A.For(None, name(lp.var), call("serial", self.F(lp.lo), self.F(lp.hi)), body)]
+            body = _nest(self.spans(inner), _nest(cells[-1:], body), "serial")
             cells = cells[:-1]
         else:
-            for lp in reversed(inner):
-                body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
-        for h, lo, hi in reversed(cells):
-            body = [A.For(None, name(h), call("range", lo, hi), body)]
-        return body
+            body = _nest(self.spans(inner), body)
+        return _nest(cells, body)
 
     def padded_gather(self, inc, target, guards, cells, subst_map, new_index, inner):
         """A convolution's transpose without conditions: where the solved loops (``p`` in
@@ -302,17 +295,13 @@ class Gathers:
             dst.append(add(name(i), shift[var]))
         copy = [A.Assign(None, A.Subscript(None, name(pad), dst), A.Subscript(None, name(g), src))]
         zero = [A.Assign(None, A.Subscript(None, name(pad), [name(i) for i, _, _ in copy_loops]), num(0.0))]
-        for (i, lo, hi), extent in reversed(list(zip(copy_loops, shape))):
-            copy = [A.For(None, name(i), call("range", lo, hi), copy)]
-            zero = [A.For(None, name(i), call("range", num(0), extent), zero)]
+        copy = _nest(copy_loops, copy)
+        zero = _nest([(i, num(0), extent) for (i, _, _), extent in zip(copy_loops, shape)], zero)
         padded_read = A.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, A.Name) and i.id in shift
                                                      else i for i in read.indices])
         value = rewrite(value, lambda x: padded_read if _is_read_of(x, g) else None)
-        body = [_increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))]
-        for lp in reversed(inner):
-            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
-        for h, lo, hi in reversed(cells):
-            body = [A.For(None, name(h), call("range", lo, hi), body)]
+        body = _nest(cells + self.spans(inner),
+                     [_increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))])
         decl = A.Assign(None, name(pad), call("allocate", A.Tuple(None, shape), _attr(g, "dtype")))
         return [Comment(None, f"{g} with zeros around it: the gather below reads it without bounds conditions"),
                 decl, zero[0], copy[0], body[0]]
@@ -338,18 +327,20 @@ class Gathers:
         d = inc.target.value.id
         index = [R.sub(name(h), lo) for h, lo, _ in cells] + [R.sub(name(u.var), self.F(u.lo))]
         shape = [_count(R.sub(hi, lo)) for _, lo, hi in cells] + [_count(R.sub(self.F(u.hi), self.F(u.lo)))]
-        body = [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)]
-        for lp in reversed(inner):
-            body = [A.For(None, name(lp.var), call("range", self.F(lp.lo), self.F(lp.hi)), body)]
-        total = [A.For(None, name(u.var), call("range", self.F(u.lo), self.F(u.hi)),
-                       [_increment(A.Subscript(None, inc.target.value, new_index),
-                                   A.Subscript(None, name(part), list(index)))])]
-        for h, lo, hi in reversed(cells):
-            body = [A.For(None, name(h), call("range", lo, hi), body)]
-            total = [A.For(None, name(h), call("range", lo, hi), total)]
+        body = _nest(cells + self.spans(inner),
+                     [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)])
+        total = _nest(cells + self.spans([u]), [_increment(A.Subscript(None, inc.target.value, new_index),
+                                                           A.Subscript(None, name(part), list(index)))])
         decl = A.Assign(None, name(part), call("allocate", A.Tuple(None, shape), _attr(d, "dtype")))
         return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
                 decl, body[0], total[0]]
+
+
+def _nest(ranges, body: list, kind: str = "range") -> list:
+    """``body`` inside one loop per (variable, start, stop) of ``ranges``, the first outermost."""
+    for v, lo, hi in reversed(ranges):
+        body = [A.For(None, name(v), call(kind, lo, hi), body)]
+    return body
 
 
 def _count(e):

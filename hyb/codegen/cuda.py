@@ -228,16 +228,13 @@ class GeneratedCuda:
 def trip_count(loop: L.For, env: dict) -> int | None:
     """Iterations of ``loop`` with the counters of ``env``; None when its condition is not a
     plain upper bound (the kernel then strides over a fixed grid while the condition holds)."""
-    b = upper_bound(loop)
+    b = L.upper_bound(loop)
     if b is None:
         return None
     op, ub = b
     init = eval_lexpr(loop.init, env)
     last = eval_lexpr(ub, env) - (1 if op == "lt" else 0)
     return max(0, (last - init) // loop.step + 1)
-
-
-upper_bound, uses = L.upper_bound, L.uses  # shared with the CPU back end
 
 
 def eval_lexpr(e, env: dict):
@@ -517,8 +514,8 @@ class _Generator:
         inner = None
         if len(s.body) == 1 and isinstance(s.body[0], L.For) and s.body[0].parallel:
             g = s.body[0]
-            if (upper_bound(s) is not None and upper_bound(g) is not None
-                    and not uses(g.init, s.var) and not uses(upper_bound(g)[1], s.var)):
+            if (L.upper_bound(s) is not None and L.upper_bound(g) is not None
+                    and not L.uses(g.init, s.var) and not L.uses(L.upper_bound(g)[1], s.var)):
                 inner = g
         _clear_marks(s.body)
         self.serial = False
@@ -529,7 +526,7 @@ class _Generator:
             w.open("for (long long _it = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
                    "_it < hyb_trips; _it += (long long)gridDim.x * blockDim.x)")
             w.line(f"long long l_{_ident(s.var)} = {self.lexpr(s.init)} + _it * {s.step};")
-            if upper_bound(s) is None:  # a grid over an unknown count: stop where the condition fails
+            if L.upper_bound(s) is None:  # a grid over an unknown count: stop where the condition fails
                 w.line(f"if (!({self.lexpr(s.cond)})) break;")
             self.block(s.body)
             w.close()

@@ -96,7 +96,13 @@ class CompiledKernel:
 
     @property
     def plan(self) -> plan.Plan:
-        return self._stage("plan", lambda: plan.plan(self.poly, self.deps, self._schedule_options()))
+        return self._stage("plan", lambda: plan.plan(self.poly, self.deps, self._schedule_options(),
+                                                     lambda: self.cell_deps))
+
+    @property
+    def cell_deps(self) -> deps.Dependences:
+        """The dependences with each private scalar as the one cell the generated code stores it in."""
+        return self._stage("cell_deps", lambda: deps.compute(self.poly, expanded=False))
 
     @property
     def nest(self) -> L.LoopNest:
@@ -114,7 +120,7 @@ class CompiledKernel:
         if self.plan.schedule is None:
             plan.mark_original_parallel(self.poly, nest, self.deps.all, self._schedule_options(), self.plan.decisions)
             return nest
-        cells = deps.compute(self.poly, expanded=False).all if self.poly.has_private_scalars else None
+        cells = self.cell_deps.all if self.poly.has_private_scalars else None
         broken = verify.violations(nest, self.deps.all, cells)
         if broken is None or broken.is_empty():
             return nest

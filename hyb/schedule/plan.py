@@ -107,17 +107,18 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
-def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
+def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps=None) -> Plan:
     """A schedule for ``p``.  ``d`` are its dependences with private scalars expanded; when the
     schedule found with them would interleave the lifetimes of one scalar cell (the generated
-    code keeps one cell per thread), the schedule is computed again without the expansion."""
+    code keeps one cell per thread), the schedule is computed again without the expansion.
+    ``cell_deps``: a function giving those one-cell dependences (computed here if None)."""
     if opts.original or not p.statements:
         return Plan(None, ["original program order (schedule=\"original\")" if opts.original
                            else "no statements"])
     result = _plan(p, d, opts)
     if result.schedule is None or not p.has_private_scalars:
         return result
-    cell_deps = compute_deps(p, expanded=False)
+    cell_deps = cell_deps() if cell_deps is not None else compute_deps(p, expanded=False)
     if _respects(result.schedule, cell_deps.all):
         result.decisions.insert(1, "scalar locals privatised: each loop iteration (and thread) has its own")
         return result
@@ -573,13 +574,18 @@ def _launches(band: isl.ScheduleNode) -> int:
     return max(1, total)
 
 
+def _parallel_candidate(node: isl.ScheduleNode) -> bool:
+    """A band whose first member carries no dependence and makes a loop of its own."""
+    return (node.get_type() == isl.schedule_node_type.band and bool(node.band_member_get_coincident(0))
+            and not _constant_first_member(node))
+
+
 def _leading_parallel_work(sched: isl.Schedule, p: PolyProgram) -> int:
     """All the statement instances under the first band (in program order) whose first member is
     parallel: how much isl's order has to put on threads, for the choice between isl's order and
     the original one (0 if there is no such band)."""
     def visit(node):
-        if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
-                and not _constant_first_member(node)):
+        if _parallel_candidate(node):
             return work(p, node.get_domain())
         for i in range(node.n_children()):
             found = visit(node.child(i))
@@ -597,8 +603,7 @@ def _mark_parallel(sched: isl.Schedule, decisions: list, p: PolyProgram, min_wor
     too_little = []
 
     def visit(node):
-        if (node.get_type() == isl.schedule_node_type.band and node.band_member_get_coincident(0)
-                and not _constant_first_member(node)):
+        if _parallel_candidate(node):
             amount = work(p, node.get_domain()) // _launches(node)  # per run of the parallel loop
             if amount < min_work:
                 counts["serial"] += 1
