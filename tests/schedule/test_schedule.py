@@ -459,13 +459,14 @@ def test_every_loop_nest_gets_its_parallel_loop():
 
 def test_min_and_max_loop_bounds_are_affine():
     mod = hyb.compile_source(NESTS)
-    for rows in (40, 10):
-        a = np.random.default_rng(1).standard_normal((rows, 30))
+    for rows, cols in ((40, 30), (10, 30), (1, 1), (27, 33)):
+        a = np.random.default_rng(1).standard_normal((rows, cols))
         ck = mod.clipped.compile(a)
         assert "opaque" not in ck.inspect("isl")
         want = np.triu(a + 1.0, -2)  # j >= i - 2
         want[25:] = 0.0
         np.testing.assert_array_equal(ck(a), want)
+        np.testing.assert_array_equal(mod.clipped.emulate(a), want)
 
 
 def test_a_short_first_parallel_dimension_still_feeds_the_threads():
