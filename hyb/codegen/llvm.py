@@ -157,12 +157,13 @@ class _FunctionBuilder:
         if s.parallel and not self.outlined and openmp_available():
             return self.parallel_loop(s)
         self.emit_loop(s.var, self.lexpr(s.init), ir.Constant(I64, s.step), lambda phi: self.lexpr(s.cond),
-                       lambda: self.block(s.body), self.loopvars, ("nsw",))
+                       lambda: self.block(s.body), self.loopvars, ("nsw",), vector=s.vector)
 
-    def emit_loop(self, var: str, start, stride, cond, body, scope: dict, flags=()):
+    def emit_loop(self, var: str, start, stride, cond, body, scope: dict, flags=(), vector=False):
         """A loop whose counter starts at ``start`` and advances by ``stride`` while ``cond(counter)``
         holds.  ``body()`` emits the body with the counter bound to ``var`` in ``scope`` (the loop IR's
-        counters, or a statement's typed-IR environment)."""
+        counters, or a statement's typed-IR environment).  A ``vector`` loop is not unrolled before
+        LLVM's loop vectoriser sees it (:mod:`hyb.schedule.vector`)."""
         b = self.b
         pre = b.block
         header = self.fn.append_basic_block(f"for.{var}")
@@ -177,9 +178,24 @@ class _FunctionBuilder:
         b.position_at_end(body_bb)
         body()
         phi.add_incoming(b.add(phi, stride, name=var + ".next", flags=flags), b.block)
-        b.branch(header)
+        latch = b.branch(header)
+        if vector:
+            latch.set_metadata("llvm.loop", self.vector_loop_id())
         b.position_at_end(exit_)
         del scope[var]
+
+    def vector_loop_id(self):
+        """Loop metadata: no unrolling before vectorisation; the loops the vectoriser makes of it
+        (vector body, remainder) carry only `isvectorized`, so LLVM's usual unrolling applies to them."""
+        m = self.module
+        done = m.add_metadata([ir.MetaDataString(m, "llvm.loop.isvectorized"), ir.Constant(I32, 1)])
+        hints = [m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]),
+                 m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.followup_all"), done])]
+        # a loop ID names itself first; the placeholder makes the node one of its own (llvmlite
+        # hands out one node for equal operands)
+        loop_id = m.add_metadata([ir.MetaDataString(m, f"loop{len(m.metadata)}")] + hints)
+        loop_id.operands = (loop_id, *hints)
+        return loop_id
 
     # ---------------------------------------------------------- threads
     def parallel_loop(self, s: L.For):

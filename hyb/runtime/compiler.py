@@ -20,7 +20,7 @@ from ..dsl import types as ty
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError, HybridIndexError, HybridTypeError, HybridWarning
-from ..schedule import astgen, deps, extract, plan, verify
+from ..schedule import astgen, deps, extract, plan, vector, verify
 from ..schedule import loops as L
 from . import cache
 
@@ -113,6 +113,12 @@ class CompiledKernel:
         for loop in verify.unmark_escaping(nest, deps.scalar_flow(self.poly)):
             self.plan.decisions.append(f"loop `{loop.var}` left serial: a scalar written in it is read after it "
                                        "(each thread has its own copy)")
+        if self._schedule_options().vectorize:
+            marked = vector.mark_vector_loops(self.poly, nest)
+            if marked:
+                self.plan.decisions.append(
+                    "vector loops (LLVM vectorises them before any unrolling): "
+                    + ", ".join(f"`{loop.var}`" for loop in marked))
         return nest
 
     def _checked_nest(self) -> L.LoopNest:

@@ -35,6 +35,7 @@ class For:
     step: int
     body: list
     parallel: bool = False
+    vector: bool = False  # for LLVM's loop vectoriser whole: not unrolled first (schedule.vector)
 
 
 @dataclass
@@ -114,7 +115,7 @@ def fmt_nest(nest: LoopNest, describe_stmt=None) -> str:
         pad = "  " * depth
         for s in stmts:
             if isinstance(s, For):
-                mark = "parallel " if s.parallel else ""
+                mark = "parallel " if s.parallel else "vector " if s.vector else ""
                 out.append(f"{pad}{mark}for ({s.var} = {fmt_expr(s.init)}; {fmt_expr(s.cond)}; "
                            f"{s.var} += {s.step}) {{")
                 walk(s.body, depth + 1)

@@ -32,11 +32,13 @@ from ..errors import HybridArgumentError
 from .deps import Dependences
 from .deps import compute as compute_deps
 from .extract import PolyProgram
+from .vector import MAX_INNER, access_strides
 
 # Iterations wanted of a parallel loop's tile loop (threads take contiguous blocks of them).
 PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
-OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "max_operations", "timeout", "min_parallel_work")
+OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
+               "min_parallel_work")
 
 
 @dataclass
@@ -46,6 +48,7 @@ class ScheduleOptions:
     parallel: bool = True
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
+    vectorize: bool = True  # mark the loops LLVM's loop vectoriser should get whole (schedule.vector)
     max_operations: int = 300_000
     timeout: float = 0.35  # seconds for isl's scheduler
     min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
@@ -69,7 +72,7 @@ def parse_options(schedule) -> ScheduleOptions:
             raise HybridArgumentError(f"schedule option tile={tile!r} is not valid", None,
                                       "use True, False or a tuple of positive sizes such as (32, 64, 256)")
         opts.tile = tuple(tile) if isinstance(tile, (tuple, list)) else tile
-        for key in ("parallel", "interchange", "fuse"):
+        for key in ("parallel", "interchange", "fuse", "vectorize"):
             if key in schedule:
                 if not isinstance(schedule[key], bool):
                     raise HybridArgumentError(f"schedule option {key}={schedule[key]!r} must be True or False",
@@ -259,6 +262,8 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     shaper = _Shaper(p, opts, decisions)
     if opts.interchange:
         sched = sched.map_schedule_node_bottom_up(shaper.reorder)
+        if opts.vectorize:
+            sched = shaper.sink(sched.get_root()).get_schedule()
     offers_threads = opts.parallel and _leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
         sched = _mark_parallel(sched, decisions, p, opts.min_parallel_work)
@@ -320,7 +325,7 @@ def _access_score(p: PolyProgram, st, it: int) -> float:
     for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
         if p.kernel.tensors[acc.tensor].kind == "scalar":
             continue  # registers, not memory
-        strides = _access_strides(acc, len(st.iters))
+        strides = access_strides(acc, len(st.iters))
         if strides is not None:
             score += weight * strides.get(it, 2.0)
     return score
@@ -420,6 +425,52 @@ class _Shaper:
             self.decisions.append(f"band of {n} tiled {sizes}")
         return node
 
+    def sink(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        """Moves a band's innermost member below the one-statement chain of bands under it where
+        that member walks memory with unit stride, the chain does not, and the chain runs more
+        than a few iterations: isl puts a reduction loop (`pp` of a weight gradient's partial sums
+        `partial[.., q] += x[.., p + r, q + s] * dout[.., p, q]`) in a band of its own below the
+        parallel loops, and LLVM vectorises only innermost loops.  Legal because the member is
+        coincident (it carries no dependence left to the bands below); a parallel member stays
+        in the band for the threads.  Returns the node at the same position."""
+        if self._permutable(node):
+            n = node.band_n_member()
+            chain, below = [], node.child(0)
+            while below.get_type() == isl.schedule_node_type.band:
+                chain.append(below)
+                below = below.child(0)
+            coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+            if (chain and below.get_type() == isl.schedule_node_type.leaf and coincident[-1]
+                    and any(coincident[:-1]) and self._chain_long(chain)):
+                mine = self.scores(node)
+                theirs = [self.scores(c) for c in chain]
+                if (mine is not None and mine[-1] > 0 and all(t is not None for t in theirs)
+                        and mine[-1] > max(max(t) for t in theirs)):
+                    node = node.band_split(n - 1)
+                    moved = node.child(0)
+                    member = moved.band_get_partial_schedule()
+                    at, depth = moved.delete(), 1
+                    while at.get_type() == isl.schedule_node_type.band:
+                        at, depth = at.child(0), depth + 1
+                    at = at.insert_partial_schedule(member).band_member_set_coincident(0, 1)
+                    node = at.ancestor(depth)
+                    self.decisions.append(f"band of {n}: innermost member moved below {len(chain)} "
+                                          "reduction band(s) (unit stride innermost for the vectoriser)")
+        for i in range(node.n_children()):
+            node = self.sink(node.child(i)).parent()
+        return node
+
+    def _chain_long(self, chain: list) -> bool:
+        """Whether the bands of ``chain`` run more than MAX_INNER iterations together (LLVM unrolls
+        shorter ones whole, leaving the loop above them innermost)."""
+        total = 1
+        for band in chain:
+            for e in self.extents(band):
+                if e is None:
+                    return True
+                total *= e
+        return total > MAX_INNER
+
     @staticmethod
     def _permutable(node: isl.ScheduleNode) -> bool:
         return (node.get_type() == isl.schedule_node_type.band and node.band_n_member() >= 2
@@ -435,8 +486,10 @@ class _Shaper:
             return [None] * node.band_n_member()
         return [_extent(sets[0], i) for i in range(sets[0].dim(isl.dim_type.set))]
 
-    def order(self, node, coincident: list) -> list:
-        n = len(coincident)
+    def scores(self, node) -> list | None:
+        """The access score of each band member (summed over the statements under the band), or
+        None where a member is no plain loop of some statement (a skewed band)."""
+        n = node.band_n_member()
         scores = [0.0] * n
         mupa = node.band_get_partial_schedule()
         for st in self.p.statements:
@@ -446,10 +499,17 @@ class _Shaper:
             members = [_single_iterator(mupa.get_at(m), space, len(st.iters)) for m in range(n)]
             if any(it is None for it in members):
                 if len(st.iters) >= n:
-                    return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
+                    return None
                 continue  # a statement outside some of the band's loops (an initialisation) does not vote
             for m, it in enumerate(members):
                 scores[m] += _access_score(self.p, st, it)
+        return scores
+
+    def order(self, node, coincident: list) -> list:
+        n = len(coincident)
+        scores = self.scores(node)
+        if scores is None:
+            return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
         inner = max(range(n), key=lambda m: (scores[m], m))
         if scores[inner] <= scores[n - 1]:
             inner = n - 1
@@ -475,34 +535,6 @@ def _single_iterator(upa: isl.UnionPwAff, space, ndim: int):
 def _member_space(set_space: isl.Space) -> isl.Space:
     """The space of a one-dimensional function on a statement's domain."""
     return isl.Space.map_from_domain_and_range(set_space, isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 1))
-
-
-def _access_strides(acc, ndim: int):
-    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
-    if not acc.exact:
-        return None
-    try:
-        pma = isl.PwMultiAff.from_map(acc.relation)
-    except isl.Error:
-        return None
-    nout = acc.relation.dim(isl.dim_type.out)
-    if nout == 0:
-        return {}
-    out = {}
-    for j in range(nout):
-        pieces = pma.get_pw_aff(j).get_pieces()
-        if len(pieces) != 1:
-            return None
-        aff = pieces[0][1]
-        for k in range(ndim):
-            c = aff.get_coefficient_val(isl.dim_type.in_, k)
-            if c.is_zero():
-                continue
-            if j == nout - 1 and abs(c.to_python()) == 1 and k not in out:
-                out[k] = 3.0
-            else:
-                out[k] = -4.0
-    return out
 
 
 def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:

@@ -1,0 +1,160 @@
+"""Vector marks: the loops that LLVM's loop vectoriser should get whole.
+
+LLVM fully unrolls a loop of a few dozen constant iterations before its loop vectoriser runs
+(kernels are compiled for one signature, so most trip counts are constants).  Where that loop is
+the one whose accesses walk memory with unit stride, the unrolled copies leave the vectoriser
+only the loop around them, which strides: a weight gradient's `partial[.., q] += x[.., q + s] *
+dout[.., q]` over 32 values of `q` became gathers along the reduction loop outside it, ten times
+slower than the forward convolution.
+
+A loop is marked ``vector`` when
+
+* it is not a parallel loop (those run on threads) and runs a constant number of iterations,
+  at least :data:`MIN_TRIPS` (shorter loops are better unrolled),
+* everything inside it is straight-line code after LLVM fully unrolls the short constant loops
+  in it (at most :data:`MAX_INNER` statement instances per iteration), and
+* a statement in it reads or writes a tensor with unit stride along it.
+
+The LLVM back end asks for such a loop not to be unrolled before vectorisation (the vectorised
+loop is unrolled as usual afterwards).  ``schedule={"vectorize": False}`` leaves every loop
+unmarked.
+"""
+from __future__ import annotations
+
+import islpy as isl
+
+from . import loops as L
+from .extract import PolyProgram
+
+MIN_TRIPS = 16
+MAX_INNER = 16
+
+
+def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> list:
+    """Marks the vector loops of ``nest`` (``For.vector``); returns them."""
+    marked = []
+
+    def visit(body):
+        for s in body:
+            if isinstance(s, L.For):
+                if _candidate(p, s):
+                    s.vector = True
+                    marked.append(s)
+                else:
+                    visit(s.body)
+            elif isinstance(s, L.If):
+                visit(s.then)
+                visit(s.orelse)
+
+    visit(nest.body)
+    return marked
+
+
+def _candidate(p: PolyProgram, s: L.For) -> bool:
+    trips = L.constant_trips(s)
+    if s.parallel or trips is None or trips < MIN_TRIPS:
+        return False
+    inner = _instances(s.body)
+    if inner is None or inner > MAX_INNER:
+        return False
+    return any(_unit_stride(p, call, s.var) for call in _calls(s.body))
+
+
+def _instances(body) -> int | None:
+    """Statement instances run by ``body`` if every loop in it has a constant trip count, else None."""
+    total = 0
+    for s in body:
+        if isinstance(s, L.StmtCall):
+            total += 1
+        elif isinstance(s, L.If):
+            a, b = _instances(s.then), _instances(s.orelse)
+            if a is None or b is None:
+                return None
+            total += max(a, b)
+        else:
+            trips, inner = L.constant_trips(s), _instances(s.body)
+            if trips is None or inner is None:
+                return None
+            total += trips * inner
+    return total
+
+
+def _calls(body):
+    for s in body:
+        if isinstance(s, L.StmtCall):
+            yield s
+        elif isinstance(s, L.If):
+            yield from _calls(s.then)
+            yield from _calls(s.orelse)
+        else:
+            yield from _calls(s.body)
+
+
+def _unit_stride(p: PolyProgram, call: L.StmtCall, var: str) -> bool:
+    """Whether the statement instance ``call`` touches some tensor with unit stride along ``var``."""
+    moving = [k for k, a in enumerate(call.args) if L.uses(a, var)]
+    if len(moving) != 1 or abs(_coefficient(call.args[moving[0]], var) or 0) != 1:
+        return False
+    st = p.by_name[call.stmt]
+    for acc in list(st.writes) + list(st.reads):
+        if p.kernel.tensors[acc.tensor].kind == "scalar":
+            continue
+        strides = access_strides(acc, len(st.iters))
+        if strides is not None and strides.get(moving[0]) == 3.0:
+            return True
+    return False
+
+
+def _coefficient(e, var: str):
+    """The coefficient of ``var`` in the affine loop expression ``e`` (None if not affine in it)."""
+    if isinstance(e, L.LInt):
+        return 0
+    if isinstance(e, L.LVar):
+        return 1 if e.name == var else 0
+    if not L.uses(e, var):
+        return 0
+    if e.op in ("add", "sub"):
+        a, b = (_coefficient(x, var) for x in e.args)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "add" else a - b
+    if e.op == "neg":
+        a = _coefficient(e.args[0], var)
+        return None if a is None else -a
+    if e.op == "mul":
+        x, y = e.args
+        if isinstance(x, L.LInt):
+            a = _coefficient(y, var)
+            return None if a is None else x.value * a
+        if isinstance(y, L.LInt):
+            a = _coefficient(x, var)
+            return None if a is None else y.value * a
+    return None
+
+
+def access_strides(acc, ndim: int):
+    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
+    if not acc.exact:
+        return None
+    try:
+        pma = isl.PwMultiAff.from_map(acc.relation)
+    except isl.Error:
+        return None
+    nout = acc.relation.dim(isl.dim_type.out)
+    if nout == 0:
+        return {}
+    out = {}
+    for j in range(nout):
+        pieces = pma.get_pw_aff(j).get_pieces()
+        if len(pieces) != 1:
+            return None
+        aff = pieces[0][1]
+        for k in range(ndim):
+            c = aff.get_coefficient_val(isl.dim_type.in_, k)
+            if c.is_zero():
+                continue
+            if j == nout - 1 and abs(c.to_python()) == 1 and k not in out:
+                out[k] = 3.0
+            else:
+                out[k] = -4.0
+    return out
