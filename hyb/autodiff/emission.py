@@ -465,8 +465,14 @@ class Emission:
         acc, pairs = self.chains[id(s)]
         tgt_adj = self.adjoint_of(s.target)
         if acc:
+            # `t[..] += e`: the target's adjoint passes through unchanged; a copy of it is needed only
+            # where an increment below may change it first (`e` reads `t`).  Otherwise each increment
+            # reads it itself, and the increments stay separate statements without a shared scalar,
+            # which the scheduler may split into loop nests of their own (a matrix product's two
+            # gradients, each then tiled as a matrix product).
             g = tgt_adj
-            if isinstance(s.target, A.Subscript) and len(pairs) > 1:
+            if (isinstance(s.target, A.Subscript) and len(pairs) > 1
+                    and any(isinstance(r, A.Subscript) and r.value.id == s.target.value.id for r, _ in pairs)):
                 tmp = self.fresh("g")
                 out.append(A.Assign(None, name(tmp), tgt_adj))
                 g = name(tmp)

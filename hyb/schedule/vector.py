@@ -9,15 +9,19 @@ slower than the forward convolution.
 
 A loop is marked ``vector`` when
 
-* it is not a parallel loop (those run on threads) and runs a constant number of iterations,
-  at least :data:`MIN_TRIPS` (shorter loops are better unrolled),
+* it is not a parallel loop (those run on threads) and runs a constant number of iterations
+  between :data:`MIN_TRIPS` (shorter loops are better unrolled) and :data:`MAX_TRIPS` (LLVM
+  does not unroll longer ones whole),
 * everything inside it is straight-line code after LLVM fully unrolls the short constant loops
-  in it (at most :data:`MAX_INNER` statement instances per iteration), and
+  in it (at most :data:`MAX_INNER` statement instances per iteration),
+* every statement in it writes a different cell in each iteration (no reduction into one cell
+  or scalar, whose chain of additions LLVM spreads over several accumulators only where it may
+  interleave the loop, which the hint below forbids), and
 * a statement in it reads or writes a tensor with unit stride along it.
 
 The LLVM back end asks for such a loop not to be unrolled before vectorisation (the vectorised
-loop is unrolled as usual afterwards).  ``schedule={"vectorize": False}`` leaves every loop
-unmarked.
+loop is unrolled as usual afterwards; its trips are few, so it is unrolled whole).
+``schedule={"vectorize": False}`` leaves every loop unmarked.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from . import loops as L
 from .extract import PolyProgram
 
 MIN_TRIPS = 16
+MAX_TRIPS = 64
 MAX_INNER = 16
 
 
@@ -52,12 +57,16 @@ def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> list:
 
 def _candidate(p: PolyProgram, s: L.For) -> bool:
     trips = L.constant_trips(s)
-    if s.parallel or trips is None or trips < MIN_TRIPS:
+    if s.parallel or trips is None or not MIN_TRIPS <= trips <= MAX_TRIPS:
         return False
     inner = _instances(s.body)
     if inner is None or inner > MAX_INNER:
         return False
-    return any(_unit_stride(p, call, s.var) for call in _calls(s.body))
+    calls = list(_calls(s.body))
+    moving = [_moving(call, s.var) for call in calls]
+    if any(k is None or not _writes_move(p, call, k) for call, k in zip(calls, moving)):
+        return False
+    return any(_unit_stride(p, call, k) for call, k in zip(calls, moving))
 
 
 def _instances(body) -> int | None:
@@ -90,17 +99,34 @@ def _calls(body):
             yield from _calls(s.body)
 
 
-def _unit_stride(p: PolyProgram, call: L.StmtCall, var: str) -> bool:
-    """Whether the statement instance ``call`` touches some tensor with unit stride along ``var``."""
+def _moving(call: L.StmtCall, var: str) -> int | None:
+    """The one iterator of the statement that the loop counter ``var`` advances by one, or None."""
     moving = [k for k, a in enumerate(call.args) if L.uses(a, var)]
     if len(moving) != 1 or abs(_coefficient(call.args[moving[0]], var) or 0) != 1:
-        return False
+        return None
+    return moving[0]
+
+
+def _writes_move(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
+    """Whether every write of the statement moves with its iterator ``k`` (a new cell each iteration)."""
+    st = p.by_name[call.stmt]
+    for acc in st.writes:
+        if p.kernel.tensors[acc.tensor].kind == "scalar":
+            return False
+        strides = access_strides(acc, len(st.iters))
+        if strides is None or k not in strides:
+            return False
+    return True
+
+
+def _unit_stride(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
+    """Whether the statement touches some tensor with unit stride along its iterator ``k``."""
     st = p.by_name[call.stmt]
     for acc in list(st.writes) + list(st.reads):
         if p.kernel.tensors[acc.tensor].kind == "scalar":
             continue
         strides = access_strides(acc, len(st.iters))
-        if strides is not None and strides.get(moving[0]) == 3.0:
+        if strides is not None and strides.get(k) == 3.0:
             return True
     return False
 

@@ -982,6 +982,16 @@ case("axpy_in_place_numpy_scalar", """
         return y
     """, lambda r, d: [np.float64(-0.75), normal(r, d), normal(r, d)], [(5,)])
 
+case("accumulate_reading_its_own_target", """
+    def acc_own(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i]
+        for i in range(1, a.shape[0]):
+            c[i] += c[i - 1] * b[i] + a[i] * b[i]
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(6,), (1,), (2,)])
+
 case("gather_int_index", """
     def gather(a, idx, b):
         c = output_tensor(b.shape, a.dtype)

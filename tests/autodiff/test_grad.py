@@ -141,6 +141,18 @@ def test_solved_loop_read_elsewhere_keeps_its_conditions():
     assert re.search(r"^\s*if 0 <= h - rr < n - r \+ 1:", src, re.M), src
 
 
+def test_accumulation_increments_read_the_target_adjoint_themselves():
+    """`c[i, j] += a[i, k] * b[k, j]`: each increment reads d_c itself (no scalar shared between
+    them, which would tie the two matrix products into one loop nest); where the right-hand side
+    reads the target, the target's adjoint is copied first, since an increment changes it."""
+    src = G.grad_of("in_place_gemm_scalars").source
+    assert re.search(r"^\s*d_A\[i, k\] \+= alpha \* \(d_C\[i, j_\d\] \* B\[k, j_\d\]\)$", src, re.M), src
+    assert re.search(r"^\s*d_B\[k, j_\d\] \+= alpha \* A\[i, k\] \* d_C\[i, j_\d\]$", src, re.M), src
+    assert len(re.findall(r"^\s*g\w* = ", src, re.M)) == 1, src  # the one of `C[i, j] *= beta`
+    src = G.grad_of("accumulate_reading_its_own_target").source
+    assert re.search(r"^\s*g\w* = d_c\[i(_\d)?\]$", src, re.M), src
+
+
 def test_gemm_gradient_gets_no_partial_sums():
     """A plain dot product (no window) is not split into partial sums: they would cost a cube of memory."""
     assert "partial" not in G.grad_of("matmul").source
