@@ -172,3 +172,33 @@ def test_conv_and_column_sums_match_numpy(shape):
 def test_vectorize_option_must_be_a_bool():
     with pytest.raises(HybridArgumentError, match="schedule option vectorize=1 must be True or False"):
         mod(schedule={"vectorize": 1}).column_sums(np.ones((2, 2)))
+
+
+EXP_SRC = '''
+def scaled(a):
+    out = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        out[i] = a[i] * 2.0
+    return out
+
+def exps(a):
+    out = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        out[i] = exp(a[i])
+    return out
+'''
+
+
+def test_wide_vectors_on_avx512_except_around_scalar_math_calls():
+    """LLVM keeps to 256-bit vectors on AVX-512 CPUs unless a function asks for 512; hyb asks,
+    except where a loop calls a math function that has no vector instruction (`exp`)."""
+    import llvmlite.binding as llvm
+
+    wide = bool(llvm.get_host_cpu_features().get("avx512f", False))
+    m = hyb.compile_source(EXP_SRC)
+    a = np.linspace(-2, 2, 100)
+    plain, calls = m.scaled.compile(a).inspect("llvm"), m.exps.compile(a).inspect("llvm")
+    assert plain.count('"prefer-vector-width"="512"') == (plain.count("\ndefine ") if wide else 0)
+    assert "prefer-vector-width" not in calls
+    np.testing.assert_allclose(m.scaled(a), a * 2.0)
+    np.testing.assert_allclose(m.exps(a), np.exp(a), rtol=1e-15)
