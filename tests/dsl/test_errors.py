@@ -28,6 +28,8 @@ CASES = [
     ("unclosed paren", "def k(a):\n    c = output_tensor(a.shape, a.dtype\n", HybridSyntaxError, 2, 22,
      "`(` is never closed"),
     ("unexpected token", "def k(a):\n    c = = 1\n    return c\n", HybridSyntaxError, 2, 9, "unexpected '='"),
+    ("non-ASCII name", LOOP + "        t\u00e9 = a[i]\n        c[i] = t\u00e9\n    return c\n", HybridSyntaxError, 4, 9,
+     "name `t\u00e9` has characters other than ASCII letters, digits and `_`"),
     ("unknown name", LOOP + "        c[i] = aa[i]\n    return c\n", HybridNameError, 4, 16, "unknown name `aa`"),
     ("unknown function", LOOP + "        c[i] = sqrtt(a[i])\n    return c\n", HybridNameError, 4, 16,
      "unknown function `sqrtt`"),
