@@ -187,11 +187,11 @@ def parse_text(text: str, smap: SourceMap) -> A.Module:
         line = _bad_dedent_line(text)
         raise HybridSyntaxError("unindent does not match any outer indentation level",
                                 smap.span(line, 1), "line up the block with an enclosing one") from None
-    for tok in tree.scan_values(lambda v: isinstance(v, lark.Token) and v.type == "NAME" and not v.isascii()):
-        # isl, the generated LLVM and C name things after them: ASCII only
-        raise HybridSyntaxError(f"name `{tok}` has characters other than ASCII letters, digits and `_`",
-                                smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
     try:
+        for tok in tree.scan_values(lambda v: isinstance(v, lark.Token) and v.type == "NAME" and not v.isascii()):
+            # isl, the generated LLVM and C name things after them: ASCII only
+            raise HybridSyntaxError(f"name `{tok}` has characters other than ASCII letters, digits and `_`",
+                                    smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
         with _PARSE_LOCK:  # the tree builder uses Python's ast module, not thread-safe in CPython 3.11
             return _TreeBuilder(smap, text).module(tree)
     except RecursionError:
