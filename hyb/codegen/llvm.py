@@ -48,7 +48,7 @@ _MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos",
          "atan": "atan", "atan2": "atan2", "erf": "erf"}
 _LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
 # Math functions that are single instructions on x86 (the rest become calls, one per vector lane).
-_NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign", "fma", "minnum", "maxnum")
+_NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
 
 _LLTYPES = {
     "bool": ir.IntType(8), "int8": ir.IntType(8), "uint8": ir.IntType(8),
@@ -888,9 +888,12 @@ def vector_width(scalar_calls: bool) -> int | None:
     run faster with 512 (covariance 2.5x, gemm 1.3x on the benchmark machine), except where the
     loop calls a math function that has no vector instruction (`exp` in softmax): those calls are
     made one lane at a time, and wider vectors only add the moving of lanes around them."""
-    if scalar_calls or not llvm.get_host_cpu_features().get("avx512f", False):
-        return None
-    return 512
+    return None if scalar_calls or not _avx512() else 512
+
+
+@functools.lru_cache(maxsize=None)
+def _avx512() -> bool:
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
 
 
 @functools.lru_cache(maxsize=None)

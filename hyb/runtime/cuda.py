@@ -160,19 +160,7 @@ class CudaCompiledKernel(CompiledKernel):
         visit(nest.body)
 
     def _uses_scalars(self, s) -> bool:
-        names = set()
-
-        def walk(body):
-            for x in body:
-                if isinstance(x, L.For):
-                    walk(x.body)
-                elif isinstance(x, L.If):
-                    walk(x.then)
-                    walk(x.orelse)
-                else:
-                    names.add(x.stmt)
-
-        walk([s])
+        names = {c.stmt for c in L.calls([s])}
         tensors = self.typed.tensors
         for st in self.poly.statements:
             if st.name in names and any(tensors[a.tensor].kind == "scalar" for a in st.writes + st.reads):

@@ -81,6 +81,18 @@ def constant_trips(s: For):
     return max(0, (last - s.init.value) // s.step + 1)
 
 
+def calls(body):
+    """The statement calls in ``body``, at any depth, in program order."""
+    for s in body:
+        if isinstance(s, StmtCall):
+            yield s
+        elif isinstance(s, If):
+            yield from calls(s.then)
+            yield from calls(s.orelse)
+        else:
+            yield from calls(s.body)
+
+
 def uses(e, var: str) -> bool:
     if isinstance(e, LVar):
         return e.name == var

@@ -449,11 +449,11 @@ class _Shaper:
                     node = node.band_split(n - 1)
                     moved = node.child(0)
                     member = moved.band_get_partial_schedule()
-                    at, depth = moved.delete(), 1
-                    while at.get_type() == isl.schedule_node_type.band:
-                        at, depth = at.child(0), depth + 1
+                    at = moved.delete()  # the first band of the chain
+                    for _ in chain:
+                        at = at.child(0)
                     at = at.insert_partial_schedule(member).band_member_set_coincident(0, 1)
-                    node = at.ancestor(depth)
+                    node = at.ancestor(len(chain) + 1)
                     self.decisions.append(f"band of {n}: innermost member moved below {len(chain)} "
                                           "reduction band(s) (unit stride innermost for the vectoriser)")
         for i in range(node.n_children()):
@@ -674,20 +674,8 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
     marked = 0
 
     def inside(s) -> isl.UnionSet:
-        names = set()
-
-        def walk(body):
-            for t in body:
-                if isinstance(t, L.StmtCall):
-                    names.add(t.stmt)
-                elif isinstance(t, L.For):
-                    walk(t.body)
-                elif isinstance(t, L.If):
-                    walk(t.then)
-                    walk(t.orelse)
-        walk(s.body)
         out = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for n in names:
+        for n in {c.stmt for c in L.calls(s.body)}:
             out = out.union(isl.UnionSet.from_set(p.by_name[n].domain))
         return out
 

@@ -62,7 +62,7 @@ def _candidate(p: PolyProgram, s: L.For) -> bool:
     inner = _instances(s.body)
     if inner is None or inner > MAX_INNER:
         return False
-    calls = list(_calls(s.body))
+    calls = list(L.calls(s.body))
     moving = [_moving(call, s.var) for call in calls]
     if any(k is None or not _writes_move(p, call, k) for call, k in zip(calls, moving)):
         return False
@@ -86,17 +86,6 @@ def _instances(body) -> int | None:
                 return None
             total += trips * inner
     return total
-
-
-def _calls(body):
-    for s in body:
-        if isinstance(s, L.StmtCall):
-            yield s
-        elif isinstance(s, L.If):
-            yield from _calls(s.then)
-            yield from _calls(s.orelse)
-        else:
-            yield from _calls(s.body)
 
 
 def _moving(call: L.StmtCall, var: str) -> int | None:
