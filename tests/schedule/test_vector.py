@@ -154,7 +154,9 @@ def test_partials_match_numpy(vectorize, dims):
     m = mod(schedule={"vectorize": vectorize})
     for dtype, tol in ((np.float32, 1e-4), (np.float64, 1e-12)):
         args = partial_args(*dims, dtype=dtype, seed=sum(dims))
-        np.testing.assert_allclose(m.window_partials(*args), partials_ref(*args), rtol=tol, atol=tol)
+        got = m.window_partials(*args)
+        np.testing.assert_allclose(got, partials_ref(*args), rtol=tol, atol=tol)
+        np.testing.assert_allclose(got, m.window_partials.emulate(*args), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 3), (3, 20, 36), (2, 9, 5)])
@@ -162,11 +164,13 @@ def test_conv_and_column_sums_match_numpy(shape):
     rng = np.random.default_rng(len(shape))
     x = rng.standard_normal(shape)
     w = rng.standard_normal((5, shape[0], 3, 3))
-    np.testing.assert_allclose(mod().conv(x, w), conv_ref(x, w), rtol=1e-12, atol=1e-12)
+    m = mod()
     a = rng.standard_normal((shape[1], shape[2] * 7))
-    np.testing.assert_allclose(mod().column_sums(a), a.sum(axis=0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(mod().strided(a), a.T * 2)
-    np.testing.assert_allclose(mod().row_sums(a), a.sum(axis=1), rtol=1e-12, atol=1e-12)
+    for name, args, want in (("conv", (x, w), conv_ref(x, w)), ("column_sums", (a,), a.sum(axis=0)),
+                             ("strided", (a,), a.T * 2), ("row_sums", (a,), a.sum(axis=1))):
+        got = m.kernels[name](*args)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(got, m.kernels[name].emulate(*args), rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 def test_vectorize_option_must_be_a_bool():
