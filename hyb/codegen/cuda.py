@@ -379,9 +379,9 @@ class _Writer:
 class _Generator:
     def __init__(self, nest: L.LoopNest, fastmath: bool = False):
         self.nest = nest
-        self.k: T.TypedKernel = nest.poly.kernel
+        self.k: T.TypedKernel = nest.kernel
         self.fastmath = fastmath
-        self.checked = nest.poly.runtime_checked
+        self.checked = nest.runtime_checked
         self.params = [n for n in self.k.inputs if self.k.tensors[n].kind == "param"]
         self.buffers = [n for n in buffer_order(self.k) if n not in self.params]
         self.scalars = [t.name for t in self.k.tensors.values() if t.kind == "scalar"]

@@ -101,7 +101,7 @@ class Generated:
 class _FunctionBuilder:
     def __init__(self, nest: L.LoopNest, options: Options, module: ir.Module, fname: str):
         self.nest = nest
-        self.k: T.TypedKernel = nest.poly.kernel
+        self.k: T.TypedKernel = nest.kernel
         self.opt = options
         self.module = module
         order = buffer_order(self.k)
@@ -119,7 +119,7 @@ class _FunctionBuilder:
         self.scalar_calls = False  # calls a math function that has no vector instruction
         self.n_parallel = 0
         self.sites: list = []
-        self.checked = nest.poly.runtime_checked
+        self.checked = nest.runtime_checked
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
         # Stack slots live in the entry block, which only branches to `start`: an alloca made
@@ -863,7 +863,7 @@ def function_name(k: T.TypedKernel) -> str:
 
 def generate_ir(nest: L.LoopNest, options: Options) -> Generated:
     """Unoptimised LLVM IR text of the kernel, with its run-time check sites."""
-    k = nest.poly.kernel
+    k = nest.kernel
     if not half_in_hardware():
         span = _first_float16(k)
         if span is not False:

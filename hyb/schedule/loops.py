@@ -62,6 +62,15 @@ class LoopNest:
     def statements(self) -> dict:
         return self.poly.by_name
 
+    @property
+    def kernel(self):
+        """The typed kernel the statements belong to."""
+        return self.poly.kernel
+
+    @property
+    def runtime_checked(self):
+        return self.poly.runtime_checked
+
 
 def upper_bound(s: For):
     """(op, bound) when the loop's condition is ``var <= bound`` or ``var < bound``."""
