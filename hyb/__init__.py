@@ -13,17 +13,18 @@
     add.emulate(x, y)    # the reference interpreter
 """
 from .errors import (HybridArgumentError, HybridCompileError, HybridError, HybridIndexError,
-                     HybridNameError, HybridSyntaxError, HybridTypeError, HybridUnsupportedError,
-                     HybridWarning)
+                     HybridInternalError, HybridNameError, HybridSyntaxError, HybridTypeError,
+                     HybridUnsupportedError, HybridWarning)
 from .runtime.compiler import CompiledKernel
 from .runtime.kernel import HybModule, Kernel, compile_source, hybrid, load
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "hybrid", "load", "compile_source", "Kernel", "CompiledKernel", "HybModule",
     "HybridError", "HybridSyntaxError", "HybridNameError", "HybridTypeError", "HybridIndexError",
-    "HybridArgumentError", "HybridUnsupportedError", "HybridCompileError", "HybridWarning", "__version__",
+    "HybridArgumentError", "HybridUnsupportedError", "HybridCompileError", "HybridInternalError", "HybridWarning",
+    "__version__",
 ]
 
 # --- Tensors, autograd, cells and context (issue 6: hyb/tensor.py, autograd.py, nn.py, context.py) ---

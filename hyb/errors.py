@@ -119,3 +119,20 @@ class HybridUnsupportedError(HybridError, NotImplementedError):
 
 class HybridCompileError(HybridError):
     """An internal failure while compiling a valid kernel (a bug in hyb)."""
+
+
+REPORT_URL_HINT = ("this is a bug in hyb, not in your kernel: please report it with the kernel's source, the "
+                   "argument shapes and dtypes, and this message")
+
+
+class HybridInternalError(Exception):
+    """A bug in hyb itself, met while compiling or running a valid kernel.
+
+    Deliberately not a :class:`HybridError`: code that catches its own mistakes as
+    ``HybridError`` does not swallow a compiler bug.  The message says what to report."""
+
+    def __init__(self, message: str, stage: str | None = None):
+        self.message = message
+        self.stage = stage
+        where = f" (stage: {stage})" if stage else ""
+        super().__init__(f"internal compiler error{where}: {message}\nhint: {REPORT_URL_HINT}")
