@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HybridError
-from . import highlight
+from ..dsl import highlight
 from .argspec import UsageError, bind, check_usage, parse_spec, parse_value
 from .progress import Progress
 
@@ -458,22 +459,16 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args, rest) -> int:
-    """Run the benchmark suite of the source tree (benchmarks/ beside the hyb package)."""
+    """Run the benchmark suite of the source tree (benchmarks/ beside the hyb package) as
+    ``python -m benchmarks`` in a child process started in that tree."""
     root = Path(__file__).resolve().parents[2]
     if not (root / "benchmarks" / "__init__.py").is_file():
         print("error: the benchmark suite is not here: `hyb bench` runs benchmarks/ of a source checkout "
-              f"(looked in {root})", file=sys.stderr)
+              f"(looked in {root}); in a checkout, run `python -m benchmarks` from its root", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(root))
-    os.chdir(root)
-    from benchmarks import main as bench_main
-    if not any(a in ("-h", "--help") for a in rest):
-        return bench_main(rest)
-    try:
-        bench_main(rest)
-    except SystemExit as e:
-        if e.code:
-            return e.code
+    code = subprocess.call([sys.executable, "-m", "benchmarks", *rest], cwd=root)
+    if code or not any(a in ("-h", "--help") for a in rest):
+        return code
     print("\nexample:\n  hyb bench --size small --kernels gemm,atax      # two kernels, small sizes\n"
           "  hyb bench --list                                # the kernels of the suite")
     return 0

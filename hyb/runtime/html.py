@@ -30,7 +30,7 @@ _STYLE = """
 
 
 def _highlighted(text: str, stage: str) -> str:
-    from ..cli import highlight
+    from ..dsl import highlight
 
     return highlight.html(text, highlight.STAGE_LANGUAGE.get(stage, ""))
 
@@ -46,7 +46,7 @@ def tabs(title_html: str, panels: list) -> str:
         f".{uid} > #{uid}-{i}:checked + label {{ background: white; font-weight: bold; }}\n"
         f".{uid} > #{uid}-{i}:checked ~ div.hyb-panel-{i} {{ display: block; }}"
         for i in range(len(panels)))
-    from ..cli import highlight
+    from ..dsl import highlight
 
     style = _STYLE.format(c=uid, checked=checked, colors=highlight.css(uid))
     parts = [f'<div class="{uid}">', f"<style>{style}</style>",
@@ -83,7 +83,7 @@ def kernel_html(kernel) -> str:
     compiled = [", ".join(str(s) for s in specs) for (specs, _target) in list(getattr(kernel, "_cache", {}))]
     rows = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in compiled)
     note = f"<div>compiled for:<ul>{rows}</ul></div>" if rows else "<div>not compiled yet</div>"
-    from ..cli import highlight
+    from ..dsl import highlight
 
     uid = _unique()
     return (f'<div class="{uid}"><style>{highlight.css(uid)}</style>{title}'

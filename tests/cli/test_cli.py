@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hyb
-from hyb.cli import highlight
+from hyb.dsl import highlight
 from hyb.cli.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Syntax colouring for what `hyb` prints: kernels, loops, LLVM IR, assembly, isl sets.
+"""Syntax colouring of kernels, loops, LLVM IR, assembly and isl sets, for the CLI and the notebook view.
 
 A few regular expressions per language split text into tokens of a handful of kinds
 (keyword, builtin, comment, string, number, type, variable, label); :func:`ansi` paints
