@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import autograd
+from . import tape
 from .errors import HybridTypeError, HybridUnsupportedError
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple",
@@ -69,16 +69,16 @@ def _apply(name, inputs, forward, backward=None):
     """
     arrays = [_data(x) for x in inputs]
     out = Tensor.from_numpy(np.asarray(forward(*arrays)))
-    if backward is not None and autograd.needs_grad(*inputs):
-        need = [autograd.needs_grad(x) for x in inputs]
+    if backward is not None and tape.needs_grad(*inputs):
+        need = [tape.needs_grad(x) for x in inputs]
 
         def vjp(douts):
             grads = backward(douts[0], *arrays)
-            return [autograd.unbroadcast(g, np.shape(a)) if (g is not None and n) else None
+            return [tape.unbroadcast(g, np.shape(a)) if (g is not None and n) else None
                     for g, a, n in zip(grads, arrays, need)]
 
         vjp.__name__ = name
-        autograd.record(inputs, [out], vjp, name)
+        tape.record(inputs, [out], vjp, name)
     return out
 
 
@@ -417,7 +417,7 @@ class Tensor:
                 return _apply(name, list(inputs), fwd, bwd)
             if name in _NO_GRAD:
                 return _apply(name, list(inputs), ufunc)
-        if autograd.needs_grad(*inputs):
+        if tape.needs_grad(*inputs):
             raise HybridUnsupportedError(f"numpy.{name} ({method}) has no gradient in hyb", None,
                                          "use Tensor arithmetic, or a Custom operator with a bprop")
         if "out" in kwargs:

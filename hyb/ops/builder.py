@@ -147,7 +147,7 @@ class CustomOpBuilder:
     def _key(self) -> str:
         import pybind11
 
-        from .. import __version__
+        from ..version import __version__
         files = {}
         search = [_INCLUDE] + self.include_paths
         for src in self.sources:
