@@ -13,7 +13,7 @@ import numpy as np
 from .errors import HybridArgumentError, HybridTypeError
 from .tape import (Node, enable_grad, gradients, is_grad_enabled, needs_grad, no_grad, record,
                    unbroadcast)
-from .tensor import Parameter, Tensor
+from .tensor import Tensor
 
 __all__ = ["needs_grad", "record", "no_grad", "enable_grad", "is_grad_enabled", "gradients", "unbroadcast",
            "grad", "value_and_grad", "GradOperation", "Node"]
