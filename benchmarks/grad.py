@@ -1,4 +1,4 @@
-"""The gradient column (`--grad`, issue 5): hyb's gradient kernel (``kernel.grad()``, called with the
+"""The gradient column (`--grad`): hyb's gradient kernel (``kernel.grad()``, called with the
 forward inputs and one dout per output) timed beside the forward kernel, for gemm, conv2d, softmax,
 layernorm and jacobi-2d. Before it is timed, each gradient is checked against a NumPy reference
 gradient, on the mini size and on the size being run.
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from .peers import Runner, hyb_module, hyb_options, hyb_threads_env
-from .report import GRAD_TARGET as TARGET_RATIO  # noqa: F401 - the issue 5 target, at most 3x the forward time
+from .report import GRAD_TARGET as TARGET_RATIO  # noqa: F401 - the target: at most 3x the forward time
 from .report import agrees
 
 GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")

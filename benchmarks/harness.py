@@ -1,5 +1,5 @@
 """The benchmark run: for each kernel, hyb's cold compile time, a cross-check of every version's
-results, then interleaved timing; and the float32 gemm 1024³ targets of issue 4.
+results, then interleaved timing; and the float32 gemm 1024³ targets.
 
 ``python -m benchmarks --help`` lists the options; :func:`main` is what ``hyb bench`` calls.
 """
@@ -91,7 +91,7 @@ def parse_args(argv):
     ap.add_argument("--grad", action="store_true",
                     help="also time hyb's gradient kernel (kernel.grad(), called with the inputs and one dout per "
                          f"output) of {', '.join(gradbench.GRAD_KERNELS)}, as a ratio to the forward kernel's time "
-                         f"(issue 5 target: at most {gradbench.TARGET_RATIO:g}x); each gradient is checked against a "
+                         f"(target: at most {gradbench.TARGET_RATIO:g}x); each gradient is checked against a "
                          "NumPy reference gradient on the mini size and on the size run before it is timed, and the "
                          "results get a `Gradient kernels` table")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")

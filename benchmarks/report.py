@@ -181,7 +181,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
     return "\n".join(out) + "\n"
 
 
-GRAD_TARGET = 3.0  # issue 5: gradient time at most 3x the forward kernel's
+GRAD_TARGET = 3.0  # a gradient kernel should take at most 3x the forward kernel's time
 
 
 def grad_markdown(rows: list) -> list:
@@ -190,7 +190,7 @@ def grad_markdown(rows: list) -> list:
            "hyb's gradient kernel (`kernel.grad()`, called with the forward inputs and one dout per output) timed "
            "in the same interleaved rounds as the forward kernel; before timing, its gradients were checked against "
            "NumPy reference gradients on the mini size and on this size (largest error relative to the largest "
-           f"|gradient|). Issue 5 target: gradient ≤ {GRAD_TARGET:g}× the forward time.", "",
+           f"|gradient|). Target: gradient ≤ {GRAD_TARGET:g}× the forward time.", "",
            "| kernel | dims | check | error mini / this size | forward ms | gradient ms | gradient / forward "
            f"| ≤ {GRAD_TARGET:g}× | tape bytes | gradient compile s |",
            "|---|---|---|--:|--:|--:|--:|---|--:|--:|"]
@@ -237,7 +237,7 @@ def gemm_markdown(g: dict) -> list:
 
 
 def targets(rows: list, gemm: dict | None) -> list:
-    """Issue 4 item 5, as (what, measured text, met: True/False/None)."""
+    """The speed targets of the suite, as (what, measured text, met: True/False/None)."""
     res = []
     if gemm:
         r = gemm["rows"]
@@ -264,7 +264,7 @@ def targets_markdown(rows: list, gemm: dict | None) -> list:
     t = targets(rows, gemm)
     if not t:
         return []
-    out = ["## Issue 4 targets", "", "| target | measured | |", "|---|---|---|"]
+    out = ["## Speed targets", "", "| target | measured | |", "|---|---|---|"]
     for what, measured, met in t:
         out.append(f"| {what} | {measured} | {'met' if met else ('**missed**' if met is False else '—')} |")
     out.append("")

@@ -27,7 +27,7 @@ __all__ = [
     "__version__",
 ]
 
-# --- Tensors, autograd, cells and context (issue 6: hyb/tensor.py, autograd.py, nn.py, context.py) ---
+# MindSpore's eager layer: tensors, the tape's grad/value_and_grad, cells and the global context.
 from . import context, dtype, nn
 from .autograd import grad, value_and_grad
 from .context import GRAPH_MODE, PYNATIVE_MODE, get_context, set_context, set_device
@@ -41,12 +41,12 @@ __all__ += [
     "uint8", "uint16", "uint32", "uint64", "bool_",
 ]
 
-# --- Custom operators (issue 6: hyb/ops) ---
+# Custom operators and their registration.
 from . import ops
 
 __all__ += ["ops"]
 
-# --- Function interface and C++ operators (issue 9: hyb/function.py, hyb/ops/builder.py) ---
+# Forward and backward written together (Function), and C++ operators built with CustomOpBuilder.
 from .function import AutogradContext, Function
 from .ops.builder import include_dir
 

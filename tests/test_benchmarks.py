@@ -53,7 +53,7 @@ def test_table_csv_and_chart_are_written(run):
     for name in KERNELS:
         assert f"| {name} |" in md
     assert "Geometric mean of hyb's speedup, PolyBench kernels" in md
-    assert "## Issue 4 targets" in md
+    assert "## Speed targets" in md
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["kernel"] for r in rows] == list(KERNELS)
@@ -89,7 +89,7 @@ def test_every_kernel_has_sizes_and_data():
         assert required in names
 
 
-# ------------------------------------------------------------------ --grad: the gradient column (issue 5)
+# ------------------------------------------------------------------ --grad: the gradient column
 
 GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HybridError
+from ..runtime.kernel import compile_source, load
 from ..dsl import highlight
 from .argspec import UsageError, bind, check_usage, parse_spec, parse_value
 from .progress import Progress
@@ -86,11 +87,9 @@ def kernel_options(args) -> dict:
 
 def load_module(path: str, args):
     """The kernels of a .hyb file (a missing file or a syntax error is an error in the kernel: exit 1)."""
-    import hyb
-
     options = kernel_options(args)
     try:
-        return hyb.load(path, **options)
+        return load(path, **options)
     except OSError as e:
         raise HybridError(f"cannot read {path}: {e.strerror or e}") from None
 
@@ -364,8 +363,6 @@ def merge_gradients(sources: list, path: str) -> str:
 
 
 def cmd_grad(args) -> int:
-    import hyb
-
     mod = load_module(args.file, args)
     names = [select_kernel(mod, args.kernel, args.file).name] if args.kernel else list(mod.kernels)
     sources, failed = [], []
@@ -379,7 +376,7 @@ def cmd_grad(args) -> int:
                 report(e.render(), args)
     if sources:
         text = merge_gradients(sources, args.file)
-        hyb.compile_source(text, args.output or "<gradients>")  # what is written parses
+        compile_source(text, args.output or "<gradients>")  # what is written parses
         if args.output and args.output != "-":
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             Path(args.output).write_text(text)
@@ -428,8 +425,6 @@ def matmul(a, b):
 
 
 def cmd_demo(args) -> int:
-    import hyb
-
     color = use_color(sys.stdout, args.color)
 
     def show(text, lang):
@@ -437,7 +432,7 @@ def cmd_demo(args) -> int:
 
     print("kernel (hybrid language):\n")
     print("    " + show(DEMO_SOURCE, "hyb").replace("\n", "\n    "))
-    mod = hyb.compile_source(DEMO_SOURCE, "<demo>")
+    mod = compile_source(DEMO_SOURCE, "<demo>")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 3)).astype(np.float32)
     b = rng.standard_normal((3, 5)).astype(np.float32)

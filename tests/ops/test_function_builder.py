@@ -1,4 +1,4 @@
-"""The Function interface and CustomOpBuilder (issue 9): hyb.Function in Python
+"""The Function interface and CustomOpBuilder: hyb.Function in Python
 (save_for_backward, saved_tensors, needs_input_grad, apply on the tape of grad /
 value_and_grad / GradOperation, hybrid kernels inside forward), the C++ header
 hyb_extension.h (BaseTensor, Function<T>, AutogradContext) built by hyb.ops.CustomOpBuilder

@@ -1,5 +1,5 @@
 """hyb.Tensor, hyb.Parameter, the tape (hyb.autograd), grad / value_and_grad / GradOperation,
-hyb.nn.Cell and set_context, with MindSpore's semantics (issue 6)."""
+hyb.nn.Cell and set_context, with MindSpore's semantics."""
 import numpy as np
 import pytest
 
