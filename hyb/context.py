@@ -37,6 +37,7 @@ def set_context(**kwargs) -> None:
                                       "use device_target=\"CPU\" or device_target=\"GPU\"")
         kwargs["device_target"] = target.upper()
     _settings.update(kwargs)
+    _push_target()
 
 
 def set_device(device_target: str, device_id: int | None = None) -> None:
@@ -65,3 +66,10 @@ def _reset() -> None:
     """Back to the defaults (for tests)."""
     _settings.clear()
     _settings.update(_DEFAULTS)
+    _push_target()
+
+
+def _push_target() -> None:
+    """Kernels made without ``target=`` compile for the device target's back end."""
+    from .runtime.kernel import set_default_target
+    set_default_target("cuda" if _settings["device_target"] == "GPU" else "cpu")

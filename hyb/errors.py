@@ -121,7 +121,7 @@ class HybridCompileError(HybridError):
     """An internal failure while compiling a valid kernel (a bug in hyb)."""
 
 
-REPORT_URL_HINT = ("this is a bug in hyb, not in your kernel: please report it with the kernel's source, the "
+REPORT_HINT = ("this is a bug in hyb, not in your kernel: please report it with the kernel's source, the "
                    "argument shapes and dtypes, and this message")
 
 
@@ -135,4 +135,4 @@ class HybridInternalError(Exception):
         self.message = message
         self.stage = stage
         where = f" (stage: {stage})" if stage else ""
-        super().__init__(f"internal compiler error{where}: {message}\nhint: {REPORT_URL_HINT}")
+        super().__init__(f"internal compiler error{where}: {message}\nhint: {REPORT_HINT}")

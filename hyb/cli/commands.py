@@ -58,7 +58,7 @@ def emit(text: str, lang: str | None, args):
 def kernel_options(args) -> dict:
     """The kernel options given by --fastmath, --schedule and --threads."""
     from ..errors import HybridArgumentError
-    from ..schedule.plan import parse_options
+    from ..schedule.options import parse_options
 
     opts = {}
     if getattr(args, "fastmath", False):

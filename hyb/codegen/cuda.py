@@ -44,7 +44,7 @@ import numpy as np
 
 from ..dsl import tir as T
 from ..dsl import types as ty
-from ..errors import HybridCompileError, HybridUnsupportedError
+from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops as L
 from .llvm import CheckSite, buffer_order
 
@@ -281,7 +281,7 @@ def eval_lexpr(e, env: dict):
         return a[0] and a[1]
     if op == "or":
         return a[0] or a[1]
-    raise HybridCompileError(f"internal: loop expression {op}")
+    raise HybridInternalError(f"loop expression {op}", "codegen")
 
 
 def _contains_parallel(stmts) -> bool:
@@ -293,16 +293,6 @@ def _contains_parallel(stmts) -> bool:
             if _contains_parallel(s.then) or _contains_parallel(s.orelse):
                 return True
     return False
-
-
-def _clear_marks(stmts):
-    for s in stmts:
-        if isinstance(s, L.For):
-            s.parallel = False
-            _clear_marks(s.body)
-        elif isinstance(s, L.If):
-            _clear_marks(s.then)
-            _clear_marks(s.orelse)
 
 
 def _vars_used(nodes) -> set:
@@ -502,7 +492,6 @@ class _Generator:
 
     def serial_kernel(self, stmts: list, counters: list) -> Launch:
         name = self.kernel_name()
-        _clear_marks(stmts)
         self.serial = True
         self._begin(name, counters, [])
         self.block(stmts)
@@ -517,7 +506,6 @@ class _Generator:
             if (L.upper_bound(s) is not None and L.upper_bound(g) is not None
                     and not L.uses(g.init, s.var) and not L.uses(L.upper_bound(g)[1], s.var)):
                 inner = g
-        _clear_marks(s.body)
         self.serial = False
         w_extra = ["long long hyb_trips_y", "long long hyb_trips_x"] if inner is not None else ["long long hyb_trips"]
         self._begin(name, counters, w_extra)
@@ -562,7 +550,7 @@ class _Generator:
             elif isinstance(s, L.StmtCall):
                 self.stmt_call(s)
             else:
-                raise HybridCompileError(f"internal: loop IR node {type(s).__name__}")
+                raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
 
     def lexpr(self, e) -> str:
         if isinstance(e, L.LInt):
@@ -586,7 +574,7 @@ class _Generator:
             return f"hyb_floord({a[0]}, {a[1]})"
         if op == "select":
             return f"({a[0]} ? {a[1]} : {a[2]})"
-        raise HybridCompileError(f"internal: loop expression {op}")
+        raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ------------------------------------------------------------- statements
     def stmt_call(self, call: L.StmtCall):

@@ -30,7 +30,8 @@ from llvmlite import ir
 
 from ..dsl import tir as T
 from ..dsl import types as ty
-from ..errors import HybridCompileError, HybridUnsupportedError
+from ..target import host_cpu
+from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops as L
 
 I1 = ir.IntType(1)
@@ -78,9 +79,10 @@ def buffer_order(k: T.TypedKernel) -> list:
     return list(k.inputs) + rest
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     fastmath: bool = False
+    target: object = None  # hyb.target.CpuTarget; None: the host
 
 
 @dataclass
@@ -155,7 +157,7 @@ class _FunctionBuilder:
             elif isinstance(s, L.StmtCall):
                 self.stmt_call(s)
             else:
-                raise HybridCompileError(f"internal: loop IR node {type(s).__name__}")
+                raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
 
     def for_loop(self, s: L.For):
         if s.parallel and not self.outlined and openmp_available():
@@ -367,7 +369,7 @@ class _FunctionBuilder:
             return b.and_(args[0], args[1])
         if op == "or":
             return b.or_(args[0], args[1])
-        raise HybridCompileError(f"internal: loop expression {op}")
+        raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ---------------------------------------------------------- statements
     def stmt_call(self, call: L.StmtCall):
@@ -876,24 +878,19 @@ def generate_ir(nest: L.LoopNest, options: Options) -> Generated:
     fb = _FunctionBuilder(nest, options, module, function_name(k))
     fb.build()
     text = str(module)
-    width = vector_width(fb.scalar_calls)
+    width = vector_width(fb.scalar_calls, options.target or host_cpu())
     if width:
         text = re.sub(r"(?m)^(define [^\n]*\))$", rf'\1 "prefer-vector-width"="{width}"', text)
     return Generated(text, fb.sites)
 
 
-def vector_width(scalar_calls: bool) -> int | None:
+def vector_width(scalar_calls: bool, target) -> int | None:
     """The vector width LLVM should prefer (its "prefer-vector-width" function attribute), or None for
     its own default.  On AVX-512 machines LLVM keeps to 256 bits unless told otherwise; hyb's loops
     run faster with 512 (covariance 2.5x, gemm 1.3x on the benchmark machine), except where the
     loop calls a math function that has no vector instruction (`exp` in softmax): those calls are
     made one lane at a time, and wider vectors only add the moving of lanes around them."""
-    return None if scalar_calls or not _avx512() else 512
-
-
-@functools.lru_cache(maxsize=None)
-def _avx512() -> bool:
-    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+    return None if scalar_calls or not target.avx512 else 512
 
 
 @functools.lru_cache(maxsize=None)
@@ -966,7 +963,7 @@ class JitFunction:
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(name)
         if not self.address:
-            raise HybridCompileError(f"internal: function {name} not found after JIT compilation")
+            raise HybridInternalError(f"function {name} not found after JIT compilation", "codegen")
 
     def _compiled(self, module, buffer: bytes):
         self.object_code = bytes(buffer)

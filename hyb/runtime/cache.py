@@ -1,8 +1,9 @@
 """The disk cache of compiled kernels.
 
-An entry holds what it takes to rebuild a :class:`~hyb.runtime.compiler.CompiledKernel`
-without running the middle end or LLVM's code generator: the optimised LLVM IR, the object
-code MCJIT made from it, the run-time check sites and the compile-time warnings.  Its key
+An entry is the code stage's record, a :class:`~hyb.runtime.pipeline.NativeCode`: what it
+takes to load a kernel without running the middle end or LLVM's code generator (the optimised
+LLVM IR, the object code MCJIT made from it, the run-time check sites and the compile-time
+warnings).  :func:`store` writes a record and :func:`load` reads one back, or None.  Its key
 hashes everything the code depends on (DESIGN.md §6): the kernel's file text and captured
 constants, the signature, the options, hyb's version, llvmlite's and LLVM's versions and the
 CPU's name and features.
@@ -54,7 +55,7 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
     import llvmlite
     import llvmlite.binding as llvm
 
-    from .. import __version__
+    from ..version import __version__
     parts = {
         "hyb": __version__, "code": code_fingerprint(), "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
         "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
@@ -67,7 +68,9 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def load(k: str) -> dict | None:
+def load(k: str):
+    """The record stored under key ``k``, or None (no entry, or one that is damaged or of another
+    format: it is not trusted)."""
     d = directory()
     if d is None:
         return None
@@ -76,26 +79,38 @@ def load(k: str) -> dict | None:
             data = f.read()
     except OSError:
         return None
+    if not data.startswith(FORMAT):
+        return None
+    digest, rest = data[len(FORMAT):len(FORMAT) + 64], data[len(FORMAT) + 65:]
+    if hashlib.sha256(rest).hexdigest().encode() != digest:
+        return None
     try:
-        if not data.startswith(FORMAT):
-            return None
-        digest, rest = data[len(FORMAT):len(FORMAT) + 64], data[len(FORMAT) + 65:]
-        if hashlib.sha256(rest).hexdigest().encode() != digest:
-            return None
         header_len = int(rest[:16])
         header = json.loads(rest[16:16 + header_len])
-        header["object"] = rest[16 + header_len:]
-        return header
-    except (ValueError, KeyError, json.JSONDecodeError):
+        return _record(header, rest[16 + header_len:])
+    except (ValueError, KeyError, TypeError, IndexError, json.JSONDecodeError):
         return None
 
 
-def store(k: str, entry: dict) -> bool:
+def _record(header: dict, object_code: bytes):
+    from ..codegen.llvm import CheckSite
+    from .pipeline import NativeCode
+
+    if not isinstance(header["llvm_opt"], str) or not object_code:
+        raise ValueError("not a code record")
+    sites = tuple(CheckSite(v[0], tuple(v[1]), _span_from_json(v[2])) for v in header["sites"])
+    found = tuple(HybridWarning(v[0], _span_from_json(v[1]), v[2]) for v in header["warnings"])
+    return NativeCode(header["llvm_opt"], object_code, sites, found)
+
+
+def store(k: str, code) -> bool:
+    """Write the code record ``code`` (a NativeCode) under key ``k``; False when it cannot be written."""
     d = directory()
-    if d is None or entry.get("object") is None:
+    if d is None or not code.object:
         return False
-    header = json.dumps({n: v for n, v in entry.items() if n != "object"}).encode()
-    rest = b"%016d" % len(header) + header + entry["object"]
+    header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
+                         "warnings": [_warning_to_json(w) for w in code.warnings]}).encode()
+    rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])
     try:
@@ -121,18 +136,9 @@ def _span_from_json(v) -> Span | None:
     return None if v is None else Span(*v)
 
 
-def site_to_json(site) -> list:
+def _site_to_json(site) -> list:
     return [site.tensor, list(site.shape), _span_to_json(site.span)]
 
 
-def site_from_json(v):
-    from ..codegen.llvm import CheckSite
-    return CheckSite(v[0], tuple(v[1]), _span_from_json(v[2]))
-
-
-def warning_to_json(w: HybridWarning) -> list:
+def _warning_to_json(w: HybridWarning) -> list:
     return [w.message, _span_to_json(w.span), w.hint]
-
-
-def warning_from_json(v) -> HybridWarning:
-    return HybridWarning(v[0], _span_from_json(v[1]), v[2])

@@ -19,37 +19,18 @@ import tempfile
 
 import numpy as np
 
-from ..codegen import cuda as cg
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..codegen import cuda as cuda_codegen
+from ..dsl import tir
+from ..dsl import types
 from ..dsl.check import arg_spec
 from ..errors import HybridArgumentError, HybridError, HybridIndexError, HybridUnsupportedError
-from ..schedule import plan as plan_mod, verify
-from ..schedule import loops as L
-from .compiler import STAGES, CompiledKernel, check_in_place, prepare_arrays
+from ..target import cuda_device
+from .arguments import check_in_place, prepare_arrays
+from .compiler import STAGES, CompiledKernel
+from .pipeline import emit_warnings, middle_end
 
 CUDA_STAGES = ("ast", "isl", "deps", "schedule", "loops", "cuda", "ptx", "emulate", "grad")
 PTX_ARCH = "sm_90"
-
-
-def gpu_schedule_options(schedule) -> plan_mod.ScheduleOptions:
-    """Schedule options for the GPU: no tiling (the grid's blocks are the tiles), isl's loop order
-    (coincident loops outermost, where the grid takes them, rather than the CPU's unit-stride
-    loop innermost) and no minimum amount of work for a parallel loop; a user's ``schedule=``
-    dict overrides each."""
-    opts = plan_mod.parse_options(schedule)
-    if isinstance(schedule, dict):
-        if "tile" not in schedule:
-            opts.tile = False
-        if "min_parallel_work" not in schedule:
-            opts.min_parallel_work = 0
-        if "interchange" not in schedule:
-            opts.interchange = False
-    elif schedule in (None, "auto"):
-        opts.tile = False
-        opts.min_parallel_work = 0
-        opts.interchange = False
-    return opts
 
 
 def _is_device_array(a) -> bool:
@@ -83,15 +64,17 @@ class CudaCompiledKernel(CompiledKernel):
 
     target = "cuda"
 
-    def __init__(self, typed: T.TypedKernel, specs: list, options: dict):
+    def __init__(self, typed: tir.TypedKernel, specs: list, options: dict):
         self.typed = typed
         self.specs = list(specs)
         self.options = dict(options)
         self.name = typed.name
+        self.target_machine = cuda_device()
+        self._middle = middle_end(typed, options, self.target_machine)
+        emit_warnings(self._middle.warnings, stacklevel=6)
         self._stages: dict = {}
         self._asm = None
-        self.diagnostics()
-        self.generated = cg.generate(self.nest, fastmath=bool(options.get("fastmath")))
+        self.generated = cuda_codegen.generate(self.nest, fastmath=bool(options.get("fastmath")))
         self._stages["cuda"] = self.generated.source
         self.check_sites = self.generated.sites
         self.buffers = self.generated.buffers
@@ -103,69 +86,6 @@ class CudaCompiledKernel(CompiledKernel):
                            for n in typed.outputs]
         self._module = None
         self._functions: dict = {}
-        self.cache_entry = None
-
-    # ------------------------------------------------------------ stages
-    @property
-    def plan(self):
-        return self._stage("plan", lambda: plan_mod.plan(self.poly, self.deps,
-                                                         gpu_schedule_options(self.options.get("schedule"))))
-
-    def _make_nest(self) -> L.LoopNest:
-        nest = super()._make_nest()
-        self._map_more(nest)
-        return nest
-
-    def _map_more(self, nest: L.LoopNest):
-        """More of the loops on the grid than the scheduler's one parallel band, each checked on the
-        loops themselves (:func:`hyb.schedule.verify.violations`: no dependence carried):
-
-        * a loop beside the parallel one (or at the top level) with no parallel loop inside and no
-          scalar local used inside is marked parallel too (its own grid launch);
-        * the inner loop of a parallel loop whose body is that one loop is marked too (a 2-D grid)."""
-        if not gpu_schedule_options(self.options.get("schedule")).parallel:
-            return  # schedule="original" or {"parallel": False}: nothing on the grid
-        # `serial` loops stay in order and off the grid, as on the CPU.
-        deps = self.deps.all.union(plan_mod.serial_order(self.poly))
-        decisions = self.plan.decisions
-
-        def carried_by_none() -> bool:
-            broken = verify.violations(nest, deps)
-            return broken is not None and broken.is_empty()
-
-        def visit(block):
-            for s in block:
-                if isinstance(s, L.For) and s.parallel:
-                    if len(s.body) == 1 and isinstance(s.body[0], L.For):
-                        inner = s.body[0]
-                        inner.parallel = True
-                        if carried_by_none():
-                            decisions.append(f"GPU: loops `{s.var}` and `{inner.var}` carry no dependence: "
-                                             "a 2-D grid")
-                        else:
-                            inner.parallel = False
-                elif isinstance(s, L.For) and cg._contains_parallel(s.body):
-                    visit(s.body)  # walked by the host: its loops are launched one by one
-                elif isinstance(s, L.If) and (cg._contains_parallel(s.then) or cg._contains_parallel(s.orelse)):
-                    visit(s.then)
-                    visit(s.orelse)
-                elif isinstance(s, L.For) and not self._uses_scalars(s):
-                    s.parallel = True
-                    if carried_by_none():
-                        decisions.append(f"GPU: loop `{s.var}` carries no dependence: a grid of its own")
-                        visit([s])
-                    else:
-                        s.parallel = False
-
-        visit(nest.body)
-
-    def _uses_scalars(self, s) -> bool:
-        names = {c.stmt for c in L.calls([s])}
-        tensors = self.typed.tensors
-        for st in self.poly.statements:
-            if st.name in names and any(tensors[a.tensor].kind == "scalar" for a in st.writes + st.reads):
-                return True
-        return False
 
     def inspect(self, stage: str = "loops") -> str:
         """As :meth:`CompiledKernel.inspect`, with ``"cuda"`` (the CUDA C) and ``"ptx"`` (nvcc's PTX
@@ -246,7 +166,7 @@ class CudaCompiledKernel(CompiledKernel):
         for name, kind, a in zip(k.inputs, self._kinds, arrays):
             t = k.tensors[name]
             if kind == "param":
-                dt = ty.concrete(t.dtype)
+                dt = types.concrete(t.dtype)
                 params.append(np.array(a, dtype="uint8" if dt == "bool" else dt)[()])
                 continue
             if _is_device_array(a):
@@ -264,7 +184,7 @@ class CudaCompiledKernel(CompiledKernel):
         made = []
         for n in self._made_names:
             t = k.tensors[n]
-            nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(ty.concrete(t.dtype)).itemsize
+            nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(types.concrete(t.dtype)).itemsize
             alloc = drv.mem_alloc(max(1, nbytes))
             drv.memset_d8(alloc, 0, max(1, nbytes))
             keep.append(alloc)
@@ -299,7 +219,7 @@ class CudaCompiledKernel(CompiledKernel):
                 continue
             n = self._made_names[-i - 1]
             t = k.tensors[n]
-            dtype = np.dtype(ty.concrete(t.dtype))
+            dtype = np.dtype(types.concrete(t.dtype))
             if any_device:
                 from pycuda import gpuarray
                 outs.append(gpuarray.GPUArray(t.shape, dtype, gpudata=made[-i - 1]))
@@ -310,7 +230,7 @@ class CudaCompiledKernel(CompiledKernel):
                 outs.append(host)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _launch(self, it: cg.Launch, env: dict, fixed: list):
+    def _launch(self, it: cuda_codegen.Launch, env: dict, fixed: list):
         shape = launch_shape(it, env)
         if shape is not None:
             grid, block, extra = shape
@@ -321,43 +241,43 @@ class CudaCompiledKernel(CompiledKernel):
 def walk_plan(items, env: dict, launch):
     """Run a launch plan: host loops and conditions evaluated here, ``launch(Launch, env)`` for each kernel."""
     for it in items:
-        if isinstance(it, cg.Launch):
+        if isinstance(it, cuda_codegen.Launch):
             launch(it, env)
-        elif isinstance(it, cg.HostFor):
+        elif isinstance(it, cuda_codegen.HostFor):
             s = it.loop
-            v = cg.eval_lexpr(s.init, env)
+            v = cuda_codegen.eval_lexpr(s.init, env)
             while True:
                 env[s.var] = v
-                if not cg.eval_lexpr(s.cond, env):
+                if not cuda_codegen.eval_lexpr(s.cond, env):
                     break
                 walk_plan(it.body, env, launch)
                 v += s.step
             env.pop(s.var, None)
         else:
-            walk_plan(it.then if cg.eval_lexpr(it.cond, env) else it.orelse, env, launch)
+            walk_plan(it.then if cuda_codegen.eval_lexpr(it.cond, env) else it.orelse, env, launch)
 
 
-def launch_shape(it: cg.Launch, env: dict):
+def launch_shape(it: cuda_codegen.Launch, env: dict):
     """(grid, block, trailing int64 arguments) of one launch, or None when it has no iterations."""
     if it.dims == 0:
         return (1, 1), (1, 1, 1), []
     if it.dims == 1:
-        trips = cg.trip_count(it.loop, env)
+        trips = cuda_codegen.trip_count(it.loop, env)
         if trips is None:  # the kernel strides over a fixed grid while the loop's condition holds
-            return (cg.GRID_STRIDE_BLOCKS, 1), (cg.BLOCK_1D, 1, 1), [np.int64(1 << 62)]
+            return (cuda_codegen.GRID_STRIDE_BLOCKS, 1), (cuda_codegen.BLOCK_1D, 1, 1), [np.int64(1 << 62)]
         if trips <= 0:
             return None
-        return (min(-(-trips // cg.BLOCK_1D), (1 << 31) - 1), 1), (cg.BLOCK_1D, 1, 1), [np.int64(trips)]
-    ty_ = cg.trip_count(it.loop, env)
-    tx = cg.trip_count(it.inner, {**env, it.loop.var: cg.eval_lexpr(it.loop.init, env)})
+        return (min(-(-trips // cuda_codegen.BLOCK_1D), (1 << 31) - 1), 1), (cuda_codegen.BLOCK_1D, 1, 1), [np.int64(trips)]
+    ty_ = cuda_codegen.trip_count(it.loop, env)
+    tx = cuda_codegen.trip_count(it.inner, {**env, it.loop.var: cuda_codegen.eval_lexpr(it.loop.init, env)})
     if not ty_ or not tx or ty_ <= 0 or tx <= 0:
         return None
-    bx, by = cg.BLOCK_2D
+    bx, by = cuda_codegen.BLOCK_2D
     grid = (min(-(-tx // bx), (1 << 31) - 1), min(-(-ty_ // by), 65535))
     return grid, (bx, by, 1), [np.int64(ty_), np.int64(tx)]
 
 
-def _device_pointer(a, t: T.Tensor) -> int:
+def _device_pointer(a, t: tir.Tensor) -> int:
     if hasattr(a, "__cuda_array_interface__"):
         cai = a.__cuda_array_interface__
         strides = cai.get("strides")
@@ -433,8 +353,8 @@ def nvcc_ptx(source: str, options=(), arch: str = PTX_ARCH) -> str:
             f.write(source)
         r = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *options, "-o", out, src], capture_output=True, text=True)
         if r.returncode != 0:
-            from ..errors import HybridCompileError
-            raise HybridCompileError(f"internal: nvcc failed on the generated CUDA C:\n{r.stderr.strip()}", None, None)
+            from ..errors import HybridInternalError
+            raise HybridInternalError(f"nvcc failed on the generated CUDA C:\n{r.stderr.strip()}", "cuda")
         with open(out) as f:
             return f.read()
 

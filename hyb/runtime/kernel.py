@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import autodiff
 from ..dsl import ast as A
-from ..schedule.plan import parse_options as parse_schedule_options
+from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
 from ..dsl.check import arg_specs, check_kernel
@@ -23,6 +23,15 @@ from . import cache
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 
 _TARGETS = ("cpu", "cuda")
+_default_target = ["cpu"]  # the back end of kernels made without target=
+
+
+def set_default_target(target: str) -> None:
+    """The back end of kernels made without ``target=``: ``"cpu"`` or ``"cuda"``.  The operator
+    layer sets it from ``hyb.set_context(device_target=...)``; the runtime reads no global context."""
+    if target not in _TARGETS:
+        raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
+    _default_target[0] = target
 
 
 def _validate_options(options: dict) -> dict:
@@ -85,12 +94,11 @@ class Kernel:
 
     @property
     def target(self) -> str:
-        """``"cpu"`` or ``"cuda"``: the kernel's ``target=`` option, else the context's device target
-        (``hyb.set_context(device_target="GPU")`` -> ``"cuda"``)."""
+        """``"cpu"`` or ``"cuda"``: the kernel's ``target=`` option, else the default back end
+        (:func:`set_default_target`; ``hyb.set_context(device_target="GPU")`` sets ``"cuda"``)."""
         if self.options["target"] is not None:
             return self.options["target"]
-        from .. import context
-        return "cuda" if context.device_target() == "GPU" else "cpu"
+        return _default_target[0]
 
     def _compiled(self, arrays, target=None) -> CompiledKernel:
         target = target or self.target
@@ -104,23 +112,23 @@ class Kernel:
                 ck = self._cache.get(key)
                 if ck is None:
                     typed = check_kernel(self.kdef, self.module, specs)
-                    if target == "cuda":  # CUDA C is made without pycuda or a GPU; pycuda caches its builds
-                        from . import cuda
-                        ck = self._cache[key] = cuda.compile_kernel(typed, specs, self.options)
-                        ck.kernel = self
-                        return ck
-                    disk_key = cache.key(self.name, self.module, specs, self.options)
-                    entry = cache.load(disk_key)
-                    if entry is not None:
-                        try:
-                            ck = CompiledKernel(typed, specs, self.options, cached=entry)
-                        except Exception:  # an entry that does not rebuild is not trusted
-                            ck = None
-                    if ck is None:
-                        ck = CompiledKernel(typed, specs, self.options)
-                        cache.store(disk_key, ck.cache_entry)
-                    ck.kernel = self
-                    self._cache[key] = ck
+                    ck = self._cache[key] = self.compile_typed(typed, specs, target)
+        return ck
+
+    def compile_typed(self, typed, specs: list, target: str) -> CompiledKernel:
+        """The compiled kernel of a checked signature for ``target`` (``"cpu"``: through the disk
+        cache; ``"cuda"``: CUDA C, made without pycuda or a GPU, which caches its own builds)."""
+        if target == "cuda":
+            from . import cuda
+            ck = cuda.compile_kernel(typed, specs, self.options)
+        else:
+            disk_key = cache.key(self.name, self.module, specs, self.options)
+            entry = cache.load(disk_key)
+            ck = CompiledKernel.restore(typed, specs, self.options, entry) if entry is not None else None
+            if ck is None:
+                ck = CompiledKernel.build(typed, specs, self.options)
+                cache.store(disk_key, ck.code)
+        ck.kernel = self
         return ck
 
     def __call__(self, *args):

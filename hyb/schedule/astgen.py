@@ -1,9 +1,11 @@
 """isl AST generation: a schedule → loop IR (:mod:`hyb.schedule.loops`)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
-from ..errors import HybridCompileError
+from ..errors import HybridInternalError
 from . import loops as L
 from .extract import PolyProgram
 
@@ -28,13 +30,13 @@ def convert_expr(e: isl.AstExpr):
         return L.LVar(e.get_id().get_name())
     op = e.get_op_type()
     if op not in _OPS:
-        raise HybridCompileError(f"internal: isl AST operation {op} is not handled")
-    return L.LOp(_OPS[op], [convert_expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())])
+        raise HybridInternalError(f"isl AST operation {op} is not handled", "loops")
+    return L.LOp(_OPS[op], tuple(convert_expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())))
 
 
 def _const_step(e: isl.AstExpr) -> int:
     if e.get_type() != isl.ast_expr_type.int:
-        raise HybridCompileError("internal: isl produced a loop with a non-constant step")
+        raise HybridInternalError("isl produced a loop with a non-constant step", "loops")
     return e.get_val().to_python()
 
 
@@ -49,46 +51,56 @@ def convert_node(n: isl.AstNode) -> list:
     if t == isl.ast_node_type.for_:
         var = n.for_get_iterator().get_id().get_name()
         init = convert_expr(n.for_get_init())
-        body = convert_node(n.for_get_body())
+        body = tuple(convert_node(n.for_get_body()))
         if n.for_is_degenerate():
             # A loop that runs once: bind the iterator with a one-trip loop LLVM folds away.
-            return [L.For(var, init, L.LOp("le", [L.LVar(var), init]), 1, body)]
+            return [L.For(var, init, L.LOp("le", (L.LVar(var), init)), 1, body)]
         return [L.For(var, init, convert_expr(n.for_get_cond()), _const_step(n.for_get_inc()), body)]
     if t == isl.ast_node_type.if_:
         cond = convert_expr(n.if_get_cond())
-        then = convert_node(n.if_get_then_node())
-        orelse = convert_node(n.if_get_else_node()) if n.if_has_else_node() else []
+        then = tuple(convert_node(n.if_get_then_node()))
+        orelse = tuple(convert_node(n.if_get_else_node())) if n.if_has_else_node() else ()
         return [L.If(cond, then, orelse)]
     if t == isl.ast_node_type.user:
         call = n.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
         args = [convert_expr(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg())]
-        return [L.StmtCall(name, args)]
+        return [L.StmtCall(name, tuple(args))]
     if t == isl.ast_node_type.mark:
         body = convert_node(n.mark_get_node())
         if n.mark_get_id().get_name() == "parallel":
-            _mark_first_for(body)
+            return _mark_first_for(body)[0]
         return body
-    raise HybridCompileError(f"internal: isl AST node {t} is not handled")
+    raise HybridInternalError(f"isl AST node {t} is not handled", "loops")
 
 
-def _mark_first_for(body: list) -> bool:
-    for s in body:
+def _mark_first_for(body) -> tuple:
+    """``(body with its first loop marked parallel, whether one was found)``."""
+    out = list(body)
+    for k, s in enumerate(out):
         if isinstance(s, L.For):
-            s.parallel = True
-            return True
-        if isinstance(s, L.If) and (_mark_first_for(s.then) or _mark_first_for(s.orelse)):
-            return True
-    return False
+            out[k] = replace(s, parallel=True)
+            return out, True
+        if isinstance(s, L.If):
+            then, found = _mark_first_for(s.then)
+            if not found:
+                orelse, found = _mark_first_for(s.orelse)
+                if found:
+                    out[k] = replace(s, orelse=tuple(orelse))
+            else:
+                out[k] = replace(s, then=tuple(then))
+            if found:
+                return out, True
+    return out, False
 
 
 def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> L.LoopNest:
     """Loop IR for ``p`` under ``schedule`` (an isl schedule tree; None: the original program order)."""
     if not p.statements:
-        return L.LoopNest(p, [])
+        return L.LoopNest.of(p, ())
     build = isl.AstBuild.from_context(isl.Set("{ : }"))
     if schedule is None:
         node = build.node_from_schedule_map(p.union("schedule").intersect_domain(p.union("domain")))
     else:
         node = build.node_from_schedule(schedule)
-    return L.LoopNest(p, convert_node(node))
+    return L.LoopNest.of(p, convert_node(node))

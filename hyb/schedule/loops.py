@@ -6,70 +6,93 @@ which a back end evaluates with the statement's loop variables bound to ``StmtCa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 
-@dataclass
+@dataclass(frozen=True)
 class LInt:
     value: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class LVar:
     name: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class LOp:
     # add sub mul neg min max fdiv_q (floor) pdiv_q pdiv_r zdiv_r div select
     # eq le lt ge gt and or
     op: str
-    args: list
+    args: tuple
 
 
-@dataclass
+@dataclass(frozen=True)
 class For:
     var: str
     init: object
     cond: object  # evaluated before each iteration
     step: int
-    body: list
+    body: tuple
     parallel: bool = False
     vector: bool = False  # for LLVM's loop vectoriser whole: not unrolled first (schedule.vector)
 
 
-@dataclass
+@dataclass(frozen=True)
 class If:
     cond: object
-    then: list
-    orelse: list = field(default_factory=list)
+    then: tuple
+    orelse: tuple = ()
 
 
-@dataclass
+@dataclass(frozen=True)
 class StmtCall:
     stmt: str  # statement name
-    args: list  # one LExpr per loop variable of the statement
+    args: tuple  # one LExpr per loop variable of the statement
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopNest:
-    """A kernel's code shape: the loop IR plus the statements it calls."""
+    """A kernel's code shape: the loop IR and what a back end needs to run the statements it calls."""
 
-    poly: object  # extract.PolyProgram
-    body: list
+    kernel: object  # dsl.tir.TypedKernel
+    statements: dict  # statement name -> extract.Statement (its typed IR, guards and loop variables)
+    runtime_checked: frozenset  # subscripts checked when they run (extract.PolyProgram.runtime_checked)
+    body: tuple
 
-    @property
-    def statements(self) -> dict:
-        return self.poly.by_name
+    @classmethod
+    def of(cls, poly, body) -> "LoopNest":
+        """The nest of a polyhedral program ``poly`` with loop IR ``body``."""
+        return cls(poly.kernel, poly.by_name, frozenset(poly.runtime_checked), tuple(body))
 
-    @property
-    def kernel(self):
-        """The typed kernel the statements belong to."""
-        return self.poly.kernel
 
-    @property
-    def runtime_checked(self):
-        return self.poly.runtime_checked
+def with_flags(nest: LoopNest, flags: dict) -> LoopNest:
+    """A new nest in which each loop ``s`` of ``nest`` with ``id(s)`` in ``flags`` has the fields
+    given there (e.g. ``{"parallel": True}``); ``nest`` itself is unchanged.  Marking stages
+    decide on the loops of their input nest and build their output with this."""
+
+    def body(items):
+        return tuple(node(s) for s in items)
+
+    def node(s):
+        if isinstance(s, For):
+            return replace(s, body=body(s.body), **flags.get(id(s), {}))
+        if isinstance(s, If):
+            return replace(s, then=body(s.then), orelse=body(s.orelse))
+        return s
+
+    return replace(nest, body=body(nest.body))
+
+
+def loops(body):
+    """The loops in ``body``, at any depth, outermost first."""
+    for s in body:
+        if isinstance(s, For):
+            yield s
+            yield from loops(s.body)
+        elif isinstance(s, If):
+            yield from loops(s.then)
+            yield from loops(s.orelse)
 
 
 def upper_bound(s: For):

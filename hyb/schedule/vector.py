@@ -35,15 +35,15 @@ MAX_TRIPS = 64
 MAX_INNER = 16
 
 
-def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> list:
-    """Marks the vector loops of ``nest`` (``For.vector``); returns them."""
+def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> tuple:
+    """Marks the vector loops of ``nest`` (``For.vector``): returns ``(the new nest, the marked
+    loops' variables)``; ``nest`` is unchanged."""
     marked = []
 
     def visit(body):
         for s in body:
             if isinstance(s, L.For):
                 if _candidate(p, s):
-                    s.vector = True
                     marked.append(s)
                 else:
                     visit(s.body)
@@ -52,7 +52,9 @@ def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> list:
                 visit(s.orelse)
 
     visit(nest.body)
-    return marked
+    if not marked:
+        return nest, ()
+    return L.with_flags(nest, {id(s): {"vector": True} for s in marked}), tuple(s.var for s in marked)
 
 
 def _candidate(p: PolyProgram, s: L.For) -> bool:

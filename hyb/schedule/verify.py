@@ -113,13 +113,14 @@ def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
     """Unmark parallel loops out of which one of ``flows`` (the dataflow of scalar locals) leaves
     a run of the loop: each thread computes in its own copy of the scalars, so a value written
     inside the loop and read after it, or in a later run, would be lost (a statement fused into
-    the loop by the scheduler, or written in one iteration only).  Returns the loops unmarked."""
+    the loop by the scheduler, or written in one iteration only).  Returns ``(the new nest, the
+    variables of the loops left serial)``; ``nest`` is unchanged."""
     if flows.is_empty():
-        return []
+        return nest, ()
     try:
         pieces, _ = _pieces(nest)
     except _Unsupported:
-        return []
+        return nest, ()
     runs: dict = {}  # loop -> instance -> the time prefix naming its run of the loop
     for time, counters, conds, stmt, args, around in pieces:
         for loop, k in around:
@@ -132,9 +133,10 @@ def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
             continue
         same_run = run.apply_range(run.reverse())
         if not out.subtract(same_run).is_empty():
-            loop.parallel = False
             unmarked.append(loop)
-    return unmarked
+    if not unmarked:
+        return nest, ()
+    return L.with_flags(nest, {id(loop): {"parallel": False} for loop in unmarked}), tuple(x.var for x in unmarked)
 
 
 def violations(nest: L.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None) -> isl.UnionMap | None:

@@ -171,7 +171,7 @@ def test_out_of_bounds_inside_a_parallel_loop():
 
 
 def test_threads_from_environment(monkeypatch):
-    from hyb.runtime.compiler import thread_count
+    from hyb.target import thread_count
     monkeypatch.setenv("HYB_NUM_THREADS", "3")
     assert thread_count() == 3
     assert thread_count(5) == 5
@@ -328,10 +328,10 @@ def test_loops_that_break_a_dependence_fall_back_to_the_original_order(monkeypat
     def backwards(p, schedule=None):
         nest = real(p, schedule)
         if schedule is not None:
-            for s in nest.body:
-                if isinstance(s, L.For):
-                    s.init, s.cond, s.step = (L.LOp("sub", [s.cond.args[1], L.LInt(0)]),
-                                              L.LOp("ge", [L.LVar(s.var), s.init]), -1)
+            flags = {id(s): {"init": L.LOp("sub", (s.cond.args[1], L.LInt(0))),
+                             "cond": L.LOp("ge", (L.LVar(s.var), s.init)), "step": -1}
+                     for s in nest.body if isinstance(s, L.For)}
+            nest = L.with_flags(nest, flags)
         return nest
 
     monkeypatch.setattr(astgen, "generate", backwards)
@@ -342,13 +342,13 @@ def test_loops_that_break_a_dependence_fall_back_to_the_original_order(monkeypat
 
 
 def test_verifier_sees_a_dependence_carried_by_a_parallel_loop():
-    from hyb.schedule import verify
+    from hyb.schedule import loops, verify
     x = np.arange(100.0)
     ck = hyb.compile_source(SRC).prefix.compile(x)
     nest = ck.nest
     assert verify.violations(nest, ck.deps.all).is_empty()
     outer = next(s for s in nest.body if hasattr(s, "parallel"))
-    outer.parallel = True  # what a wrong parallel mark would do
+    nest = loops.with_flags(nest, {id(outer): {"parallel": True}})  # what a wrong parallel mark would do
     assert not verify.violations(nest, ck.deps.all).is_empty()
 
 

@@ -1,0 +1,65 @@
+"""A call's arguments as the native code takes them: NumPy arrays and scalars checked and
+prepared before anything runs, with clear errors for what a kernel cannot take."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dsl import tir
+from ..dsl import types
+from ..errors import HybridArgumentError, HybridTypeError
+
+
+def scalar_buffer(t: tir.Tensor, value) -> np.ndarray:
+    """A scalar argument as a 0-d array the native code reads through a pointer."""
+    try:
+        return np.array(value, dtype=types.concrete(t.dtype))
+    except OverflowError:
+        raise HybridArgumentError(f"argument `{t.source_name}` = {value!r} does not fit {types.concrete(t.dtype)}",
+                                  t.span, "pass a smaller value, or a NumPy scalar of a wider dtype") from None
+
+
+def check_in_place(k: tir.TypedKernel, arrays: list, written=None):
+    """Arrays written in place must be writeable and must not share memory with each other."""
+    written = k.written if written is None else written
+    by_name = dict(zip(k.inputs, arrays))
+    names = [n for n in k.inputs if n in written]
+    for n in names:
+        if not by_name[n].flags.writeable:
+            t = k.tensors[n]
+            raise HybridArgumentError(f"argument `{t.source_name}` is written in place but is read-only",
+                                      t.span, "pass a writeable array, e.g. x.copy()")
+    for i, n in enumerate(names):
+        for m in names[i + 1:]:
+            if np.shares_memory(by_name[n], by_name[m]):
+                a, b = k.tensors[n].source_name, k.tensors[m].source_name
+                raise HybridArgumentError(f"arguments `{a}` and `{b}` are both written in place and share memory",
+                                          k.span, "pass separate arrays, e.g. x and x.copy()")
+
+
+def prepare_arrays(k_or_params, args) -> list:
+    """NumPy arrays (and Python/NumPy scalars) for the call's arguments; a clear error for anything else."""
+    out = []
+    for pos, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            arr = a
+        elif isinstance(a, (bool, int, float, np.generic)):
+            if isinstance(a, np.generic) and types.normalize(a.dtype) is None:
+                raise HybridArgumentError(f"argument {pos} is a {a.dtype} scalar, which kernels do not support",
+                                          None, "pass an int, a float or a NumPy scalar of a real dtype")
+            out.append(a)
+            continue
+        elif isinstance(a, complex):
+            raise HybridArgumentError(f"argument {pos} is a complex number, which kernels do not support", None,
+                                      "pass an int or a float")
+        elif hasattr(a, "__array__") or isinstance(a, (list, tuple)):
+            arr = np.asarray(a)
+        elif hasattr(a, "asnumpy"):
+            arr = a.asnumpy()
+        else:
+            raise HybridTypeError(f"argument {pos} is a {type(a).__name__}, not an array", None,
+                                  "pass NumPy arrays")
+        if types.normalize(arr.dtype) is None:
+            raise HybridArgumentError(f"argument {pos} has dtype {arr.dtype}, which kernels do not support", None,
+                                      "supported: " + ", ".join(types.ALL_DTYPES))
+        out.append(arr)
+    return out

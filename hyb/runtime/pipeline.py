@@ -1,0 +1,180 @@
+"""Compiling one signature, as a sequence of pure stages.
+
+Each stage is a function from immutable records to a new immutable record::
+
+    typed kernel (dsl.check)
+      -> extract       schedule.extract.extract        PolyProgram
+      -> dependences   schedule.deps.compute            Dependences (and the one-cell ones)
+      -> plan          schedule.plan.plan               Plan: a schedule tree and its decisions
+      -> loop nest     loop_nest                        LoopNest, checked against the dependences
+                                                        (the original order where it breaks one)
+      -> marks         mark_escaping, vector marks,     a new LoopNest each, plus decisions
+                       the GPU's grid loops
+      -> code          generate_code                    NativeCode (LLVM IR, object code, check sites)
+
+:func:`middle_end` runs the polyhedral stages and returns them all in a :class:`MiddleEnd`;
+the compiled kernel keeps that record and ``inspect()`` reads it.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from ..codegen import llvm as llvm_codegen
+from ..dsl import tir
+from ..errors import HybridWarning
+from ..schedule import astgen, deps, extract, gpu, vector, verify
+from ..schedule import loops
+from ..schedule import plan as planning
+from ..schedule.options import ScheduleOptions, parse_options
+from ..schedule.parallel import mark_original_parallel, parallel_hint_conflicts
+
+
+@dataclass(frozen=True)
+class MiddleEnd:
+    """The records of the polyhedral stages for one signature."""
+
+    poly: extract.PolyProgram
+    deps: deps.Dependences
+    cell_deps: deps.Dependences | None  # private scalars as the one cell the code keeps (None: no scalars)
+    plan: planning.Plan  # as the plan stage made it
+    nest: loops.LoopNest  # the loops the code follows, after the marks
+    schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
+    warnings: tuple  # HybridWarnings about the kernel
+
+
+@dataclass(frozen=True)
+class NativeCode:
+    """The code stage's record: what the disk cache keeps and the runtime loads."""
+
+    llvm_opt: str  # optimised LLVM IR
+    object: bytes  # the object file MCJIT made from it
+    sites: tuple  # run-time bounds-check sites, by error code - 1
+    warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
+    llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
+
+
+def schedule_options(options: dict, target) -> tuple:
+    """``(options of the plan stage, options of the loop stages)`` for a kernel's ``schedule=``
+    option on ``target``.  The loop stages (original-order parallel marks, vector loops) read the
+    CPU's reading of the option on both targets; the plan stage follows the target's policy."""
+    given = options.get("schedule")
+    loop_opts = parse_options(given)
+    if target.kind == "cuda":
+        return gpu.schedule_options(given), loop_opts
+    if not (isinstance(given, dict) and "min_parallel_work" in given):
+        loop_opts = replace(loop_opts, min_parallel_work=target.min_parallel_work)
+    return loop_opts, loop_opts
+
+
+def diagnose(poly: extract.PolyProgram, d: deps.Dependences) -> tuple:
+    """The compile-time warnings about a kernel: reads of cells nothing wrote, and ``parallel``
+    hints on loops whose iterations depend on each other."""
+    return tuple(uninitialized_warnings(poly, d) + parallel_hint_warnings(poly, d))
+
+
+def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts: ScheduleOptions) -> tuple:
+    """The loops of a plan, checked against the dependences on the loops themselves
+    (:func:`verify.violations`).  Returns ``(nest, plan followed)``: where isl's loops run some
+    dependence the wrong way round (seen with skewed schedules over statements of different
+    depths) the plan followed is the original order, with that decision added."""
+    nest = astgen.generate(poly, planned.schedule)
+    if planned.schedule is not None:
+        cells = cell_deps.all if poly.has_private_scalars else None
+        broken = verify.violations(nest, d.all, cells)
+        if broken is None or broken.is_empty():
+            return nest, planned
+        planned = planning.Plan(None, planned.decisions + (f"generated loops broke dependences {broken}; "
+                                                           "original order used",))
+        nest = astgen.generate(poly, None)
+    nest, decisions = mark_original_parallel(poly, nest, d.all, opts)
+    return nest, planned if not decisions else planning.Plan(None, planned.decisions + decisions)
+
+
+def mark_escaping(poly, nest: loops.LoopNest) -> tuple:
+    """Parallel loops out of which a scalar local's value flows are left serial: ``(nest, decisions)``."""
+    nest, serial = verify.unmark_escaping(nest, deps.scalar_flow(poly))
+    return nest, tuple(f"loop `{var}` left serial: a scalar written in it is read after it "
+                       "(each thread has its own copy)" for var in serial)
+
+
+def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
+    """The loops LLVM's vectoriser should get whole: ``(nest, decisions)``."""
+    if not opts.vectorize:
+        return nest, ()
+    nest, marked = vector.mark_vector_loops(poly, nest)
+    if not marked:
+        return nest, ()
+    return nest, ("vector loops (LLVM vectorises them before any unrolling): "
+                  + ", ".join(f"`{var}`" for var in marked),)
+
+
+def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
+    """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest."""
+    plan_opts, loop_opts = schedule_options(options, target)
+    poly = extract.extract(typed)
+    d = deps.compute(poly)
+    cells = deps.compute(poly, expanded=False) if poly.has_private_scalars else None
+    planned = planning.plan(poly, d, plan_opts, cells)
+    nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
+    decisions = followed.decisions
+    nest, more = mark_escaping(poly, nest)
+    decisions += more
+    nest, more = mark_vectors(poly, nest, loop_opts)
+    decisions += more
+    if target.kind == "cuda":
+        nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
+        decisions += more
+    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d))
+
+
+def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
+    """LLVM IR, optimised and compiled: ``(NativeCode, the loaded JitFunction)``."""
+    generated = llvm_codegen.generate_ir(nest, llvm_codegen.Options(fastmath=bool(options.get("fastmath")),
+                                                                    target=target))
+    module = llvm_codegen.optimize(generated.ir)
+    llvm_opt = str(module)
+    jit = llvm_codegen.JitFunction(module, llvm_codegen.function_name(nest.kernel))
+    return NativeCode(llvm_opt, jit.object_code, tuple(generated.sites), (), generated.ir), jit
+
+
+def emit_warnings(found, stacklevel: int) -> None:
+    for w in found:
+        warnings.warn(w, stacklevel=stacklevel + 1)
+
+
+def uninitialized_warnings(poly, d) -> list:
+    out = []
+    seen = set()
+    for st, access, iteration in deps.uninitialized_reads(poly, d):
+        if (st.name, access.tensor) in seen:
+            continue
+        seen.add((st.name, access.tensor))
+        t = poly.kernel.tensors[access.tensor]
+        at = ", ".join(f"{k} = {v}" for k, v in iteration.items())
+        out.append(HybridWarning(
+            f"`{t.source_name}` is read before anything writes it{' (e.g. when ' + at + ')' if at else ''}; "
+            "the value read is 0", access.span,
+            f"{'output_tensor' if t.kind == 'output' else 'allocate'}(...) starts at zero; write "
+            f"`{t.source_name}` first, or read an input instead"))
+    return out
+
+
+def parallel_hint_warnings(poly, d) -> list:
+    out = []
+    by_name = poly.by_name
+    for loop, carried in parallel_hint_conflicts(poly, d.all):
+        pair = carried.sample()  # one pair of dependent instances
+        src, dst = by_name[pair.get_tuple_name(isl.dim_type.in_)], by_name[pair.get_tuple_name(isl.dim_type.out)]
+        point = pair.wrap().sample_point()
+        coords = [point.get_coordinate_val(isl.dim_type.set, k).to_python()
+                  for k in range(len(src.iters) + len(dst.iters))]
+        k = src.iters.index(loop.var)
+        a, b = coords[k], coords[len(src.iters) + dst.iters.index(loop.var)]
+        out.append(HybridWarning(
+            f"loop `{loop.var}` is written `parallel` but its iterations depend on each other: iteration "
+            f"{b} needs iteration {a} (line {src.span.line} before line {dst.span.line})", loop.span,
+            "it runs in an order that respects the dependence; write `range` to silence this"))
+    return out

@@ -1,0 +1,230 @@
+"""Band shaping for a CPU: member order (unit stride innermost, coincident outermost), tiling,
+and the sinking of a vectorisable member below reduction bands; :func:`locality` scores how
+well a schedule's innermost loops walk memory."""
+from __future__ import annotations
+
+import islpy as isl
+
+from .extract import PolyProgram
+from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions
+from .parallel import extent, work
+from .vector import MAX_INNER, access_strides
+
+def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
+    """How well the innermost loop of each statement walks memory under schedule ``smap``:
+    the access scores of :meth:`Shaper.order` for the statement's innermost loop, weighted
+    by its number of instances; statements whose innermost loop is no single iterator score 0."""
+    total = 0.0
+    for st in p.statements:
+        inner = _innermost_iterator(smap, st)
+        if inner is None:
+            continue
+        count = work(p, isl.UnionSet.from_set(st.domain))
+        total += count * _access_score(p, st, inner)
+    return total
+
+
+def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:
+    """The iterator of ``st`` that the last non-constant schedule dimension runs over."""
+    maps = []
+    smap.intersect_domain(isl.UnionSet.from_set(st.domain)).foreach_map(maps.append)
+    if len(maps) != 1:
+        return None
+    m = maps[0]
+    try:
+        pma = isl.PwMultiAff.from_map(m)
+    except isl.Error:
+        return None
+    for d in reversed(range(m.dim(isl.dim_type.out))):
+        pieces = pma.get_pw_aff(d).get_pieces()
+        if len(pieces) != 1:
+            return None
+        aff = pieces[0][1]
+        hit = [k for k in range(len(st.iters)) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
+        if len(hit) == 1:
+            return hit[0]
+        if hit:
+            return None  # skewed
+    return None
+
+
+def _access_score(p: PolyProgram, st, it: int) -> float:
+    """Unit stride 3, invariant (a register across the loop) 2, long stride -4; writes count twice."""
+    score = 0.0
+    for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
+        if p.kernel.tensors[acc.tensor].kind == "scalar":
+            continue  # registers, not memory
+        strides = access_strides(acc, len(st.iters))
+        if strides is not None:
+            score += weight * strides.get(it, 2.0)
+    return score
+
+
+class Shaper:
+    """Reorders and tiles permutable bands, bottom-up."""
+
+    def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list):
+        self.p, self.opts, self.decisions = p, opts, decisions
+
+    def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if not self._permutable(node):
+            return node
+        n = node.band_n_member()
+        coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+        order = self.order(node, coincident)
+        if order != list(range(n)):
+            node = _permute(node, order, coincident)
+            self.decisions.append(f"band of {n}: members reordered {order} (innermost: best unit stride; "
+                                  f"parallel members outermost)")
+        return node
+
+    def tile(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if not self._permutable(node):
+            return node
+        n = node.band_n_member()
+        sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
+        if sizes is None:
+            sizes = (32,) * (n - 1) + (512,)
+        sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
+        extents = self.extents(node)
+        parent = node.parent() if node.has_parent() else None
+        if (not isinstance(self.opts.tile, tuple) and parent is not None and parent.get_type() == isl.schedule_node_type.mark
+                and parent.mark_get_id().get_name() == "parallel" and extents[0] is not None
+                and -(-extents[0] // sizes[0]) < PARALLEL_TILES // 2):
+            # The first member's tile loop runs on the threads: where it would have only a few
+            # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
+            sizes = (max(1, -(-extents[0] // PARALLEL_TILES)),) + sizes[1:]
+        if any(e is None or e > s for e, s in zip(extents, sizes)):
+            mv = isl.MultiVal.zero(node.band_get_space())
+            for i, s in enumerate(sizes):
+                mv = mv.set_val(i, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, s))
+            node = node.band_tile(mv)
+            self.decisions.append(f"band of {n} tiled {sizes}")
+        return node
+
+    def sink(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        """Moves a band's innermost member below the one-statement chain of bands under it where
+        that member walks memory with unit stride, the chain does not, and the chain runs more
+        than a few iterations: isl puts a reduction loop (`pp` of a weight gradient's partial sums
+        `partial[.., q] += x[.., p + r, q + s] * dout[.., p, q]`) in a band of its own below the
+        parallel loops, and LLVM vectorises only innermost loops.  Legal because the member is
+        coincident (it carries no dependence left to the bands below); a parallel member stays
+        in the band for the threads.  Returns the node at the same position."""
+        if self._permutable(node):
+            n = node.band_n_member()
+            chain, below = [], node.child(0)
+            while below.get_type() == isl.schedule_node_type.band:
+                chain.append(below)
+                below = below.child(0)
+            coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+            if (chain and below.get_type() == isl.schedule_node_type.leaf and coincident[-1]
+                    and any(coincident[:-1]) and self._chain_long(chain)):
+                mine = self.scores(node)
+                theirs = [self.scores(c) for c in chain]
+                if (mine is not None and mine[-1] > 0 and all(t is not None for t in theirs)
+                        and mine[-1] > max(max(t) for t in theirs)):
+                    node = node.band_split(n - 1)
+                    moved = node.child(0)
+                    member = moved.band_get_partial_schedule()
+                    at = moved.delete()  # the first band of the chain
+                    for _ in chain:
+                        at = at.child(0)
+                    at = at.insert_partial_schedule(member).band_member_set_coincident(0, 1)
+                    node = at.ancestor(len(chain) + 1)
+                    self.decisions.append(f"band of {n}: innermost member moved below {len(chain)} "
+                                          "reduction band(s) (unit stride innermost for the vectoriser)")
+        for i in range(node.n_children()):
+            node = self.sink(node.child(i)).parent()
+        return node
+
+    def _chain_long(self, chain: list) -> bool:
+        """Whether the bands of ``chain`` run more than MAX_INNER iterations together (LLVM unrolls
+        shorter ones whole, leaving the loop above them innermost)."""
+        total = 1
+        for band in chain:
+            for e in self.extents(band):
+                if e is None:
+                    return True
+                total *= e
+        return total > MAX_INNER
+
+    @staticmethod
+    def _permutable(node: isl.ScheduleNode) -> bool:
+        return (node.get_type() == isl.schedule_node_type.band and node.band_n_member() >= 2
+                and bool(node.band_get_permutable()))
+
+    def extents(self, node) -> list:
+        """Number of values each band member takes (None if unknown)."""
+        umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+        rng = umap.range()
+        sets = []
+        rng.foreach_set(sets.append)
+        if len(sets) != 1:
+            return [None] * node.band_n_member()
+        return [extent(sets[0], i) for i in range(sets[0].dim(isl.dim_type.set))]
+
+    def scores(self, node) -> list | None:
+        """The access score of each band member (summed over the statements under the band), or
+        None where a member is no plain loop of some statement (a skewed band)."""
+        n = node.band_n_member()
+        scores = [0.0] * n
+        mupa = node.band_get_partial_schedule()
+        for st in self.p.statements:
+            if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
+                continue
+            space = st.domain.get_space()
+            members = [_single_iterator(mupa.get_at(m), space, len(st.iters)) for m in range(n)]
+            if any(it is None for it in members):
+                if len(st.iters) >= n:
+                    return None
+                continue  # a statement outside some of the band's loops (an initialisation) does not vote
+            for m, it in enumerate(members):
+                scores[m] += _access_score(self.p, st, it)
+        return scores
+
+    def order(self, node, coincident: list) -> list:
+        n = len(coincident)
+        scores = self.scores(node)
+        if scores is None:
+            return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
+        inner = max(range(n), key=lambda m: (scores[m], m))
+        if scores[inner] <= scores[n - 1]:
+            inner = n - 1
+        rest = [m for m in range(n) if m != inner]
+        rest.sort(key=lambda m: (not coincident[m], m))
+        return rest + [inner]
+
+
+def _single_iterator(upa: isl.UnionPwAff, space, ndim: int):
+    """The iterator a band member is for a statement, if it is exactly ±one iterator (+ constant)."""
+    try:
+        pa = upa.extract_pw_aff(_member_space(space))
+        pieces = pa.get_pieces()
+    except isl.Error:
+        return None
+    if len(pieces) != 1:
+        return None
+    aff = pieces[0][1]
+    hit = [k for k in range(ndim) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
+    return hit[0] if len(hit) == 1 else None
+
+
+def _member_space(set_space: isl.Space) -> isl.Space:
+    """The space of a one-dimensional function on a statement's domain."""
+    return isl.Space.map_from_domain_and_range(set_space, isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 1))
+
+
+def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
+    mupa = node.band_get_partial_schedule()
+    upas = [mupa.get_at(i) for i in order]
+    lst = isl.UnionPwAffList.alloc(isl.DEFAULT_CONTEXT, len(upas))
+    for u in upas:
+        lst = lst.add(u)
+    space = mupa.get_space()
+    new = isl.MultiUnionPwAff.from_union_pw_aff_list(space, lst)
+    node = node.delete()
+    node = node.insert_partial_schedule(new)
+    node = node.band_set_permutable(1)
+    for i, m in enumerate(order):
+        node = node.band_member_set_coincident(i, 1 if coincident[m] else 0)
+    return node
