@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..codegen import jit
 from ..codegen import llvm as llvm_codegen
 from ..dsl import interp
 from ..dsl import tir
@@ -36,7 +37,7 @@ class CompiledKernel:
     middle-end records are then made by the same stage functions if ``inspect`` asks)."""
 
     def __init__(self, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode,
-                 middle: MiddleEnd | None = None, jit=None, target=None):
+                 middle: MiddleEnd | None = None, loaded=None, target=None):
         self.typed = typed
         self.specs = list(specs)
         self.options = dict(options)
@@ -48,7 +49,7 @@ class CompiledKernel:
         self._asm = None
         self.check_sites = list(code.sites)
         self.llvm_opt = code.llvm_opt
-        self._jit = jit or llvm_codegen.JitFunction.from_object(code.llvm_opt, code.object,
+        self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
                                                                 llvm_codegen.function_name(typed))
         self.buffers = llvm_codegen.buffer_order(typed)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
@@ -69,8 +70,8 @@ class CompiledKernel:
         target = host_cpu(options.get("threads"))
         middle = pipeline.middle_end(typed, options, target)
         pipeline.emit_warnings(middle.warnings, stacklevel=5)
-        code, jit = pipeline.generate_code(middle.nest, options, target)
-        return cls(typed, specs, options, replace(code, warnings=middle.warnings), middle, jit, target)
+        code, loaded = pipeline.generate_code(middle.nest, options, target)
+        return cls(typed, specs, options, replace(code, warnings=middle.warnings), middle, loaded, target)
 
     @classmethod
     def restore(cls, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode) -> "CompiledKernel":
@@ -159,7 +160,7 @@ class CompiledKernel:
             return self.llvm_opt
         if stage == "asm":
             if self._asm is None:
-                self._asm = llvm_codegen.assembly(llvm_codegen.llvm.parse_assembly(self.llvm_opt))
+                self._asm = jit.assembly(jit.llvm.parse_assembly(self.llvm_opt))
             return self._asm
         if stage == "emulate":
             return interp.emulate_source(self.typed)

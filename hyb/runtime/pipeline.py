@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
+from ..codegen import jit
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
@@ -134,10 +135,10 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
     """LLVM IR, optimised and compiled: ``(NativeCode, the loaded JitFunction)``."""
     generated = llvm_codegen.generate_ir(nest, llvm_codegen.Options(fastmath=bool(options.get("fastmath")),
                                                                     target=target))
-    module = llvm_codegen.optimize(generated.ir)
+    module = jit.optimize(generated.ir)
     llvm_opt = str(module)
-    jit = llvm_codegen.JitFunction(module, llvm_codegen.function_name(nest.kernel))
-    return NativeCode(llvm_opt, jit.object_code, tuple(generated.sites), (), generated.ir), jit
+    loaded = jit.JitFunction(module, llvm_codegen.function_name(nest.kernel))
+    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), generated.ir), loaded
 
 
 def emit_warnings(found, stacklevel: int) -> None:

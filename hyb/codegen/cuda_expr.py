@@ -1,0 +1,326 @@
+"""Typed-IR expressions rendered as CUDA C for :mod:`hyb.codegen.cuda`."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..dsl import tir as T
+from ..dsl import types as ty
+from ..errors import HybridUnsupportedError
+
+CTYPES = {
+    "bool": "unsigned char", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+    "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+    "uint64": "unsigned long long", "float16": "__half", "float32": "float", "float64": "double",
+}
+
+# The unsigned type integer arithmetic of a dtype is done in (wrapping, never undefined).
+_UNSIGNED_OF = {"int8": "unsigned int", "uint8": "unsigned int", "int16": "unsigned int", "uint16": "unsigned int",
+                "int32": "unsigned int", "uint32": "unsigned int", "int64": "unsigned long long",
+                "uint64": "unsigned long long"}
+
+_INT_BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
+
+
+def _float_literal(value: float, dt: str) -> str:
+    if dt == "float16":
+        bits = struct.unpack("<H", struct.pack("<e", value))[0]
+        return f"hyb_hbits(0x{bits:04x})"
+    if dt == "float32":
+        if np.isfinite(value):
+            return f"{float(np.float32(value))!r}f".replace("inf", "INF")
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        return f"__int_as_float(0x{bits:08x})"
+    if np.isfinite(value):
+        return f"{float(value)!r}"
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    return f"__longlong_as_double(0x{bits:016x}ll)"
+
+
+def _int_literal(value: int, dt: str) -> str:
+    bits = _INT_BITS[dt]
+    value &= (1 << bits) - 1
+    if dt in ty.UNSIGNED:
+        return f"(({CTYPES[dt]}){value}ull)"
+    if value >= 1 << (bits - 1):
+        value -= 1 << bits
+    if bits == 64:
+        return f"((long long)0x{value & ((1 << 64) - 1):016x}ull)"
+    return f"(({CTYPES[dt]}){value})"
+
+class CudaExpressions:
+    """Typed-IR expressions as CUDA C: arithmetic with NumPy's semantics, casts, intrinsics.
+
+    Mixed into the CUDA generator, whose state (names, the writer, the kernel) it uses."""
+
+    # ------------------------------------------------------------- expressions
+    def expr(self, e: T.TExpr) -> str:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e: T.Const) -> str:
+        dt = ty.concrete(e.dtype)
+        if dt == "bool":
+            return "true" if bool(e.value) else "false"
+        if dt in ty.FLOATS:
+            with np.errstate(over="ignore"):
+                return _float_literal(float(np.dtype(dt).type(e.value)), dt)
+        return _int_literal(int(e.value), dt)
+
+    def e_Var(self, e: T.Var) -> str:
+        return self.env[e.name]
+
+    def e_Load(self, e: T.Load) -> str:
+        t = self.k.tensors[e.tensor]
+        a = self.address(e.tensor, e.indices, e)
+        if ty.concrete(t.dtype) == "bool" and t.kind not in ("scalar",):
+            return f"({a} != 0)"
+        if ty.concrete(t.dtype) == "bool":
+            return f"({a} != 0)"
+        # A value read once, so that an expression using it twice does not read memory twice.
+        name = self.w.fresh("ld")
+        self.w.line(f"const {CTYPES[ty.concrete(t.dtype)]} {name} = {a};")
+        return name
+
+    def value(self, text: str, dt: str) -> str:
+        """Bind an expression to a fresh constant (so that helpers see it once)."""
+        name = self.w.fresh()
+        ct = "bool" if dt == "bool" else CTYPES[dt]
+        self.w.line(f"const {ct} {name} = {text};")
+        return name
+
+    def e_Bin(self, e: T.Bin) -> str:
+        dt = ty.concrete(e.dtype)
+        a = self.expr(e.a)
+        b = self.expr(e.b)
+        if dt in ty.FLOATS:
+            if dt == "float16":
+                fa, fb = f"hyb_h2f({a})", f"hyb_h2f({b})"
+                return f"hyb_f2h({self._float_bin(e.op, fa, fb, 'float32')})"
+            return self._float_bin(e.op, a, b, dt)
+        if dt == "bool":  # i1 arithmetic, as LLVM does it: + and - are xor, * is and
+            if e.op in ("+", "-"):
+                return f"({a} != {b})"
+            if e.op == "*":
+                return f"({a} && {b})"
+            raise HybridUnsupportedError(f"`{e.op}` on bool", e.span, "cast to an integer type first")
+        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
+        if e.op in ("+", "-", "*"):
+            return f"(({ct})(({ut}){a} {e.op} ({ut}){b}))"
+        if e.op in ("//", "%"):
+            return self._int_divmod(e.op, a, b, dt)
+        if e.op == "**":
+            if isinstance(e.b, T.Const):
+                return self._power_const(a, int(e.b.value), dt)
+            uns = "true" if dt in ty.UNSIGNED else "false"
+            return f"hyb_ipow<{ct}, {ut}>({a}, {b}, {uns})"
+        raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
+
+    def _float_bin(self, op: str, a: str, b: str, dt: str) -> str:
+        if op in ("+", "-", "*", "/"):
+            return f"({a} {op} {b})"
+        if op == "//":
+            return f"hyb_ffloordiv<{CTYPES[dt]}>({a}, {b})"
+        if op == "%":
+            return f"hyb_fremainder<{CTYPES[dt]}>({a}, {b})"
+        if op == "**":
+            return f"pow(({CTYPES[dt]})({a}), ({CTYPES[dt]})({b}))"
+        raise HybridUnsupportedError(f"`{op}` on {dt}", None, None)
+
+    def _int_divmod(self, op: str, a: str, b: str, dt: str) -> str:
+        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
+        if dt in ty.UNSIGNED:
+            return f"hyb_ufloor{'div' if op == '//' else 'mod'}<{ct}>({a}, {b})"
+        return f"hyb_sfloor{'div' if op == '//' else 'mod'}<{ct}, {ut}>({a}, {b})"
+
+    def _power_const(self, a: str, n: int, dt: str) -> str:
+        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
+        if n < 0:
+            return f"hyb_ipow<{ct}, {ut}>({a}, ({ct})({n}), {'true' if dt in ty.UNSIGNED else 'false'})"
+        base = self.value(a, dt)
+        result = None
+        while n:
+            if n & 1:
+                result = base if result is None else self.value(f"(({ct})(({ut}){result} * ({ut}){base}))", dt)
+            n >>= 1
+            if n:
+                base = self.value(f"(({ct})(({ut}){base} * ({ut}){base}))", dt)
+        return result if result is not None else f"(({ct})1)"
+
+    def e_Unary(self, e: T.Unary) -> str:
+        a = self.expr(e.a)
+        if e.op == "not":
+            return f"(!{a})"
+        dt = ty.concrete(e.dtype)
+        if dt == "float16":
+            return f"hyb_f2h(-hyb_h2f({a}))"
+        if dt in ty.FLOATS:
+            return f"(-{a})"
+        return f"(({CTYPES[dt]})(({_UNSIGNED_OF[dt]})0 - ({_UNSIGNED_OF[dt]}){a}))"
+
+    def e_Cmp(self, e: T.Cmp) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt = ty.concrete(e.a.dtype)
+        if dt == "float16":
+            a, b = f"hyb_h2f({a})", f"hyb_h2f({b})"
+        return f"({a} {e.op} {b})"  # C's != is unordered, the others ordered: as the CPU path
+
+    def e_Logic(self, e: T.Logic) -> str:
+        # Short-circuit: the right side's statements (loads) must only run where the left allows.
+        a = self.expr(e.a)
+        r = self.w.fresh("lg")
+        self.w.line(f"bool {r} = {a};")
+        self.w.open(f"if ({'' if e.op == 'and' else '!'}{r})")
+        b = self.expr(e.b)
+        self.w.line(f"{r} = {b};")
+        self.w.close()
+        return r
+
+    def e_Select(self, e: T.Select) -> str:
+        c = self.expr(e.cond)
+        dt = ty.concrete(e.dtype)
+        ct = "bool" if dt == "bool" else CTYPES[dt]
+        r = self.w.fresh("sel")
+        self.w.line(f"{ct} {r};")
+        self.w.open(f"if ({c})")
+        self.w.line(f"{r} = {self.expr(e.a)};")
+        self.w.close("} else {")
+        self.w.depth += 1
+        self.w.line(f"{r} = {self.expr(e.b)};")
+        self.w.close()
+        return r
+
+    def e_Cast(self, e: T.Cast) -> str:
+        return self.convert(self.expr(e.a), ty.concrete(e.a.dtype), ty.concrete(e.dtype))
+
+    def convert(self, v: str, s: str, d: str) -> str:
+        if s == d:
+            return v
+        if d == "bool":
+            if s == "float16":
+                return f"(hyb_h2f({v}) != 0.0f)"
+            return f"({v} != 0)"
+        if s == "bool":
+            if d == "float16":
+                return f"hyb_f2h({v} ? 1.0f : 0.0f)"
+            return f"(({CTYPES[d]})({v} ? 1 : 0))"
+        if s in ty.FLOATS and d in ty.FLOATS:
+            if s == "float16":
+                f = f"hyb_h2f({v})"
+                return f if d == "float32" else f"((double){f})"
+            if d == "float16":
+                return f"hyb_f2h({v})" if s == "float32" else f"hyb_d2h({v})"
+            return f"(({CTYPES[d]}){v})"
+        if s in ty.FLOATS:
+            x = f"hyb_h2f({v})" if s == "float16" else v
+            ft = "float" if s == "float16" else CTYPES[s]
+            if d == "uint64":
+                return f"hyb_f2u64<{ft}>({x})"
+            if d in ("int8", "int16", "int32", "uint8", "uint16"):
+                return f"(({CTYPES[d]})hyb_f2i32<{ft}>({x}))"
+            return f"(({CTYPES[d]})hyb_f2i64<{ft}>({x}))"
+        if d == "float16":
+            return f"hyb_f2h((float)({v}))"
+        return f"(({CTYPES[d]})({v}))"
+
+    # ------------------------------------------------------------- intrinsics
+    _MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "floor": "floor",
+             "ceil": "ceil", "trunc": "trunc", "round": "rint", "expm1": "expm1", "log1p": "log1p", "tan": "tan",
+             "tanh": "tanh", "atan": "atan", "atan2": "atan2", "erf": "erf"}
+
+    def math(self, fn: str, dt: str, args: list) -> str:
+        """A math function through CUDA's library: float16 computed in float and rounded back."""
+        if dt == "float16":
+            return f"hyb_f2h({self.math(fn, 'float32', [f'hyb_h2f({a})' for a in args])})"
+        name = fn + ("f" if dt == "float32" else "")
+        return f"{name}({', '.join(args)})"
+
+    def e_Intrinsic(self, e: T.Intrinsic) -> str:
+        args = [self.value(self.expr(a), ty.concrete(a.dtype)) for a in e.args]
+        dt = ty.concrete(e.args[0].dtype)
+        if e.name in self._MATH:
+            return self.math(self._MATH[e.name], dt, args)
+        r = getattr(self, "i_" + e.name)(dt, *args)
+        want = ty.concrete(e.dtype)
+        if e.name == "popcount":
+            return f"(({CTYPES[want]})({r}))"
+        return r
+
+    def _f(self, dt, x):
+        """(value as float/double, C type, wrap back to dt)."""
+        if dt == "float16":
+            return f"hyb_h2f({x})", "float", lambda r: f"hyb_f2h({r})"
+        return x, CTYPES[dt], lambda r: r
+
+    def i_rsqrt(self, dt, x):
+        if dt == "float16":
+            s = self.math("sqrt", dt, [x])
+            return f"hyb_f2h(1.0f / hyb_h2f({s}))"
+        return f"(({CTYPES[dt]})1 / {self.math('sqrt', dt, [x])})"
+
+    def i_sigmoid(self, dt, x):
+        if dt == "float16":
+            ex = self.math("exp", dt, [f"hyb_f2h(-hyb_h2f({x}))"])
+            return f"hyb_f2h(1.0f / hyb_h2f(hyb_f2h(1.0f + hyb_h2f({ex}))))"
+        one = f"(({CTYPES[dt]})1)"
+        return f"({one} / ({one} + {self.math('exp', dt, [f'(-{x})'])}))"
+
+    def i_abs(self, dt, x):
+        if dt in ty.FLOATS:
+            return self.math("fabs", dt, [x])
+        if dt in ty.UNSIGNED or dt == "bool":
+            return x
+        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
+        return f"({x} < 0 ? ({ct})(({ut})0 - ({ut}){x}) : {x})"
+
+    def i_sign(self, dt, x):
+        if dt in ty.FLOATS:
+            v, ft, back = self._f(dt, x)
+            return back(f"hyb_sign<{ft}>({v})")
+        ct = CTYPES[dt]
+        if dt in ty.UNSIGNED:
+            return f"(({ct})({x} != 0))"
+        return f"(({ct})(({x} > 0) - ({x} < 0)))"
+
+    def i_isnan(self, dt, x):
+        v, _, _ = self._f(dt, x)
+        return f"({v} != {v})"
+
+    def i_isinf(self, dt, x):
+        v, ft, _ = self._f(dt, x)
+        inf = "__int_as_float(0x7f800000)" if ft == "float" else "__longlong_as_double(0x7ff0000000000000ll)"
+        return f"({v} == {inf} || {v} == -{inf})"
+
+    def i_isfinite(self, dt, x):
+        v, ft, _ = self._f(dt, x)
+        inf = "__int_as_float(0x7f800000)" if ft == "float" else "__longlong_as_double(0x7ff0000000000000ll)"
+        return f"({v} == {v} && {v} != {inf} && {v} != -{inf})"
+
+    def i_max(self, dt, x, y):
+        return self._extremum("max", dt, x, y)
+
+    def i_min(self, dt, x, y):
+        return self._extremum("min", dt, x, y)
+
+    def _extremum(self, which, dt, x, y):
+        if dt in ty.FLOATS:
+            vx, ft, back = self._f(dt, x)
+            vy = self._f(dt, y)[0]
+            eq = "true" if dt == "float16" else "false"
+            return back(f"hyb_f{which}<{ft}>({vx}, {vy}, {eq})")
+        op = ">" if which == "max" else "<"
+        return f"({x} {op} {y} ? {x} : {y})"
+
+    def i_ceil_div(self, dt, x, y):
+        q = self._int_divmod("//", x, y, dt)
+        r = self._int_divmod("%", x, y, dt)
+        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
+        return f"(({ct})(({ut}){q} + ({ut})({r} != 0)))"
+
+    def i_popcount(self, dt, x):
+        mag = self.value(self.i_abs(dt, x), dt)
+        bits = _INT_BITS.get(dt, 8)
+        if bits == 64:
+            return f"__popcll((unsigned long long){mag})"
+        mask = (1 << bits) - 1
+        return f"__popc(((unsigned int){mag}) & 0x{mask:x}u)"

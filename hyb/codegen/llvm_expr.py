@@ -1,0 +1,405 @@
+"""Typed-IR expressions emitted as LLVM IR for :mod:`hyb.codegen.llvm`."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from ..dsl import tir as T
+from ..dsl import types as ty
+from ..errors import HybridUnsupportedError
+from .llvm_types import F16, F32, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
+
+# Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
+# _LIBM, calls to the C library (resolved from the process by MCJIT; Python has libm loaded).
+_MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil",
+         "trunc": "trunc", "round": "roundeven", "expm1": "expm1", "log1p": "log1p", "tan": "tan", "tanh": "tanh",
+         "atan": "atan", "atan2": "atan2", "erf": "erf"}
+_LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
+# Math functions that are single instructions on x86 (the rest become calls, one per vector lane).
+_NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
+
+class LlvmExpressions:
+    """Typed-IR expressions as LLVM IR: arithmetic with NumPy's semantics, casts, math calls, intrinsics.
+
+    Mixed into the LLVM function builder, whose state (the IR builder, the kernel, scopes) it uses."""
+
+    def expr(self, e: T.TExpr):
+        m = getattr(self, "e_" + type(e).__name__)
+        return m(e)
+
+    def e_Const(self, e: T.Const):
+        t = value_type(e.dtype)
+        if t is I1:
+            return ir.Constant(I1, int(bool(e.value)))
+        if isinstance(t, ir.IntType):
+            return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
+        with np.errstate(over="ignore"):
+            return ir.Constant(t, float(np.dtype(ty.concrete(e.dtype)).type(e.value)))  # rounded (or inf) first
+
+    def e_Var(self, e: T.Var):
+        return self.env[e.name]
+
+    def e_Load(self, e: T.Load):
+        t = self.k.tensors[e.tensor]
+        v = self.b.load(self.address(e.tensor, e.indices, e), typ=memory_type(t.dtype))
+        if t.dtype == "bool":
+            return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return v
+
+    def e_Bin(self, e: T.Bin):
+        a, b_ = self.expr(e.a), self.expr(e.b)
+        if ty.is_float(e.dtype):
+            if e.op in ("//", "%"):
+                return self.float_divmod(e.op, e.dtype, a, b_)
+            if e.op == "**":
+                return self.math("pow", e.dtype, [a, b_])
+            return self.farith(e.op, a, b_)
+        if e.op == "+":
+            return self.b.add(a, b_)
+        if e.op == "-":
+            return self.b.sub(a, b_)
+        if e.op == "*":
+            return self.b.mul(a, b_)
+        if e.op in ("//", "%"):
+            return self.int_divmod(e.op, a, b_, is_unsigned(e.dtype))
+        if e.op == "**":
+            return self.int_power(a, b_, e.b, is_unsigned(e.dtype))
+        raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
+
+    def farith(self, op: str, a, b_):
+        f = {"+": self.b.fadd, "-": self.b.fsub, "*": self.b.fmul, "/": self.b.fdiv}[op]
+        return f(a, b_, flags=self.flags)
+
+    def int_divmod(self, op: str, a, b_, unsigned: bool):
+        # Division by zero gives 0, as NumPy does, instead of trapping; so does MIN // -1
+        # (it wraps to MIN), which x86 would also trap on: -1 is handled apart as well.
+        b = self.b
+        zero = ir.Constant(a.type, 0)
+        one = ir.Constant(a.type, 1)
+        is_zero = b.icmp_unsigned("==", b_, zero)
+        if unsigned:
+            safe = b.select(is_zero, one, b_)
+            r = b.udiv(a, safe) if op == "//" else b.urem(a, safe)
+            return b.select(is_zero, zero, r)
+        is_m1 = b.icmp_signed("==", b_, ir.Constant(a.type, -1))
+        safe = b.select(b.or_(is_zero, is_m1), one, b_)
+        if op == "//":
+            r = b.select(is_m1, b.sub(zero, a), self._floordiv_int(a, safe, signed=True))
+        else:
+            r = b.select(is_m1, zero, self._floormod_int(a, safe))
+        return b.select(is_zero, zero, r)
+
+    def float_divmod(self, op: str, dtype: str, a, b_):
+        """NumPy's floor_divide / remainder (npy_divmod): the remainder has the divisor's sign, the
+        quotient is snapped to an integer; a zero divisor gives a / b and fmod's nan."""
+        if ty.concrete(dtype) == "float16":
+            r = self.float_divmod(op, "float32", self.b.fpext(a, F32), self.b.fpext(b_, F32))
+            return self.b.fptrunc(r, F16)
+        b = self.b
+        t = a.type
+        zero, one, half = (ir.Constant(t, v) for v in (0.0, 1.0, 0.5))
+        mod = b.frem(a, b_, flags=self.flags)
+        b_zero = b.fcmp_ordered("==", b_, zero)
+        mod_nonzero = b.fcmp_unordered("!=", mod, zero)
+        fix = b.and_(mod_nonzero, b.xor(b.fcmp_ordered("<", b_, zero), b.fcmp_ordered("<", mod, zero)))
+        if op == "%":
+            m = b.select(fix, self.farith("+", mod, b_), mod)
+            m = b.select(mod_nonzero, m, self.math("copysign", dtype, [zero, b_]))
+            return b.select(b_zero, mod, m)
+        div = self.farith("/", self.farith("-", a, mod), b_)
+        div = b.select(fix, self.farith("-", div, one), div)
+        fl = self.math("floor", dtype, [div])
+        fl = b.select(b.fcmp_ordered(">", self.farith("-", div, fl), half), self.farith("+", fl, one), fl)
+        quotient = self.farith("/", a, b_)
+        q = b.select(b.fcmp_unordered("!=", div, zero), fl, self.math("copysign", dtype, [zero, quotient]))
+        return b.select(b_zero, quotient, q)
+
+    def int_power(self, a, n, n_expr: T.TExpr, unsigned: bool):
+        """a ** n by repeated squaring, wrapping; a negative n gives 1 / a**-n truncated toward zero
+        (1 for a == 1, ±1 for a == -1, else 0), where NumPy raises."""
+        if isinstance(n_expr, T.Const):
+            return self._power_const(a, int(n_expr.value))
+        b = self.b
+        t = a.type
+        zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+        negative = None if unsigned else b.icmp_signed("<", n, zero)
+        start = n if unsigned else b.select(negative, zero, n)
+        pre = b.block
+        header = self.fn.append_basic_block("pow.loop")
+        body = self.fn.append_basic_block("pow.body")
+        done = self.fn.append_basic_block("pow.end")
+        b.branch(header)
+        b.position_at_end(header)
+        acc, base, rest = b.phi(t), b.phi(t), b.phi(t)
+        for phi, v in ((acc, one), (base, a), (rest, start)):
+            phi.add_incoming(v, pre)
+        b.cbranch(b.icmp_unsigned("!=", rest, zero), body, done)
+        b.position_at_end(body)
+        acc.add_incoming(b.select(b.trunc(rest, I1), b.mul(acc, base), acc), body)
+        base.add_incoming(b.mul(base, base), body)
+        rest.add_incoming(b.lshr(rest, one), body)
+        b.branch(header)
+        b.position_at_end(done)
+        if unsigned:
+            return acc
+        minus_one = ir.Constant(t, -1)
+        odd = b.trunc(n, I1)
+        inverse = b.select(b.icmp_signed("==", a, one), one,
+                           b.select(b.icmp_signed("==", a, minus_one), b.select(odd, minus_one, one), zero))
+        return b.select(negative, inverse, acc)
+
+    def _power_const(self, a, n: int):
+        result, base = None, a
+        while n:
+            if n & 1:
+                result = base if result is None else self.b.mul(result, base)
+            n >>= 1
+            if n:
+                base = self.b.mul(base, base)
+        return result if result is not None else ir.Constant(a.type, 1)
+
+    def _floordiv_int(self, a, d, signed=True):
+        b = self.b
+        q = b.sdiv(a, d)
+        r = b.srem(a, d)
+        zero = ir.Constant(a.type, 0)
+        adjust = b.and_(b.icmp_signed("!=", r, zero),
+                        b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
+        return b.sub(q, b.zext(adjust, a.type))
+
+    def _floormod_int(self, a, d):
+        b = self.b
+        r = b.srem(a, d)
+        zero = ir.Constant(a.type, 0)
+        adjust = b.and_(b.icmp_signed("!=", r, zero),
+                        b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
+        return b.select(adjust, b.add(r, d), r)
+
+    def e_Unary(self, e: T.Unary):
+        a = self.expr(e.a)
+        if e.op == "not":
+            return self.b.not_(a)
+        if ty.is_float(e.dtype):
+            return self.b.fneg(a, flags=self.flags)
+        return self.b.neg(a)
+
+    def e_Cmp(self, e: T.Cmp):
+        a, b_ = self.expr(e.a), self.expr(e.b)
+        dt = e.a.dtype
+        if ty.is_float(dt):
+            if e.op == "!=":
+                return self.b.fcmp_unordered("!=", a, b_)
+            return self.b.fcmp_ordered(e.op, a, b_)
+        if is_unsigned(dt) or ty.is_bool(dt):
+            return self.b.icmp_unsigned(e.op, a, b_)
+        return self.b.icmp_signed(e.op, a, b_)
+
+    def e_Logic(self, e: T.Logic):
+        # Short-circuit, as Python: the right side may only be safe where the left allows it.
+        b = self.b
+        a = self.expr(e.a)
+        start = b.block
+        rhs_bb = self.fn.append_basic_block("logic.rhs")
+        end_bb = self.fn.append_basic_block("logic.end")
+        if e.op == "and":
+            b.cbranch(a, rhs_bb, end_bb)
+        else:
+            b.cbranch(a, end_bb, rhs_bb)
+        b.position_at_end(rhs_bb)
+        r = self.expr(e.b)
+        rhs_end = b.block
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        phi = b.phi(I1)
+        phi.add_incoming(ir.Constant(I1, 0 if e.op == "and" else 1), start)
+        phi.add_incoming(r, rhs_end)
+        return phi
+
+    def e_Select(self, e: T.Select):
+        # Only the taken side is evaluated (it may read memory the other side must not).
+        b = self.b
+        c = self.expr(e.cond)
+        then_bb = self.fn.append_basic_block("sel.then")
+        else_bb = self.fn.append_basic_block("sel.else")
+        end_bb = self.fn.append_basic_block("sel.end")
+        b.cbranch(c, then_bb, else_bb)
+        b.position_at_end(then_bb)
+        va = self.expr(e.a)
+        a_end = b.block
+        b.branch(end_bb)
+        b.position_at_end(else_bb)
+        vb = self.expr(e.b)
+        b_end = b.block
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        phi = b.phi(va.type)
+        phi.add_incoming(va, a_end)
+        phi.add_incoming(vb, b_end)
+        return phi
+
+    def e_Cast(self, e: T.Cast):
+        return self.convert(self.expr(e.a), e.a.dtype, e.dtype)
+
+    def convert(self, v, src: str, dst: str):
+        b = self.b
+        s, d = ty.concrete(src), ty.concrete(dst)
+        if s == d:
+            return v
+        st, dt_ = value_type(s), value_type(d)
+        if d == "bool":
+            if s in ty.FLOATS:
+                return b.fcmp_unordered("!=", v, ir.Constant(st, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(st, 0))
+        if s == "bool":
+            return b.uitofp(v, dt_) if d in ty.FLOATS else b.zext(v, dt_)
+        if s in ty.FLOATS and d in ty.FLOATS:
+            if float_bits(d) > float_bits(s):
+                return b.fpext(v, dt_)
+            if (s, d) == ("float64", "float16"):
+                return b.fptrunc(self._to_float32_odd(v), dt_)
+            return b.fptrunc(v, dt_)
+        if s in ty.FLOATS:
+            return self._float_to_int(v, d)
+        if d == "float16":
+            # Through float32, which holds every integer below float16's overflow threshold exactly.
+            return b.fptrunc(self.convert(v, s, "float32"), dt_)
+        if d in ty.FLOATS:
+            return b.uitofp(v, dt_) if s in ty.UNSIGNED else b.sitofp(v, dt_)
+        if dt_.width > st.width:
+            return b.zext(v, dt_) if s in ty.UNSIGNED else b.sext(v, dt_)
+        if dt_.width < st.width:
+            return b.trunc(v, dt_)
+        return v
+
+    def _float_to_int(self, v, d: str):
+        """NumPy's cast as C compilers build it on x86: truncation to int32 for the types that fit
+        in it, to int64 for the others (uint64 above 2**63 unsigned), then wrapping to ``d``.
+        Where the hardware answers for values out of range (nan and inf too) the answer is
+        spelt out, since LLVM's fptosi would leave it undefined."""
+        b = self.b
+        dt_ = value_type(d)
+        if v.type == F16:
+            v = b.fpext(v, F32)
+        if d == "uint64":
+            big = b.fcmp_ordered(">=", v, ir.Constant(v.type, 2.0 ** 63))
+            fits = b.fcmp_ordered("<", v, ir.Constant(v.type, 2.0 ** 64))
+            high = b.select(fits, b.fptoui(v, I64), ir.Constant(I64, 0))
+            return b.select(big, high, self._truncate(v, I64))
+        r = self._truncate(v, I32 if d in ("int8", "int16", "int32", "uint8", "uint16") else I64)
+        return r if r.type == dt_ else b.trunc(r, dt_)
+
+    def _truncate(self, v, t: ir.IntType):
+        """cvttsd2si: the value truncated toward zero, or the minimum of ``t`` where it does not fit."""
+        b = self.b
+        low = 1 << (t.width - 1)
+        fits = b.and_(b.fcmp_ordered(">=", v, ir.Constant(v.type, float(-low))),
+                      b.fcmp_ordered("<", v, ir.Constant(v.type, float(low))))
+        return b.select(fits, b.fptosi(v, t), ir.Constant(t, -low))
+
+    def _to_float32_odd(self, v):
+        """float64 -> float32 rounding to odd, so that a further rounding to float16 is exact
+        (no double rounding) without a libgcc/compiler-rt call."""
+        b = self.b
+        f = b.fptrunc(v, F32)
+        inexact = b.and_(b.fcmp_ordered("!=", b.fpext(f, v.type), v), self.i_isfinite("float32", f))
+        bits = b.bitcast(f, ir.IntType(32))
+        return b.bitcast(b.or_(bits, b.zext(inexact, ir.IntType(32))), F32)
+
+    # ---------------------------------------------------------- intrinsics
+    def declare(self, name: str, ret: ir.Type, params: list):
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, params), name)
+        return fn
+
+    def math(self, name: str, dtype: str, args: list):
+        """A math function of float values: an LLVM intrinsic or a libm call.  float16 is computed
+        in float32 and rounded back, as NumPy does."""
+        dt = ty.concrete(dtype)
+        if dt == "float16":
+            r = self.math(name, "float32", [self.b.fpext(a, F32) for a in args])
+            return self.b.fptrunc(r, F16)
+        t = value_type(dt)
+        if name not in _NATIVE_MATH:
+            self.scalar_calls = True
+        if name in _LIBM:
+            fname = name + ("f" if dt == "float32" else "")
+        else:
+            fname = f"llvm.{name}.f{float_bits(dt)}"
+        return self.b.call(self.declare(fname, t, [t] * len(args)), args, fastmath=self.flags)
+
+    def e_Intrinsic(self, e: T.Intrinsic):
+        args = [self.expr(a) for a in e.args]
+        dt = ty.concrete(e.args[0].dtype)
+        if e.name in _MATH:
+            return self.math(_MATH[e.name], dt, args)
+        r = getattr(self, "i_" + e.name)(dt, *args)
+        want = value_type(e.dtype)
+        if r.type != want:  # popcount: the count is uint8 (int64 for a weak argument)
+            r = self.b.trunc(r, want) if r.type.width > want.width else self.b.zext(r, want)
+        return r
+
+    def i_rsqrt(self, dt, x):
+        return self.farith("/", ir.Constant(x.type, 1.0), self.math("sqrt", dt, [x]))
+
+    def i_sigmoid(self, dt, x):
+        one = ir.Constant(x.type, 1.0)
+        ex = self.math("exp", dt, [self.b.fneg(x, flags=self.flags)])
+        return self.farith("/", one, self.farith("+", one, ex))
+
+    def i_abs(self, dt, x):
+        if dt in ty.FLOATS:
+            return self.math("fabs", dt, [x])
+        if dt in ty.UNSIGNED:
+            return x
+        return self.b.select(self.b.icmp_signed("<", x, ir.Constant(x.type, 0)), self.b.neg(x), x)
+
+    def i_sign(self, dt, x):
+        b = self.b
+        t = x.type
+        if dt in ty.FLOATS:
+            zero, one, minus_one = (ir.Constant(t, v) for v in (0.0, 1.0, -1.0))
+            rest = b.select(b.fcmp_ordered("==", x, zero), zero, x)  # nan stays nan
+            return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), minus_one, rest))
+        zero = ir.Constant(t, 0)
+        if dt in ty.UNSIGNED:
+            return b.zext(b.icmp_unsigned("!=", x, zero), t)
+        return b.sub(b.zext(b.icmp_signed(">", x, zero), t), b.zext(b.icmp_signed("<", x, zero), t))
+
+    def i_isnan(self, dt, x):
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def i_isinf(self, dt, x):
+        inf, minus_inf = ir.Constant(x.type, float("inf")), ir.Constant(x.type, float("-inf"))
+        return self.b.or_(self.b.fcmp_ordered("==", x, inf), self.b.fcmp_ordered("==", x, minus_inf))
+
+    def i_isfinite(self, dt, x):
+        inf, minus_inf = ir.Constant(x.type, float("inf")), ir.Constant(x.type, float("-inf"))
+        return self.b.and_(self.b.fcmp_ordered("!=", x, inf), self.b.fcmp_ordered("!=", x, minus_inf))
+
+    def i_max(self, dt, x, y):
+        return self._extremum(">", dt, x, y)
+
+    def i_min(self, dt, x, y):
+        return self._extremum("<", dt, x, y)
+
+    def _extremum(self, op, dt, x, y):
+        # NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
+        # equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=.
+        b = self.b
+        if dt in ty.FLOATS:
+            beats = b.fcmp_ordered(op + "=" if dt == "float16" else op, x, y)
+            return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
+        cmp = b.icmp_unsigned if dt in ty.UNSIGNED or dt == "bool" else b.icmp_signed
+        return b.select(cmp(op, x, y), x, y)
+
+    def i_ceil_div(self, dt, x, y):
+        unsigned = dt in ty.UNSIGNED
+        q = self.int_divmod("//", x, y, unsigned)
+        r = self.int_divmod("%", x, y, unsigned)
+        return self.b.add(q, self.b.zext(self.b.icmp_unsigned("!=", r, ir.Constant(x.type, 0)), x.type))
+
+    def i_popcount(self, dt, x):
+        # NumPy's bitwise_count: the bits of |x|.
+        magnitude = self.i_abs(dt, x)
+        return self.b.call(self.declare(f"llvm.ctpop.i{x.type.width}", x.type, [x.type]), [magnitude])

@@ -1,0 +1,39 @@
+"""LLVM types of hyb's dtypes, shared by the LLVM back end's modules."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..dsl import types as ty
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F16 = ir.HalfType()
+F32 = ir.FloatType()
+PTR = ir.PointerType()
+
+_LLTYPES = {
+    "bool": ir.IntType(8), "int8": ir.IntType(8), "uint8": ir.IntType(8),
+    "int16": ir.IntType(16), "uint16": ir.IntType(16), "int32": ir.IntType(32), "uint32": ir.IntType(32),
+    "int64": ir.IntType(64), "uint64": ir.IntType(64),
+    "float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType(),
+}
+
+
+def value_type(dtype: str) -> ir.Type:
+    """LLVM type of a value in registers (bool is i1 there, i8 in memory)."""
+    dt = ty.concrete(dtype)
+    return I1 if dt == "bool" else _LLTYPES[dt]
+
+
+def memory_type(dtype: str) -> ir.Type:
+    return _LLTYPES[ty.concrete(dtype)]
+
+
+def is_unsigned(dtype: str) -> bool:
+    return ty.concrete(dtype) in ty.UNSIGNED
+
+
+def float_bits(dt: str) -> int:
+    return {"float16": 16, "float32": 32, "float64": 64}[dt]

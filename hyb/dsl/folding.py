@@ -1,0 +1,61 @@
+"""Constant folding with NumPy's semantics: the values of operations and intrinsics whose
+operands are known when a kernel is checked, and constants converted between dtypes."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import tir as T
+from . import types as ty
+
+
+def fold(op, x, y):
+    """The value of a binary operation of two Python numbers, with NumPy's semantics, or None."""
+    if isinstance(x, float) or op == "/":
+        with np.errstate(all="ignore"):
+            return float(_NP_BINOPS[op](np.float64(x), np.float64(y)))
+    if op in ("//", "%") and y == 0:
+        return 0
+    if op == "**":
+        return x ** y if y >= 0 and (abs(x) <= 1 or y <= 4096) else None
+    return {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__,
+            "%": int.__mod__}[op](x, y)
+
+
+_NP_BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide,
+              "%": np.remainder, "**": np.power}
+
+
+def fold_intrinsic(name: str, vals: list):
+    """The value of an intrinsic of Python numbers known now, or None to leave it to run time."""
+    x = vals[0]
+    if name == "max":
+        return x if x > vals[1] or x != x else vals[1]
+    if name == "min":
+        return x if x < vals[1] or x != x else vals[1]
+    if name == "abs":
+        return abs(x)
+    if name == "sign":
+        return type(x)((x > 0) - (x < 0)) if x == x else x
+    if name == "ceil_div":
+        return -(-x // vals[1]) if vals[1] != 0 else 0
+    if name == "popcount":
+        return bin(abs(x)).count("1")
+    return None
+
+
+def negate(c: T.Const):
+    if ty.is_weak(c.dtype):
+        return -c.value
+    with np.errstate(all="ignore"):
+        return (-np.array(c.value, dtype=c.dtype)).item()  # wraps: -uint8(1) is 255
+
+
+def convert_const(value, src: str, dst: str):
+    """A constant's value in ``dst``: Python's conversion for a Python number, NumPy's (C's,
+    wrapping) for a value that already has a dtype."""
+    if ty.is_weak(src) or ty.is_weak(dst):
+        if ty.is_bool(dst):
+            return bool(value)
+        return int(value) if ty.is_int(dst) else float(value)
+    with np.errstate(all="ignore"):
+        return np.array(value, dtype=src).astype(dst).item()

@@ -1,0 +1,47 @@
+"""What a name stands for while a kernel is checked: the symbol records of the checker's scopes,
+the values of compile-time expressions (shapes, dtypes, tuples, grid indices) and the built-in names."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import tir as T
+from . import types as ty
+
+
+@dataclass
+class ShapeVal:
+    dims: tuple
+
+
+@dataclass
+class DTypeVal:
+    name: str
+
+
+@dataclass
+class TupleVal:
+    items: list
+
+
+@dataclass
+class TensorRef:
+    tensor: T.Tensor
+
+
+@dataclass
+class GridVal:
+    """The tuple index of a ``for idx in grid(shape)`` loop: one loop variable per dimension."""
+
+    vars: list
+
+
+@dataclass
+class Sym:
+    kind: str  # "tensor" | "scalar" | "loop" | "grid" | "const"
+    name: str  # unique name (tensor or loop var)
+    value: object = None  # for constants
+
+LOOP_KINDS = ("range", "serial", "parallel", "vectorize", "unroll", "reduce", "const_range")
+TENSOR_MAKERS = ("output_tensor", "allocate")
+CAST_NAMES = ty.ALL_DTYPES
+BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid")
