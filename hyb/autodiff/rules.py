@@ -7,16 +7,13 @@ integer casts and index arithmetic carry none.
 """
 from __future__ import annotations
 
-import math
-
 from ..dsl import ast as A
+from ..dsl import intrinsics
 from ..dsl import types as ty
 from ..errors import HybridUnsupportedError
 
 FLOAT_CASTS = ("float16", "float32", "float64")
-ZERO_GRAD = ("floor", "ceil", "trunc", "round", "sign", "isnan", "isinf", "isfinite", "ceil_div", "popcount")
-SMOOTH = ("sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
-          "atan", "atan2", "power", "abs", "max", "min")
+ZERO_GRAD = tuple(n for n, row in intrinsics.TABLE.items() if row.derivative == intrinsics.ZERO)
 
 
 # ---------------------------------------------------------------- small tree builders
@@ -217,48 +214,18 @@ class Chain:
             if is_float_cast(f):
                 self.run(x, g)
             return
-        if f in ZERO_GRAD:
+        row = intrinsics.TABLE.get(f)
+        if row is None or row.derivative is None:
+            raise HybridUnsupportedError(f"gradient of `{f}()`", e.span, None)
+        if row.derivative == intrinsics.ZERO:
             return
-        if f == "sqrt":
-            self.run(x, div(mul(num(0.5), g), call("sqrt", x)))
-        elif f == "rsqrt":
-            self.run(x, mul(g, div(mul(num(-0.5), call("rsqrt", x)), x)))
-        elif f in ("exp", "expm1"):
-            self.run(x, mul(g, call("exp", x)))
-        elif f == "log":
-            self.run(x, div(g, x))
-        elif f == "log1p":
-            self.run(x, div(g, add(num(1), x)))
-        elif f == "sin":
-            self.run(x, mul(g, call("cos", x)))
-        elif f == "cos":
-            self.run(x, neg(mul(g, call("sin", x))))
-        elif f == "tan":
-            c = call("cos", x)
-            self.run(x, div(g, mul(c, c)))
-        elif f == "tanh":
-            t = call("tanh", x)
-            self.run(x, mul(g, sub(num(1), mul(t, t))))
-        elif f == "sigmoid":
-            s = call("sigmoid", x)
-            self.run(x, mul(g, mul(s, sub(num(1), s))))
-        elif f == "erf":
-            self.run(x, mul(g, mul(num(2.0 / math.sqrt(math.pi)), call("exp", neg(mul(x, x))))))
-        elif f == "atan":
-            self.run(x, div(g, add(num(1), mul(x, x))))
-        elif f == "atan2":
-            y, xx = args
-            r = add(mul(xx, xx), mul(y, y))
-            self.run(y, div(mul(g, xx), r))
-            self.run(xx, neg(div(mul(g, y), r)))
-        elif f == "power":
+        if row.derivative == "power":
             self.power(args[0], args[1], g)
-        elif f == "abs":
-            self.run(x, mul(g, call("sign", x)))
-        elif f in ("max", "min"):
+        elif row.derivative == "extremum":
             self.extremum(f, args, g)
         else:
-            raise HybridUnsupportedError(f"gradient of `{f}()`", e.span, None)
+            for arg, adjoint in zip(args, row.derivative(_BUILDERS, args, g)):
+                self.run(arg, adjoint)
 
     def extremum(self, f, args, g):
         zero = num(0.0)
@@ -276,3 +243,18 @@ class Chain:
             ties = hit if ties is None else A.BinOp(None, "+", ties, hit)
         for a in args:
             self.run(a, ifexp(cmp("==", a, m), div(g, ties), zero))
+
+
+class _Builders:
+    """The tree builders an intrinsic's derivative (:data:`hyb.dsl.intrinsics.TABLE`) writes with."""
+
+    num = staticmethod(num)
+    call = staticmethod(call)
+    neg = staticmethod(neg)
+    mul = staticmethod(mul)
+    div = staticmethod(div)
+    add = staticmethod(add)
+    sub = staticmethod(sub)
+
+
+_BUILDERS = _Builders()

@@ -15,16 +15,10 @@ import numpy as np
 from ..errors import HybridIndexError
 from . import tir as T
 from . import types as ty
+from .intrinsics import TABLE
 
 _INT_HELPERS = {"//": "_floordiv", "%": "_mod", "**": "_ipow"}
-_INTRINSICS = {
-    "sqrt": "np.sqrt", "rsqrt": "_rsqrt", "exp": "np.exp", "expm1": "np.expm1", "log": "np.log",
-    "log1p": "np.log1p", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "tanh": "np.tanh",
-    "sigmoid": "_sigmoid", "erf": "_erf", "atan": "np.arctan", "atan2": "np.arctan2", "abs": "np.absolute",
-    "sign": "np.sign", "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "round": "np.rint",
-    "isnan": "np.isnan", "isinf": "np.isinf", "isfinite": "np.isfinite", "max": "np.maximum",
-    "min": "np.minimum", "ceil_div": "_ceil_div", "popcount": "np.bitwise_count",
-}
+_INTRINSICS = {name: row.reference for name, row in TABLE.items()}  # the NumPy spelling of each
 
 
 class _Emitter:
