@@ -45,7 +45,7 @@ from ..dsl import types as ty
 from ..errors import HybridInternalError
 from ..schedule import loops as L
 from .cuda_expr import CTYPES, CudaExpressions
-from .llvm import CheckSite, buffer_order
+from .abi import CheckSite, buffer_order
 
 BLOCK_1D = 256
 BLOCK_2D = (32, 8)

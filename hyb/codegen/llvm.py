@@ -32,6 +32,7 @@ from ..dsl import types as ty
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops as L
+from .abi import CheckSite, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_parallel import ParallelOutlining
@@ -41,25 +42,10 @@ from .llvm_types import I8, I32, I64, PTR, is_unsigned, memory_type
 
 
 
-def buffer_order(k: T.TypedKernel) -> list:
-    """Names of the tensors passed as pointers, in argument order."""
-    rest = [t.name for t in k.tensors.values() if t.kind != "scalar" and t.name not in k.inputs]
-    return list(k.inputs) + rest
-
-
 @dataclass(frozen=True)
 class Options:
     fastmath: bool = False
     target: object = None  # hyb.target.CpuTarget; None: the host
-
-
-@dataclass
-class CheckSite:
-    """A subscript bounds-checked at run time."""
-
-    tensor: str
-    shape: tuple
-    span: object
 
 
 @dataclass
@@ -328,10 +314,6 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         return v
 
     # ---------------------------------------------------------- expressions
-def function_name(k: T.TypedKernel) -> str:
-    return "hyb_" + k.name
-
-
 def generate_ir(nest: L.LoopNest, options: Options) -> Generated:
     """Unoptimised LLVM IR text of the kernel, with its run-time check sites."""
     k = nest.kernel

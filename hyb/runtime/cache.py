@@ -93,7 +93,7 @@ def load(k: str):
 
 
 def _record(header: dict, object_code: bytes):
-    from ..codegen.llvm import CheckSite
+    from ..codegen.abi import CheckSite
     from .pipeline import NativeCode
 
     if not isinstance(header["llvm_opt"], str) or not object_code:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..codegen import jit
+from ..codegen import abi, jit
 from ..codegen import llvm as llvm_codegen
 from ..dsl import interp
 from ..dsl import tir
@@ -50,8 +50,8 @@ class CompiledKernel:
         self.check_sites = list(code.sites)
         self.llvm_opt = code.llvm_opt
         self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
-                                                                llvm_codegen.function_name(typed))
-        self.buffers = llvm_codegen.buffer_order(typed)
+                                                                abi.function_name(typed))
+        self.buffers = abi.buffer_order(typed)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
                                        ctypes.POINTER(ctypes.c_int64))(self._jit.address)
         self._written = typed.written

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from ..codegen import jit
+from ..codegen import abi, jit
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
@@ -137,7 +137,7 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
                                                                     target=target))
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
-    loaded = jit.JitFunction(module, llvm_codegen.function_name(nest.kernel))
+    loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
     return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), generated.ir), loaded
 
 

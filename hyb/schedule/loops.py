@@ -1,4 +1,4 @@
-"""Loop IR: the code shape isl's AST generator chose, as plain dataclasses.
+"""Loop IR: the code shape isl's AST generator chose, as frozen records.
 
 Expressions here are integer index arithmetic over loop counters (``LExpr``); the work of
 each statement instance stays in the typed IR of its :class:`~hyb.schedule.extract.Statement`,

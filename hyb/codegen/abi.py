@@ -1,0 +1,32 @@
+"""The calling convention of generated code, shared by the LLVM and CUDA back ends and the runtime.
+
+A kernel's native function takes one pointer per non-scalar tensor, in :func:`buffer_order`
+(inputs in parameter order, then outputs and temporaries in order of declaration); the LLVM
+function is named :func:`function_name`.  A subscript checked at run time has a
+:class:`CheckSite`; a failed check returns the site's number (1-based) so that the runtime can
+raise an error at the user's line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dsl import tir
+
+
+def buffer_order(k: tir.TypedKernel) -> list:
+    """Names of the tensors passed as pointers, in argument order."""
+    rest = [t.name for t in k.tensors.values() if t.kind != "scalar" and t.name not in k.inputs]
+    return list(k.inputs) + rest
+
+
+@dataclass(frozen=True)
+class CheckSite:
+    """A subscript bounds-checked at run time."""
+
+    tensor: str
+    shape: tuple
+    span: object
+
+
+def function_name(k: tir.TypedKernel) -> str:
+    return "hyb_" + k.name
