@@ -1,0 +1,65 @@
+"""The plan stage alone: a polyhedral program and its dependences -> a Plan record."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import hyb
+from hyb.schedule import deps, extract, plan
+from hyb.schedule.options import parse_options
+
+SRC = '''def matmul(a, b):
+    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            for k in range(a.shape[1]):
+                c[i, j] += a[i, k] * b[k, j]
+    return c
+
+def prefix(x):
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] + x[i - 1]
+    return x
+'''
+
+
+def program(name, *args):
+    typed = hyb.compile_source(SRC).kernels[name].typed(*args)
+    p = extract.extract(typed)
+    return p, deps.compute(p)
+
+
+def test_a_matrix_product_is_tiled_and_runs_on_threads():
+    a = np.zeros((128, 128))
+    p, d = program("matmul", a, a)
+    made = plan.plan(p, d, parse_options(None))
+    assert made.schedule is not None
+    text = made.describe()
+    assert "tiled" in text and "`parallel`" in text and "schedule tree:" in text
+
+
+def test_options_steer_the_plan():
+    a = np.zeros((64, 64))
+    p, d = program("matmul", a, a)
+    original = plan.plan(p, d, parse_options("original"))
+    assert original.schedule is None and original.decisions == ('original program order (schedule="original")',)
+    untiled = plan.plan(p, d, parse_options({"tile": False}))
+    assert not any("tiled" in x for x in untiled.decisions)
+
+
+def test_a_carried_dependence_keeps_its_loop_serial():
+    p, d = program("prefix", np.zeros(100_000))
+    made = plan.plan(p, d, parse_options(None))
+    assert not any("marked `parallel`" in x for x in made.decisions)
+
+
+def test_a_plan_is_an_immutable_record():
+    a = np.zeros((16, 16))
+    p, d = program("matmul", a, a)
+    made = plan.plan(p, d, parse_options(None))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.schedule = None
+    noted = made.noted("one more decision", 0)
+    assert noted.decisions[0] == "one more decision" and made.decisions[0] != "one more decision"
