@@ -25,8 +25,8 @@ import jax
 import numpy as np
 
 from .autodiff.reverse import param_kinds
-from .dsl import ast as A
-from .dsl import types as ty
+from .dsl import ast as syntax
+from .dsl import types
 from .dsl.check import ArgSpec, check_kernel
 from .errors import HybridArgumentError, HybridTypeError
 from .runtime.kernel import Kernel
@@ -68,7 +68,7 @@ class _Op:
                                           f"take", None, f"its parameters: {', '.join(kernel.params)}")
             self.kinds = ["scalar" if p in scalars else "tensor" for p in kernel.params]
         body = kernel.kdef.body
-        self.n_out = len(body[-1].values) if body and isinstance(body[-1], A.Return) else 1
+        self.n_out = len(body[-1].values) if body and isinstance(body[-1], syntax.Return) else 1
         self._sigs: dict = {}
 
     # ------------------------------------------------------------ signatures (at trace time)
@@ -94,7 +94,7 @@ class _Op:
             elif dtype == "bool":
                 specs.append(ArgSpec((), "bool", True))
             elif weak:
-                specs.append(ArgSpec((), ty.WEAK_INT if np.dtype(dtype).kind in "iu" else ty.WEAK_FLOAT, True))
+                specs.append(ArgSpec((), types.WEAK_INT if np.dtype(dtype).kind in "iu" else types.WEAK_FLOAT, True))
             else:
                 specs.append(ArgSpec((), dtype, True))
         return specs

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .autodiff.reverse import param_kinds
-from .dsl import ast as A
+from .dsl import ast as syntax
 from .dsl.check import ArgSpec, arg_spec, check_kernel
 from .errors import HybridArgumentError, HybridTypeError
 from .runtime.kernel import Kernel
@@ -113,7 +113,7 @@ class _Op:
                                           f"take", None, f"its parameters: {', '.join(kernel.params)}")
             self.kinds = ["scalar" if p in scalars else "tensor" for p in kernel.params]
         self.name = _unique_name(name or kernel.name)
-        self.n_out = len(kernel.kdef.body[-1].values) if isinstance(kernel.kdef.body[-1], A.Return) else 1
+        self.n_out = len(kernel.kdef.body[-1].values) if isinstance(kernel.kdef.body[-1], syntax.Return) else 1
         self._sigs: dict = {}
 
     # ---------------------------------------------------------------- schemas

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..dsl import unparse
 from .reverse import Gradient, Reverser
 
@@ -23,7 +23,7 @@ class Derived:
     with_outputs: bool
 
 
-def derive(kdef: A.KernelDef, module: A.Module, inactive=frozenset(), with_outputs: bool = False) -> Derived:
+def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False) -> Derived:
     """The gradient of ``kdef``; ``inactive`` names parameters without a gradient (integer inputs)."""
     g: Gradient = Reverser(kdef, module, frozenset(inactive), with_outputs).run()
     lines = [f"# Gradient of `{kdef.name}`, derived by hyb from {module.filename}.", ""]

@@ -23,9 +23,9 @@ and which of those must be saved because the kernel overwrites them.
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..dsl.unparse import expr as unparse_expr
-from . import rules as R
+from . import rules
 from .rules import name
 from .tree import _accumulation, _replace_expr, _replace_reads, _subst_expr, _target_name, unsupported, value_walk, walk
 
@@ -46,7 +46,7 @@ class Analysis:
                 if not self.is_active(s.value):
                     continue
                 n = _target_name(s.target)
-                if isinstance(s.target, A.Subscript):
+                if isinstance(s.target, syntax.Subscript):
                     t = self.tensors.get(n)
                     if t is None:
                         raise unsupported(f"a store to `{n}`, which is not a tensor", s)
@@ -75,23 +75,23 @@ class Analysis:
         self.active_s = {n for n in self.active_s if n in useful}
 
     def is_active(self, e) -> bool:
-        return R.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
+        return rules.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
 
     # ------------------------------------------------------------ pass 3: what the reverse part reads
-    def chain(self, s: A.Assign, g):
+    def chain(self, s: syntax.Assign, g):
         """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``."""
         acc = _accumulation(s)
-        c = R.Chain(self.is_active)
+        c = rules.Chain(self.is_active)
         if acc is not None:
             sign, f = acc
-            c.run(f, g if sign > 0 else R.neg(g))
+            c.run(f, g if sign > 0 else rules.neg(g))
         else:
             c.run(s.value, g)
         out = c.out
         subs = self.recompute.get(id(s))
         if subs:
             out = [(r, _replace_reads(coef, subs)) for r, coef in out]
-        if isinstance(s.target, A.Name) and acc is None and isinstance(s.value, A.Call) \
+        if isinstance(s.target, syntax.Name) and acc is None and isinstance(s.value, syntax.Call) \
                 and s is self.scalars[s.target.id].decl:
             # exp(u), sigmoid(u), ... reappear in their own derivative: use the value computed.
             out = [(r, _replace_expr(coef, unparse_expr(s.value), s.target)) for r, coef in out]
@@ -104,13 +104,13 @@ class Analysis:
         self.recompute: dict = {}  # id(stmt) -> {unparsed read: expression}
         stores = {}
         for w in self.assigns:
-            if isinstance(w.target, A.Subscript):
+            if isinstance(w.target, syntax.Subscript):
                 stores.setdefault(w.target.value.id, []).append(w)
         for p in self.assigns:
             if not self.is_active(p.value):
                 continue
             for r in value_walk(p.value):
-                if not (isinstance(r, A.Subscript) and isinstance(r.value, A.Name) and r.value.id in stores):
+                if not (isinstance(r, syntax.Subscript) and isinstance(r.value, syntax.Name) and r.value.id in stores):
                     continue
                 ws = stores[r.value.id]
                 if not any(self.may_follow(w, p, r, r.value.id) for w in ws):
@@ -130,7 +130,7 @@ class Analysis:
         w0 = before[0]
         b = self.info[id(w0)].block
         while not self.info[id(p)].block.inside(b):
-            if isinstance(b.owner, A.If):
+            if isinstance(b.owner, syntax.If):
                 return None  # w0 may not run: another store (or none) may have written the cell
             b = b.parent
         lw, lp_ = self.info[id(w0)].block.loops, self.info[id(p)].block.loops
@@ -149,7 +149,7 @@ class Analysis:
                 if self.affine(ri) != a:
                     return None
                 continue
-            if len(vs) != 1 or a[vs[0]] != 1 or not isinstance(ri, A.Name) or ri.id not in by_p:
+            if len(vs) != 1 or a[vs[0]] != 1 or not isinstance(ri, syntax.Name) or ri.id not in by_p:
                 return None
             v = vs[0]
             if set(k for k in a if k is not None) != {v} or a.get(None, 0) != 0:
@@ -173,12 +173,12 @@ class Analysis:
             return None
         subs = {}
         for x in value_walk(e):
-            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
-                if any(isinstance(a.target, A.Subscript) and a.target.value.id == x.value.id for a in self.assigns):
+            if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name):
+                if any(isinstance(a.target, syntax.Subscript) and a.target.value.id == x.value.id for a in self.assigns):
                     return None  # only tensors nobody writes
-            elif isinstance(x, A.Name) and x.id in self.scalars:
+            elif isinstance(x, syntax.Name) and x.id in self.scalars:
                 sc = self.scalars[x.id]
-                assigns = [a for a in self.assigns if isinstance(a.target, A.Name) and a.target.id == x.id]
+                assigns = [a for a in self.assigns if isinstance(a.target, syntax.Name) and a.target.id == x.id]
                 local = sc.block.loops and sc.block.loops[-1].var in own_vars
                 if local:
                     if len(assigns) != 1 or self.info[id(assigns[0])].first > self.info[id(w0)].first:
@@ -204,17 +204,17 @@ class Analysis:
         self.chains = {}
         for s in self.assigns:
             n = _target_name(s.target)
-            active = (n in self.active_t) if isinstance(s.target, A.Subscript) else (n in self.active_s)
+            active = (n in self.active_t) if isinstance(s.target, syntax.Subscript) else (n in self.active_s)
             if not active:
                 continue
             acc, pairs = self.chain(s, g) if self.is_active(s.value) else (False, [])
             if self.is_active(s.value):
                 self.chains[id(s)] = (acc, pairs)
-            need = self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set()
+            need = self.index_reads(s.target) if isinstance(s.target, syntax.Subscript) else set()
             for read, coef in pairs:
                 need |= self.reads(coef) | self.index_reads(read)
-                if isinstance(read, A.Subscript):
-                    need |= self.index_reads(A.Tuple(None, [read]))
+                if isinstance(read, syntax.Subscript):
+                    need |= self.index_reads(syntax.Tuple(None, [read]))
             need.discard("__g")
             self.need_at[id(s)] = need
             for c in self.enclosing(s):
@@ -232,7 +232,7 @@ class Analysis:
             for s in self.assigns:
                 if _target_name(s.target) != n:
                     continue
-                more = self.reads(s.value) | (self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())
+                more = self.reads(s.value) | (self.index_reads(s.target) if isinstance(s.target, syntax.Subscript) else set())
                 for c in self.enclosing(s):
                     more |= self.compound_reads(c)
                 for m in more - self.needed:
@@ -252,9 +252,9 @@ class Analysis:
 
         def add_reads(stmt, e):
             for x in value_walk(e):
-                if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in self.tensors:
+                if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id in self.tensors:
                     positions.append((stmt, x.value.id, x))
-                elif isinstance(x, A.Name) and x.id in self.scalars:
+                elif isinstance(x, syntax.Name) and x.id in self.scalars:
                     positions.append((stmt, x.id, None))
 
         for s in self.assigns:
@@ -262,21 +262,21 @@ class Analysis:
                 _, pairs = self.chain(s, g)
                 for read, coef in pairs:
                     add_reads(s, coef)
-                    if isinstance(read, A.Subscript):
+                    if isinstance(read, syntax.Subscript):
                         for i in read.indices:
                             add_reads(s, i)
-                if isinstance(s.target, A.Subscript):
+                if isinstance(s.target, syntax.Subscript):
                     for i in s.target.indices:
                         add_reads(s, i)
             n = _target_name(s.target)
             if n in self.needed and self.decl_block(n).parent is not None:
                 # Replayed at the start of reversed iterations: what it reads from outside must be
                 # as it was at the start of the iteration.
-                conflict = [x for x in value_walk(s.value) if isinstance(x, A.Subscript)
-                            and isinstance(x.value, A.Name) and self.replay_conflict(s, x)]
+                conflict = [x for x in value_walk(s.value) if isinstance(x, syntax.Subscript)
+                            and isinstance(x.value, syntax.Name) and self.replay_conflict(s, x)]
                 if conflict:
                     t = self.tensors.get(n)
-                    if t is not None and any(isinstance(x, A.Name) and x.id in self.scalars for x in walk(t.dtype)):
+                    if t is not None and any(isinstance(x, syntax.Name) and x.id in self.scalars for x in walk(t.dtype)):
                         raise unsupported(f"a value computed from `{conflict[0].value.id}` before the same loop body "
                                           f"overwrites `{conflict[0].value.id}`", s,
                                           "compute the value into a temporary tensor first")
@@ -284,14 +284,14 @@ class Analysis:
                     self.value_tape[id(s)] = self.fresh(f"{n}_saved")
                 else:
                     self.replay_scalar_reads.append((s, self.reads(s.value) | (
-                        self.index_reads(s.target) if isinstance(s.target, A.Subscript) else set())))
+                        self.index_reads(s.target) if isinstance(s.target, syntax.Subscript) else set())))
                     # Stores of later iterations that overwrite what it reads are undone (taped
                     # and restored) before the replay runs.
                     for x in value_walk(s.value):
-                        if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in self.tensors:
+                        if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id in self.tensors:
                             positions.append((s, x.value.id, x))
         for c in self.walk_stmts(self.top.body):
-            if isinstance(c, A.If) and id(c) in self.need_at:
+            if isinstance(c, syntax.If) and id(c) in self.need_at:
                 add_reads(c, c.cond)
         writers = {}
         for s in self.assigns:
@@ -305,14 +305,14 @@ class Analysis:
                 if id(w) in taped or id(w) in snapped:
                     continue
                 if self.may_follow(w, p, sub, n):
-                    if isinstance(w.target, A.Subscript):
+                    if isinstance(w.target, syntax.Subscript):
                         taped.add(id(w))
                     elif w is not self.scalars[n].decl:
                         snapped.add(id(w))
         self.taped = taped
         self.restore = {w.target.value.id for w in self.assigns if id(w) in taped}
         for c in self.walk_stmts(self.top.body):
-            if isinstance(c, A.For) and id(c) in self.need_at:
+            if isinstance(c, syntax.For) and id(c) in self.need_at:
                 lp = self.loops[c.target.id]
                 for n in self.reads(lp.lo) | self.reads(lp.hi):
                     if n in self.tensors or any(_target_name(a.target) == n and a is not self.scalars[n].decl
@@ -332,10 +332,10 @@ class Analysis:
                 if self.info[id(c)].block.inside(decl_block):
                     names = self.entry.setdefault(id(c), {})
                     if n not in names:
-                        names[n] = self.fresh(f"{n}_at_{c.target.id}" if isinstance(c, A.For) else f"{n}_before_if")
+                        names[n] = self.fresh(f"{n}_at_{c.target.id}" if isinstance(c, syntax.For) else f"{n}_before_if")
         assigned_in = {}
         for a in self.assigns:
-            if isinstance(a.target, A.Name):
+            if isinstance(a.target, syntax.Name):
                 for c in self.enclosing(a):
                     assigned_in.setdefault(id(c), set()).add(a.target.id)
         for s, names in self.replay_scalar_reads:
@@ -350,14 +350,14 @@ class Analysis:
                     if u in assigned_in.get(id(c), set()):
                         names_c = self.entry.setdefault(id(c), {})
                         if u not in names_c:
-                            names_c[u] = self.fresh(f"{u}_at_{c.target.id}" if isinstance(c, A.For)
+                            names_c[u] = self.fresh(f"{u}_at_{c.target.id}" if isinstance(c, syntax.For)
                                                     else f"{u}_before_if")
                     blk = blk.parent
         for c in self.walk_stmts(self.top.body):
-            if isinstance(c, A.If) and (id(c) in self.need_at or self.reads(c.cond) & self.needed):
+            if isinstance(c, syntax.If) and (id(c) in self.need_at or self.reads(c.cond) & self.needed):
                 changed = set()
                 for s in self.walk_stmts(c.body + c.orelse):
-                    if isinstance(s, A.Assign):
+                    if isinstance(s, syntax.Assign):
                         changed.add(_target_name(s.target))
                 if self.reads(c.cond) & changed:
                     self.cond_snap[id(c)] = self.fresh("cond")
@@ -375,7 +375,7 @@ class Analysis:
         while b is not None and b.parent is not None:
             if not self.tensors[t].block.inside(b):
                 for w in self.assigns:
-                    if not (isinstance(w.target, A.Subscript) and w.target.value.id == t
+                    if not (isinstance(w.target, syntax.Subscript) and w.target.value.id == t
                             and self.info[id(w)].block.inside(b)):
                         continue
                     shared = [lp for lp in self.info[id(w)].block.loops[len(b.loops):]
@@ -394,8 +394,8 @@ class Analysis:
         if sum(1 for a in self.assigns if _target_name(a.target) == n) != 1:
             return False
         for x in value_walk(sc.decl.value):
-            if isinstance(x, A.Subscript):
+            if isinstance(x, syntax.Subscript):
                 return False
-            if isinstance(x, A.Name) and x.id in self.scalars and not self.constant_like(x.id, depth + 1):
+            if isinstance(x, syntax.Name) and x.id in self.scalars and not self.constant_like(x.id, depth + 1):
                 return False
         return True

@@ -19,9 +19,9 @@ A loop nest around one assignment may instead be turned into gathers (``gathers.
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
-from . import rules as R
+from . import rules
 from .rules import add, call, name, num
 from .tree import (Block, Gradient, Loop, _accumulation, _aff_add, _aff_expr, _aff_scale, _attr, _copy_loop, _increment,
                    _sub, _target_name, subst, unsupported, value_walk)
@@ -52,7 +52,7 @@ class Emission:
             if o in self.tensor_params and o in self.needed:
                 copy = self.fresh(f"{o}_fwd")
                 self.fwd_names[o] = copy
-                body.append(A.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
+                body.append(syntax.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
                 body.extend(_copy_loop(copy, o, self.fresh("idx")))
         self.passed = set()
         for o in self.outputs:
@@ -67,7 +67,7 @@ class Emission:
         for p in self.tensor_params:
             if p in self.active_t:
                 a = self.adj[p] = self.fresh(f"d_{p}")
-                body.append(A.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
+                body.append(syntax.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
                 if p in self.outputs:
                     body.extend(_copy_loop(a, douts[p], self.fresh("idx")))
         for o in self.outputs:
@@ -76,7 +76,7 @@ class Emission:
             if self.adjoint_written(o):
                 a = self.adj[o] = self.fresh(f"d_{o}")
                 t = self.tensors[o]
-                body.append(A.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
+                body.append(syntax.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
                                                          subst(t.dtype, self.fwd_names))))
                 body.extend(_copy_loop(a, douts[o], self.fresh("idx")))
             else:
@@ -85,8 +85,8 @@ class Emission:
         body.append(Comment(None, "reverse"))
         body.extend(self.reverse(self.top))
         grads = [p in self.active_t for p in self.params]
-        body.append(A.Return(None, [name(self.adj[p]) for p in self.params if p in self.active_t]))
-        kdef = A.KernelDef(self.kdef.span, f"{self.kdef.name}_grad", [A.Param(None, p) for p in params], body,
+        body.append(syntax.Return(None, [name(self.adj[p]) for p in self.params if p in self.active_t]))
+        kdef = syntax.KernelDef(self.kdef.span, f"{self.kdef.name}_grad", [syntax.Param(None, p) for p in params], body,
                            f"Gradient of `{self.kdef.name}` (derived by hyb): takes its inputs"
                            f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
                            "returns one gradient per differentiable input.")
@@ -94,12 +94,12 @@ class Emission:
 
     def reads_see_final(self, t) -> bool:
         """Whether every read of tensor ``t`` sees its final value (no store to the cell after it)."""
-        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        stores = [w for w in self.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
         for s in self.assigns:
-            exprs = [s.value] + (list(s.target.indices) if isinstance(s.target, A.Subscript) else [])
+            exprs = [s.value] + (list(s.target.indices) if isinstance(s.target, syntax.Subscript) else [])
             for e in exprs:
                 for x in value_walk(e):
-                    if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id == t \
+                    if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == t \
                             and any(self.may_follow(w, s, x, t) for w in stores):
                         return False
         return True
@@ -108,13 +108,13 @@ class Emission:
         """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
         to ``t`` clears it): if not, the incoming gradient can serve as the adjoint."""
         for s in self.assigns:
-            if isinstance(s.target, A.Subscript) and s.target.value.id == t and self.clears(s):
+            if isinstance(s.target, syntax.Subscript) and s.target.value.id == t and self.clears(s):
                 return True
             if id(s) not in self.chains:
                 continue
             acc, pairs = self.chains[id(s)]
             for read, _ in pairs:
-                if isinstance(read, A.Subscript) and read.value.id == t:
+                if isinstance(read, syntax.Subscript) and read.value.id == t:
                     return True
         return False
 
@@ -122,13 +122,13 @@ class Emission:
         for s in self.assigns:
             acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
             for x in value_walk(s.value if acc is None else acc[1]):
-                if isinstance(x, A.Subscript) and x.value.id == t:
+                if isinstance(x, syntax.Subscript) and x.value.id == t:
                     return True
             for x in value_walk(s.target):
-                if isinstance(x, A.Subscript) and x is not s.target and x.value.id == t:
+                if isinstance(x, syntax.Subscript) and x is not s.target and x.value.id == t:
                     return True
         for c in self.walk_stmts(self.top.body):
-            for e in self.stmt_exprs(c) if isinstance(c, (A.For, A.If)) else []:
+            for e in self.stmt_exprs(c) if isinstance(c, (syntax.For, syntax.If)) else []:
                 if t in self.reads(e):
                     return True
         return False
@@ -138,13 +138,13 @@ class Emission:
         acc = self.chains.get(id(s), (False, []))[0]
         if acc:
             return False
-        if isinstance(s.target, A.Name):
+        if isinstance(s.target, syntax.Name):
             return s is not self.scalars[s.target.id].decl
         t = s.target.value.id
         if self.read_anywhere(t) or t in self.tensor_params:
             return True  # (an input written in place: its adjoint is the input's gradient)
         # Nothing reads the tensor: its adjoint matters only to other stores of the same cell.
-        stores = [w for w in self.assigns if isinstance(w.target, A.Subscript) and w.target.value.id == t]
+        stores = [w for w in self.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
         if len(stores) > 1:
             return True
         depth = len(self.tensors[t].block.loops)
@@ -163,40 +163,40 @@ class Emission:
             t = self.tensors[s.target.value.id]
             loops = self.info[id(s)].block.loops[len(t.block.loops):]
             tape = self.fresh(f"{t.name}_tape")
-            shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+            shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
             index = [self.iteration(lp) for lp in loops]
-            decl = A.Assign(None, name(tape), call("allocate", shape, _attr(self.fwd(t.name), "dtype")))
+            decl = syntax.Assign(None, name(tape), call("allocate", shape, _attr(self.fwd(t.name), "dtype")))
             self.tapes.append((tape, shape, _attr(self.fwd(t.name), "dtype"), f"old values of `{t.name}`"))
             self.store_tape[id(s)] = (tape, index)
             self.add_pending(t.block, s, decl)
         for c in self.walk_stmts(self.top.body):
             if id(c) in self.cond_tape:
-                shape = A.Tuple(None, [self.trip_bound(lp) for lp in self.cond_tape[id(c)]])
+                shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in self.cond_tape[id(c)]])
                 tape = self.cond_snap[id(c)]
-                self.tapes.append((tape, shape, A.Str(None, "bool"), "a condition at each iteration"))
-                self.add_pending(self.top, c, A.Assign(None, name(tape), call("allocate", shape, A.Str(None, "bool"))))
+                self.tapes.append((tape, shape, syntax.Str(None, "bool"), "a condition at each iteration"))
+                self.add_pending(self.top, c, syntax.Assign(None, name(tape), call("allocate", shape, syntax.Str(None, "bool"))))
         for st in self.assigns:
             if id(st) in self.value_tape:
                 loops = self.info[id(st)].block.loops
-                shape = A.Tuple(None, [self.trip_bound(lp) for lp in loops])
+                shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
                 tape = self.value_tape[id(st)]
                 n = _target_name(st.target)
                 if n in self.tensors:
                     dtype = self.F(self.tensors[n].dtype)
                 else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
-                    dtype = A.Str(None, "int64" if self.scalars[n].int_typed else "float64")
+                    dtype = syntax.Str(None, "int64" if self.scalars[n].int_typed else "float64")
                 self.tapes.append((tape, shape, dtype, f"values of `{n}` computed on line "
                                                        f"{getattr(st.span, 'line', '?')}"))
-                self.add_pending(self.top, st, A.Assign(None, name(tape), call("allocate", shape, dtype)))
+                self.add_pending(self.top, st, syntax.Assign(None, name(tape), call("allocate", shape, dtype)))
         self.scalar_tape = {}  # (id(For), scalar) -> tape name
         for cid, names in self.entry.items():
             c = self.find(cid)
-            if not isinstance(c, A.For):
+            if not isinstance(c, syntax.For):
                 continue
             lp = self.loops[c.target.id]
             for n, tape in names.items():
-                shape = A.Tuple(None, [self.trip_bound(lp)])
-                decl = A.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
+                shape = syntax.Tuple(None, [self.trip_bound(lp)])
+                decl = syntax.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
                 self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
                 self.add_pending(self.info[cid].block, c, decl, needs=n)
 
@@ -232,7 +232,7 @@ class Emission:
         m = _aff_expr(self.max_over_loops(span, outer))
         k = abs(lp.step)
         if k != 1:
-            m = A.BinOp(None, "//", add(m, num(k - 1)), num(k))
+            m = syntax.BinOp(None, "//", add(m, num(k - 1)), num(k))
         return call("max", num(0), m)
 
     def loops_around(self, lp: Loop) -> list:
@@ -241,10 +241,10 @@ class Emission:
     def iteration(self, lp: Loop):
         v = name(lp.var)
         if lp.step > 0:
-            d = R.sub(v, lp.lo)
-            return d if lp.step == 1 else A.BinOp(None, "//", d, num(lp.step))
-        d = R.sub(lp.lo, v)
-        return d if lp.step == -1 else A.BinOp(None, "//", d, num(-lp.step))
+            d = rules.sub(v, lp.lo)
+            return d if lp.step == 1 else syntax.BinOp(None, "//", d, num(lp.step))
+        d = rules.sub(lp.lo, v)
+        return d if lp.step == -1 else syntax.BinOp(None, "//", d, num(-lp.step))
 
     def cond_ref(self, s):
         return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
@@ -293,7 +293,7 @@ class Emission:
                     continue
                 if n not in keep and a is not self.scalars[n].decl:
                     continue  # kept for its dtype only
-                more = self.reads(a.value) | (self.index_reads(a.target) if isinstance(a.target, A.Subscript)
+                more = self.reads(a.value) | (self.index_reads(a.target) if isinstance(a.target, syntax.Subscript)
                                               else set())
                 for c in self.enclosing(a):
                     if not self.info[id(c)].block.inside(block):
@@ -316,16 +316,16 @@ class Emission:
         out = []
         declared = set()
         for s in block.body:
-            if isinstance(s, A.Return):
+            if isinstance(s, syntax.Return):
                 continue
-            if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id in self.tensors:
+            if isinstance(s, syntax.Assign) and isinstance(s.target, syntax.Name) and s.target.id in self.tensors:
                 t = self.tensors[s.target.id]
                 made = []
                 if t.name in keep and t.name not in self.passed:
-                    made = [A.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
-            elif isinstance(s, A.Assign):
+                    made = [syntax.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
+            elif isinstance(s, syntax.Assign):
                 made = self.forward_assign(s, keep, typed_only, replay)
-            elif isinstance(s, A.For):
+            elif isinstance(s, syntax.For):
                 made = self.forward_for(s, keep, typed_only, replay)
             else:
                 made = self.forward_if(s, keep, typed_only, replay)
@@ -341,47 +341,47 @@ class Emission:
             out.extend(made)
         return out
 
-    def forward_assign(self, s: A.Assign, keep, typed_only, replay=False) -> list:
+    def forward_assign(self, s: syntax.Assign, keep, typed_only, replay=False) -> list:
         if id(s) in self.value_tape and _target_name(s.target) in keep:
             saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
-            if isinstance(s.target, A.Name):
+            if isinstance(s.target, syntax.Name):
                 # The assignment runs as written (it fixes the scalar's dtype), then takes the saved value.
                 plain = self.forward_assign_plain(s, keep, typed_only)
                 if replay:
-                    return plain + [A.Assign(None, name(s.target.id), saved)]
-                return plain + [A.Assign(None, saved, name(s.target.id))]
+                    return plain + [syntax.Assign(None, name(s.target.id), saved)]
+                return plain + [syntax.Assign(None, saved, name(s.target.id))]
             if replay:
-                return [A.Assign(s.span, self.F(s.target), saved)]
-            return [A.Assign(s.span, self.F(s.target), self.F(s.value)), A.Assign(None, saved, self.F(s.target))]
+                return [syntax.Assign(s.span, self.F(s.target), saved)]
+            return [syntax.Assign(s.span, self.F(s.target), self.F(s.value)), syntax.Assign(None, saved, self.F(s.target))]
         return self.forward_assign_plain(s, keep, typed_only)
 
-    def forward_assign_plain(self, s: A.Assign, keep, typed_only) -> list:
+    def forward_assign_plain(self, s: syntax.Assign, keep, typed_only) -> list:
         n = _target_name(s.target)
         if n in typed_only and s is self.scalars[n].decl:
-            return [A.Assign(s.span, name(n), self.F(s.value))]
+            return [syntax.Assign(s.span, name(n), self.F(s.value))]
         if n not in keep or n in self.passed:
             return []
         out = []
         if id(s) in self.snap:
-            out.append(A.Assign(None, name(self.snap[id(s)]), name(n)))
+            out.append(syntax.Assign(None, name(self.snap[id(s)]), name(n)))
         tgt = self.F(s.target)
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(A.Assign(None, _sub(tape, index), tgt))
-        out.append(A.Assign(s.span, tgt, self.F(s.value)))
+            out.append(syntax.Assign(None, _sub(tape, index), tgt))
+        out.append(syntax.Assign(s.span, tgt, self.F(s.value)))
         return out
 
-    def forward_for(self, s: A.For, keep, typed_only, replay) -> list:
+    def forward_for(self, s: syntax.For, keep, typed_only, replay) -> list:
         lp = self.loops[s.target.id]
         inner = self.blocks[id(s)]
         rest = self.forward_block(inner, keep, typed_only, replay)
         if not any(not isinstance(x, Comment) for x in rest):
             return []
-        body = [A.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
+        body = [syntax.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
                 for n, tape in self.entry.get(id(s), {}).items() if n in keep]
-        return [A.For(s.span, s.target, self.F(s.iter), body + rest)]
+        return [syntax.For(s.span, s.target, self.F(s.iter), body + rest)]
 
-    def forward_if(self, s: A.If, keep, typed_only, replay) -> list:
+    def forward_if(self, s: syntax.If, keep, typed_only, replay) -> list:
         then, orelse = self.blocks[id(s)]
         a = self.forward_block(then, keep, typed_only, replay)
         b = self.forward_block(orelse, keep, typed_only, replay)
@@ -393,15 +393,15 @@ class Emission:
         if taped:
             ref = self.cond_ref(s)
             if not replay:
-                out.append(A.Assign(None, ref, cond))
+                out.append(syntax.Assign(None, ref, cond))
             cond = ref
         elif id(s) in self.cond_snap:
-            out.append(A.Assign(None, name(self.cond_snap[id(s)]), cond))
+            out.append(syntax.Assign(None, name(self.cond_snap[id(s)]), cond))
             cond = name(self.cond_snap[id(s)])
         for n, snap in self.entry.get(id(s), {}).items():
             if n in keep:
-                out.append(A.Assign(None, name(snap), name(n)))
-        out.append(A.If(s.span, cond, a or [A.Pass(None)], b))
+                out.append(syntax.Assign(None, name(snap), name(n)))
+        out.append(syntax.If(s.span, cond, a or [syntax.Pass(None)], b))
         return out
 
     # ------------------------------------------------------------ adjoint declarations
@@ -410,11 +410,11 @@ class Emission:
         for t in self.tensors.values():
             if t.block is block and t.kind != "param" and t.name in self.active_t and t.name not in skip:
                 a = self.adj[t.name] = self.fresh(f"d_{t.name}")
-                out.append(A.Assign(None, name(a), call("allocate", self.F(t.shape), self.F(t.dtype))))
+                out.append(syntax.Assign(None, name(a), call("allocate", self.F(t.shape), self.F(t.dtype))))
         for sc in self.scalars.values():
             if sc.block is block and sc.name in self.active_s:
                 a = self.adj[sc.name] = self.fresh(f"d_{sc.name}")
-                out.append(A.Assign(None, name(a), A.Call(None, _attr(sc.name, "dtype"), [num(0)])))
+                out.append(syntax.Assign(None, name(a), syntax.Call(None, _attr(sc.name, "dtype"), [num(0)])))
         return out
 
     # ------------------------------------------------------------ reverse part
@@ -428,7 +428,7 @@ class Emission:
 
     def has_reverse(self, s) -> bool:
         for x in self.walk_stmts([s]):
-            if isinstance(x, A.Assign) and (id(x) in self.chains or id(x) in self.snap or id(x) in self.store_tape
+            if isinstance(x, syntax.Assign) and (id(x) in self.chains or id(x) in self.snap or id(x) in self.store_tape
                                             or (x in self.assigns and self.target_active(x) and self.clears(x))):
                 return True
         return False
@@ -436,31 +436,31 @@ class Emission:
     def reverse(self, block: Block) -> list:
         out = []
         for s in reversed(block.body):
-            if isinstance(s, A.Assign):
+            if isinstance(s, syntax.Assign):
                 if not (id(s) in self.chains or id(s) in self.snap or id(s) in self.store_tape
                         or (s in self.assigns and self.target_active(s) and self.clears(s))):
                     continue
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_assign(s))
-            elif isinstance(s, A.For) and self.has_reverse(s):
+            elif isinstance(s, syntax.For) and self.has_reverse(s):
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_for(s))
-            elif isinstance(s, A.If) and self.has_reverse(s):
+            elif isinstance(s, syntax.If) and self.has_reverse(s):
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_if(s))
         return out
 
-    def reverse_assign(self, s: A.Assign) -> list:
+    def reverse_assign(self, s: syntax.Assign) -> list:
         # First undo the assignment (its coefficients read the values it saw), then its adjoint.
         out = []
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(A.Assign(None, self.F(s.target), _sub(tape, index)))
+            out.append(syntax.Assign(None, self.F(s.target), _sub(tape, index)))
         if id(s) in self.snap:
-            out.append(A.Assign(None, name(s.target.id), name(self.snap[id(s)])))
+            out.append(syntax.Assign(None, name(s.target.id), name(self.snap[id(s)])))
         if id(s) not in self.chains:
             if self.target_active(s) and self.clears(s):
-                out.append(A.Assign(None, self.adjoint_of(s.target), num(0.0)))
+                out.append(syntax.Assign(None, self.adjoint_of(s.target), num(0.0)))
             return out
         acc, pairs = self.chains[id(s)]
         tgt_adj = self.adjoint_of(s.target)
@@ -471,34 +471,34 @@ class Emission:
             # which the scheduler may split into loop nests of their own (a matrix product's two
             # gradients, each then tiled as a matrix product).
             g = tgt_adj
-            if (isinstance(s.target, A.Subscript) and len(pairs) > 1
-                    and any(isinstance(r, A.Subscript) and r.value.id == s.target.value.id for r, _ in pairs)):
+            if (isinstance(s.target, syntax.Subscript) and len(pairs) > 1
+                    and any(isinstance(r, syntax.Subscript) and r.value.id == s.target.value.id for r, _ in pairs)):
                 tmp = self.fresh("g")
-                out.append(A.Assign(None, name(tmp), tgt_adj))
+                out.append(syntax.Assign(None, name(tmp), tgt_adj))
                 g = name(tmp)
         else:
             tmp = self.fresh("g")
-            out.append(A.Assign(None, name(tmp), tgt_adj))
+            out.append(syntax.Assign(None, name(tmp), tgt_adj))
             if self.clears(s):
-                out.append(A.Assign(None, tgt_adj, num(0.0)))
+                out.append(syntax.Assign(None, tgt_adj, num(0.0)))
             g = name(tmp)
         _, pairs = self.chain(s, g)
         for read, coef in pairs:
-            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+            if isinstance(read, syntax.Subscript) and read.value.id not in self.active_t:
                 continue
             out.append(_increment(self.adjoint_of(read), self.F(coef)))
         return out
 
     def target_active(self, s) -> bool:
         n = _target_name(s.target)
-        return n in self.active_t if isinstance(s.target, A.Subscript) else n in self.active_s
+        return n in self.active_t if isinstance(s.target, syntax.Subscript) else n in self.active_s
 
     def adjoint_of(self, ref):
-        if isinstance(ref, A.Name):
+        if isinstance(ref, syntax.Name):
             return name(self.adj[ref.id])
-        return A.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
+        return syntax.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
 
-    def reverse_for(self, s: A.For) -> list:
+    def reverse_for(self, s: syntax.For) -> list:
         gathered = self.gather_nest(s)
         if gathered is not None:
             return gathered
@@ -506,29 +506,29 @@ class Emission:
         inner = self.blocks[id(s)]
         body = []
         for n, tape in self.entry.get(id(s), {}).items():
-            body.append(A.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
+            body.append(syntax.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
         body.extend(self.forward(inner, True, self.entry.get(id(s), {})))
         body.extend(self.adjoint_decls(inner))
         body.extend(self.reverse(inner))
         lo, hi, st = self.F(lp.lo), self.F(lp.hi), lp.step
         if st > 0:
-            start = R.sub(hi, num(1)) if st == 1 else add(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(hi, lo), num(1)),
+            start = rules.sub(hi, num(1)) if st == 1 else add(lo, rules.mul(syntax.BinOp(None, "//", rules.sub(rules.sub(hi, lo), num(1)),
                                                                              num(st)), num(st)))
-            it = call("serial" if lp.kind == "serial" else "range", start, R.sub(lo, num(1)), num(-st))
+            it = call("serial" if lp.kind == "serial" else "range", start, rules.sub(lo, num(1)), num(-st))
         else:
             k = -st
-            start = add(hi, num(1)) if k == 1 else R.sub(lo, R.mul(A.BinOp(None, "//", R.sub(R.sub(lo, hi), num(1)),
+            start = add(hi, num(1)) if k == 1 else rules.sub(lo, rules.mul(syntax.BinOp(None, "//", rules.sub(rules.sub(lo, hi), num(1)),
                                                                             num(k)), num(k)))
             it = call("serial" if lp.kind == "serial" else "range", start, add(lo, num(1)), num(k))
-        return [A.For(s.span, name(lp.var), it, body)]
+        return [syntax.For(s.span, name(lp.var), it, body)]
 
-    def reverse_if(self, s: A.If) -> list:
+    def reverse_if(self, s: syntax.If) -> list:
         then, orelse = self.blocks[id(s)]
         branches = []
         for blk in (then, orelse):
             body = []
             for n, snap in self.entry.get(id(s), {}).items():
-                body.append(A.Assign(None, name(n), name(snap)))
+                body.append(syntax.Assign(None, name(n), name(snap)))
             body.extend(self.forward(blk, True, self.entry.get(id(s), {})))
             body.extend(self.adjoint_decls(blk))
             body.extend(self.reverse(blk))
@@ -537,5 +537,5 @@ class Emission:
             cond = self.cond_ref(s)
         else:
             cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
-        return [A.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
+        return [syntax.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
                      else [])]

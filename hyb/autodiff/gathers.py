@@ -17,10 +17,10 @@ Where none of this applies, ``gather_nest`` returns None and the plain reverse l
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
 from ..dsl.unparse import expr as unparse_expr
-from . import rules as R
+from . import rules
 from .rules import add, call, name, num
 from .tree import _aff_add, _aff_expr, _aff_scale, _attr, _factors, _increment, _is_read_of, _subst_expr, rewrite, walk
 
@@ -28,27 +28,27 @@ from .tree import _aff_add, _aff_expr, _aff_scale, _attr, _factors, _increment, 
 class Gathers:
     """Scatters turned into gathers (a mixin of ``Reverser``)."""
 
-    def perfect_nest(self, s: A.For):
+    def perfect_nest(self, s: syntax.For):
         """(loops, statement) if ``s`` is a rectangular nest of loops around one assignment."""
         loops, node = [], s
-        while isinstance(node, A.For):
+        while isinstance(node, syntax.For):
             loops.append(self.loops[node.target.id])
-            body = [x for x in node.body if not isinstance(x, (A.Pass, Comment))]
+            body = [x for x in node.body if not isinstance(x, (syntax.Pass, Comment))]
             if len(body) != 1:
                 return None
             node = body[0]
-        if not isinstance(node, A.Assign) or id(node) not in self.chains:
+        if not isinstance(node, syntax.Assign) or id(node) not in self.chains:
             return None
         names = {lp.var for lp in loops}
         for lp in loops:
-            if any(isinstance(x, A.Name) and x.id in names for x in walk(lp.lo)) \
-                    or any(isinstance(x, A.Name) and x.id in names for x in walk(lp.hi)) or lp.step != 1:
+            if any(isinstance(x, syntax.Name) and x.id in names for x in walk(lp.lo)) \
+                    or any(isinstance(x, syntax.Name) and x.id in names for x in walk(lp.hi)) or lp.step != 1:
                 return None
         if id(node) in self.snap or id(node) in self.store_tape or any(id(lp.node) in self.entry for lp in loops):
             return None
         return loops, node
 
-    def gather_nest(self, s: A.For):
+    def gather_nest(self, s: syntax.For):
         """The adjoint of a loop nest around one assignment as one loop nest per read, each
         looping over the cells it writes: a read ``a[i + o]`` becomes the gather
         ``d_a[h] += ...(i = h - o)`` instead of a scatter, so the cell loops carry no
@@ -57,14 +57,14 @@ class Gathers:
         if found is None:
             return None
         loops, st = found
-        if isinstance(st.target, A.Name):
+        if isinstance(st.target, syntax.Name):
             return None
         acc, pairs = self.chains[id(st)]
         if not acc and not self.writes_each_cell_once(st, loops):
             return None  # later iterations overwrite the cell: only the last one's adjoint is nonzero
         target_adj = self.adj[st.target.value.id]
         for read, _ in pairs:
-            if isinstance(read, A.Subscript) and self.adj.get(read.value.id) == target_adj:
+            if isinstance(read, syntax.Subscript) and self.adj.get(read.value.id) == target_adj:
                 return None  # the statement feeds its own target's adjoint
         g = self.adjoint_of(st.target)
         _, pairs = self.chain(st, g)
@@ -72,10 +72,10 @@ class Gathers:
         nest_vars = [lp.var for lp in loops]
         shifts: dict = {}  # (tensor, loop of each subscript) -> [(offsets, inc)]
         for read, coef in pairs:
-            if isinstance(read, A.Subscript) and read.value.id not in self.active_t:
+            if isinstance(read, syntax.Subscript) and read.value.id not in self.active_t:
                 continue
-            inc = A.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
-            if not isinstance(read, A.Subscript):
+            inc = syntax.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
+            if not isinstance(read, syntax.Subscript):
                 plain.append(_increment(inc.target, inc.value))  # a scalar's adjoint: stays in the nest
                 continue
             shift = self.shift_of(read, nest_vars)
@@ -97,7 +97,7 @@ class Gathers:
         if plain:
             out.insert(0, self.plain_nest(loops, plain))
         if not acc and self.clears(st):
-            out.append(self.plain_nest(loops, [A.Assign(None, self.adjoint_of(st.target), num(0.0))]))
+            out.append(self.plain_nest(loops, [syntax.Assign(None, self.adjoint_of(st.target), num(0.0))]))
         return out
 
     def writes_each_cell_once(self, st, loops) -> bool:
@@ -140,10 +140,10 @@ class Gathers:
         cells = [self.fresh("h") for _ in order]
         stmts = []
         for offs, inc in group:
-            values = {v: R.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
-            conds = [A.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
+            values = {v: rules.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
+            conds = [syntax.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
                      for v in order]
-            stmt = _increment(A.Subscript(None, inc.target.value, [name(h) for h in cells]),
+            stmt = _increment(syntax.Subscript(None, inc.target.value, [name(h) for h in cells]),
                               _subst_expr(inc.value, values))
             stmts.append((conds, stmt))
 
@@ -174,8 +174,8 @@ class Gathers:
         def product(k, chosen):
             if k == len(order):
                 interior = all(c[2] for c in chosen)
-                body = [stmt if interior else A.If(None, conds[0] if len(conds) == 1 else
-                                                   A.BoolOp(None, "and", conds), [stmt], [])
+                body = [stmt if interior else syntax.If(None, conds[0] if len(conds) == 1 else
+                                                   syntax.BoolOp(None, "and", conds), [stmt], [])
                         for conds, stmt in stmts]
                 out.append(_nest([(h, lo, hi) for h, (lo, hi, _) in zip(cells, chosen)], body)[0])
                 return
@@ -188,7 +188,7 @@ class Gathers:
     def gathered(self, loops, read, inc, target):
         """The nest of ``inc`` (``d_y[f(i)] += c(i)``) reordered to loop over the cells it writes."""
         by_var = {lp.var: lp for lp in loops}
-        target_vars = {x.id for i in target.indices for x in walk(i) if isinstance(x, A.Name)}
+        target_vars = {x.id for i in target.indices for x in walk(i) if isinstance(x, syntax.Name)}
         cells, subst_map, guards, eliminated = [], {}, [], set()
         new_index = []
         for idx in read.indices:
@@ -215,9 +215,9 @@ class Gathers:
                 lo, hi = _aff_add(lo, lo_k, 1), _aff_add(hi, hi_k, 1)
             cells.append((h, self.F(_aff_expr(lo)), self.F(_aff_expr(hi))))
             rest = [k for k in vs if k != v]
-            value = R.sub(name(h), num(c))
+            value = rules.sub(name(h), num(c))
             for k in rest:
-                value = R.sub(value, name(k))
+                value = rules.sub(value, name(k))
             subst_map[v] = value
             if rest:  # v = h - c - (other loops): keep it inside v's own range
                 guards.append((value, by_var[v], [by_var[k] for k in rest]))
@@ -227,16 +227,16 @@ class Gathers:
             padded = self.padded_gather(inc, target, guards, cells, subst_map, new_index, inner)
             if padded is not None:
                 return padded
-        body_inc = _increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
+        body_inc = _increment(syntax.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
         if not guards and inner:
             split = self.window_partials(inc, body_inc, cells, new_index, inner, target_vars)
             if split is not None:
                 return split
         body = [body_inc]
         if guards:
-            conds = [A.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp, _ in guards]
-            cond = conds[0] if len(conds) == 1 else A.BoolOp(None, "and", conds)
-            body = [A.If(None, cond, body, [])]
+            conds = [syntax.Compare(None, ["<=", "<"], [self.F(lp.lo), val, self.F(lp.hi)]) for val, lp, _ in guards]
+            cond = conds[0] if len(conds) == 1 else syntax.BoolOp(None, "and", conds)
+            body = [syntax.If(None, cond, body, [])]
         if guards:
             # A convolution's transpose: the last cell loop innermost (unit stride on the gradient
             # written), the reduction loops just outside it and kept there (`serial`: the guards
@@ -254,18 +254,18 @@ class Gathers:
         ``h - r``, and the gather reads it unguarded.  None where that does not hold."""
         g = self.adj[target.value.id]
         value = inc.value
-        if isinstance(value, R.Guard) or not any(_is_read_of(f, g) for f in _factors(value)):
+        if isinstance(value, rules.Guard) or not any(_is_read_of(f, g) for f in _factors(value)):
             return None
         reads = [x for x in walk(value) if _is_read_of(x, g)]
         if len({unparse_expr(x) for x in reads}) != 1:
             return None
         read = reads[0]
         solved = {lp.var: (lp, rest) for _, lp, rest in guards}
-        dims = {i.id: d for d, i in enumerate(read.indices) if isinstance(i, A.Name) and i.id in solved}
+        dims = {i.id: d for d, i in enumerate(read.indices) if isinstance(i, syntax.Name) and i.id in solved}
         if set(dims) != set(solved) or len(set(dims.values())) != len(dims):
             return None
         elsewhere = rewrite(value, lambda x: num(0) if _is_read_of(x, g) else None)
-        if any(isinstance(x, A.Name) and x.id in solved for x in walk(elsewhere)):
+        if any(isinstance(x, syntax.Name) and x.id in solved for x in walk(elsewhere)):
             return None
         pad = self.fresh(f"{g}_pad")
         shape, shift, copy_loops = [], {}, []
@@ -275,7 +275,7 @@ class Gathers:
             i = self.fresh("i")
             src.append(name(i))
             if var is None:
-                shape.append(A.Subscript(None, _attr(g, "shape"), [num(d)]))
+                shape.append(syntax.Subscript(None, _attr(g, "shape"), [num(d)]))
                 copy_loops.append((i, num(0), shape[-1]))
                 dst.append(name(i))
                 continue
@@ -293,16 +293,16 @@ class Gathers:
             shape.append(_count(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1)))))
             copy_loops.append((i, self.F(lp.lo), self.F(lp.hi)))
             dst.append(add(name(i), shift[var]))
-        copy = [A.Assign(None, A.Subscript(None, name(pad), dst), A.Subscript(None, name(g), src))]
-        zero = [A.Assign(None, A.Subscript(None, name(pad), [name(i) for i, _, _ in copy_loops]), num(0.0))]
+        copy = [syntax.Assign(None, syntax.Subscript(None, name(pad), dst), syntax.Subscript(None, name(g), src))]
+        zero = [syntax.Assign(None, syntax.Subscript(None, name(pad), [name(i) for i, _, _ in copy_loops]), num(0.0))]
         copy = _nest(copy_loops, copy)
         zero = _nest([(i, num(0), extent) for (i, _, _), extent in zip(copy_loops, shape)], zero)
-        padded_read = A.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, A.Name) and i.id in shift
+        padded_read = syntax.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, syntax.Name) and i.id in shift
                                                      else i for i in read.indices])
         value = rewrite(value, lambda x: padded_read if _is_read_of(x, g) else None)
         body = _nest(cells + self.spans(inner),
-                     [_increment(A.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))])
-        decl = A.Assign(None, name(pad), call("allocate", A.Tuple(None, shape), _attr(g, "dtype")))
+                     [_increment(syntax.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))])
+        decl = syntax.Assign(None, name(pad), call("allocate", syntax.Tuple(None, shape), _attr(g, "dtype")))
         return [Comment(None, f"{g} with zeros around it: the gather below reads it without bounds conditions"),
                 decl, zero[0], copy[0], body[0]]
 
@@ -315,23 +315,23 @@ class Gathers:
         output positions (``q`` indexes ``out``; a short filter loop is left as it is)."""
         u = inner[-1]
         cell_names = {h for h, _, _ in cells}
-        if not isinstance(body_inc, A.AugAssign) or u.var not in target_vars:
+        if not isinstance(body_inc, syntax.AugAssign) or u.var not in target_vars:
             return None
 
         def window(idx):
             a = self.affine(idx)
             return a is not None and a.get(u.var) == 1 and any(a.get(h) for h in cell_names)
-        if not any(isinstance(x, A.Subscript) and x.indices and window(x.indices[-1]) for x in walk(body_inc.value)):
+        if not any(isinstance(x, syntax.Subscript) and x.indices and window(x.indices[-1]) for x in walk(body_inc.value)):
             return None
         part = self.fresh("partial")
         d = inc.target.value.id
-        index = [R.sub(name(h), lo) for h, lo, _ in cells] + [R.sub(name(u.var), self.F(u.lo))]
-        shape = [_count(R.sub(hi, lo)) for _, lo, hi in cells] + [_count(R.sub(self.F(u.hi), self.F(u.lo)))]
+        index = [rules.sub(name(h), lo) for h, lo, _ in cells] + [rules.sub(name(u.var), self.F(u.lo))]
+        shape = [_count(rules.sub(hi, lo)) for _, lo, hi in cells] + [_count(rules.sub(self.F(u.hi), self.F(u.lo)))]
         body = _nest(cells + self.spans(inner),
-                     [A.AugAssign(None, A.Subscript(None, name(part), index), "+", body_inc.value)])
-        total = _nest(cells + self.spans([u]), [_increment(A.Subscript(None, inc.target.value, new_index),
-                                                           A.Subscript(None, name(part), list(index)))])
-        decl = A.Assign(None, name(part), call("allocate", A.Tuple(None, shape), _attr(d, "dtype")))
+                     [syntax.AugAssign(None, syntax.Subscript(None, name(part), index), "+", body_inc.value)])
+        total = _nest(cells + self.spans([u]), [_increment(syntax.Subscript(None, inc.target.value, new_index),
+                                                           syntax.Subscript(None, name(part), list(index)))])
+        decl = syntax.Assign(None, name(part), call("allocate", syntax.Tuple(None, shape), _attr(d, "dtype")))
         return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
                 decl, body[0], total[0]]
 
@@ -339,14 +339,14 @@ class Gathers:
 def _nest(ranges, body: list, kind: str = "range") -> list:
     """``body`` inside one loop per (variable, start, stop) of ``ranges``, the first outermost."""
     for v, lo, hi in reversed(ranges):
-        body = [A.For(None, name(v), call(kind, lo, hi), body)]
+        body = [syntax.For(None, name(v), call(kind, lo, hi), body)]
     return body
 
 
 def _count(e):
     """An extent for ``allocate``: ``e``, or 0 where ``e`` is negative (a loop that runs no iteration)."""
-    if R.is_num(e):
+    if rules.is_num(e):
         return num(max(0, e.value))
-    if isinstance(e, A.Subscript) and isinstance(e.value, A.Attribute) and e.value.attr == "shape":
+    if isinstance(e, syntax.Subscript) and isinstance(e.value, syntax.Attribute) and e.value.attr == "shape":
         return e
     return call("max", num(0), e)

@@ -13,9 +13,9 @@ the normalised kernel that every later pass asks.
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
-from ..dsl import types as ty
-from . import rules as R
+from ..dsl import ast as syntax
+from ..dsl import types
+from . import rules
 from .rules import num
 from .tree import (TENSOR_MAKERS, Block, Info, Loop, ScalarDecl, TensorDecl, _int_typed, param_kinds, subst,
                    unsupported, value_walk, walk)
@@ -31,7 +31,7 @@ class Normalise:
         self.declared = set(params)
         self.top.body = self.norm_block(self.kdef.body, self.top, [{p: p for p in params}])
         body = self.top.body
-        if not body or not isinstance(body[-1], A.Return):
+        if not body or not isinstance(body[-1], syntax.Return):
             raise unsupported("no `return` at its end", self.kdef)
         self.outputs = [v.id for v in body[-1].values]
         self.params = params
@@ -45,21 +45,21 @@ class Normalise:
     def walk_stmts(self, body):
         for s in body:
             yield s
-            if isinstance(s, A.For):
+            if isinstance(s, syntax.For):
                 yield from self.walk_stmts(s.body)
-            elif isinstance(s, A.If):
+            elif isinstance(s, syntax.If):
                 yield from self.walk_stmts(s.body)
                 yield from self.walk_stmts(s.orelse)
 
     @staticmethod
     def stmt_exprs(s):
-        if isinstance(s, A.Assign):
+        if isinstance(s, syntax.Assign):
             return [s.target, s.value]
-        if isinstance(s, A.For):
+        if isinstance(s, syntax.For):
             return [s.iter]
-        if isinstance(s, A.If):
+        if isinstance(s, syntax.If):
             return [s.cond]
-        if isinstance(s, A.Return):
+        if isinstance(s, syntax.Return):
             return list(s.values)
         return []
 
@@ -72,9 +72,9 @@ class Normalise:
     def resolve(self, e, scope):
         mapping = {}
         for x in walk(e):
-            if isinstance(x, A.Call) and isinstance(x.func, A.Name) and x.func.id in self.module.kernels:
+            if isinstance(x, syntax.Call) and isinstance(x.func, syntax.Name) and x.func.id in self.module.kernels:
                 raise unsupported("a call of another kernel", x, "write the called kernel's loops inline")
-            if isinstance(x, A.Name):
+            if isinstance(x, syntax.Name):
                 u = self.lookup(scope, x.id)
                 if u is not None and u != x.id:
                     mapping[x.id] = u
@@ -100,33 +100,33 @@ class Normalise:
         return out
 
     def norm_stmt(self, s, block, scope) -> list:
-        if isinstance(s, A.Pass):
+        if isinstance(s, syntax.Pass):
             return []
-        if isinstance(s, A.ExprStmt):
-            if isinstance(s.value, A.Str):
+        if isinstance(s, syntax.ExprStmt):
+            if isinstance(s.value, syntax.Str):
                 return []
             raise unsupported("an expression statement", s)
-        if isinstance(s, A.Return):
+        if isinstance(s, syntax.Return):
             if block.parent is not None:
                 raise unsupported("a `return` inside a loop or branch", s)
             vals = [self.resolve(v, scope) for v in s.values]
-            if not all(isinstance(v, A.Name) for v in vals):
+            if not all(isinstance(v, syntax.Name) for v in vals):
                 raise unsupported("a `return` of an expression", s, "return tensor names")
-            r = A.Return(s.span, vals)
+            r = syntax.Return(s.span, vals)
             self.number(r, block)
             return [r]
-        if isinstance(s, A.AugAssign):
+        if isinstance(s, syntax.AugAssign):
             tgt = self.resolve(s.target, scope)
-            if not isinstance(tgt, (A.Name, A.Subscript)):
+            if not isinstance(tgt, (syntax.Name, syntax.Subscript)):
                 raise unsupported("this assignment", s)
-            value = A.BinOp(s.value.span, s.op, tgt, self.resolve(s.value, scope))
-            return self.norm_assign(A.Assign(s.span, tgt, value), block, scope, resolved=True)
-        if isinstance(s, A.Assign):
+            value = syntax.BinOp(s.value.span, s.op, tgt, self.resolve(s.value, scope))
+            return self.norm_assign(syntax.Assign(s.span, tgt, value), block, scope, resolved=True)
+        if isinstance(s, syntax.Assign):
             return self.norm_assign(s, block, scope)
-        if isinstance(s, A.For):
+        if isinstance(s, syntax.For):
             return [self.norm_for(s, block, scope)]
-        if isinstance(s, A.If):
-            node = A.If(s.span, self.resolve(s.cond, scope), [], [])
+        if isinstance(s, syntax.If):
+            node = syntax.If(s.span, self.resolve(s.cond, scope), [], [])
             info = self.number(node, block)
             then, orelse = Block(block, block.loops, node), Block(block, block.loops, node)
             node.body = then.body = self.norm_block(s.body, then, scope + [{}])
@@ -136,16 +136,16 @@ class Normalise:
             return [node]
         raise unsupported(f"a `{type(s).__name__}` statement", s)
 
-    def norm_for(self, s: A.For, block, scope):
+    def norm_for(self, s: syntax.For, block, scope):
         it = s.iter
-        if not (isinstance(it, A.Call) and isinstance(it.func, A.Name)):
+        if not (isinstance(it, syntax.Call) and isinstance(it.func, syntax.Name)):
             raise unsupported("this loop", s)
         kind = it.func.id
         if kind == "grid":
             raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
         args = [self.resolve(a, scope) for a in it.args]
         for a in args:
-            if any(isinstance(x, A.Subscript) for x in value_walk(a)):
+            if any(isinstance(x, syntax.Subscript) for x in value_walk(a)):
                 raise unsupported("a loop whose bounds are read from a tensor", a)
         if len(args) == 1:
             lo, hi, step = num(0), args[0], 1
@@ -153,16 +153,16 @@ class Normalise:
             (lo, hi), step = args, 1
         else:
             lo, hi, st = args
-            if R.is_num(st):
+            if rules.is_num(st):
                 step = st.value
-            elif isinstance(st, A.UnaryOp) and st.op == "-" and R.is_num(st.operand):
+            elif isinstance(st, syntax.UnaryOp) and st.op == "-" and rules.is_num(st.operand):
                 step = -st.operand.value
             else:
                 raise unsupported("a loop step that is not a number", st)
         inner_scope = scope + [{}]
         var = self.declare(inner_scope, s.target.id)
         loop = Loop(var, lo, hi, step, kind)
-        node = A.For(s.span, A.Name(s.target.span, var), A.Call(it.span, A.Name(None, kind), args), [])
+        node = syntax.For(s.span, syntax.Name(s.target.span, var), syntax.Call(it.span, syntax.Name(None, kind), args), [])
         loop.node = node
         self.loops[var] = loop
         info = self.number(node, block)
@@ -172,35 +172,35 @@ class Normalise:
         info.last = self.counter
         return node
 
-    def norm_assign(self, s: A.Assign, block, scope, resolved=False) -> list:
+    def norm_assign(self, s: syntax.Assign, block, scope, resolved=False) -> list:
         tgt = s.target
-        if isinstance(tgt, A.Tuple):
+        if isinstance(tgt, syntax.Tuple):
             raise unsupported("a tuple assignment", s)
-        if isinstance(tgt, A.Name) and isinstance(s.value, A.Call) and R.call_name(s.value) in TENSOR_MAKERS:
-            maker = R.call_name(s.value)
+        if isinstance(tgt, syntax.Name) and isinstance(s.value, syntax.Call) and rules.call_name(s.value) in TENSOR_MAKERS:
+            maker = rules.call_name(s.value)
             args = [self.resolve(a, scope) for a in s.value.args]
             kw = {k: self.resolve(v, scope) for k, v in s.value.kwargs.items()}
             shape = args[0] if args else kw.get("shape")
-            dtype = args[1] if len(args) > 1 else kw.get("dtype", A.Str(None, "float32"))
+            dtype = args[1] if len(args) > 1 else kw.get("dtype", syntax.Str(None, "float32"))
             u = self.declare(scope, tgt.id)
-            int_dtype = isinstance(dtype, A.Str) and not ty.is_float(ty.normalize(dtype.value) or "float64")
+            int_dtype = isinstance(dtype, syntax.Str) and not types.is_float(types.normalize(dtype.value) or "float64")
             self.tensors[u] = TensorDecl(u, "output" if maker == "output_tensor" else "temp", block, shape, dtype,
                                          int_dtype)
-            node = A.Assign(s.span, A.Name(tgt.span, u), A.Call(s.value.span, A.Name(None, maker), [shape, dtype]))
+            node = syntax.Assign(s.span, syntax.Name(tgt.span, u), syntax.Call(s.value.span, syntax.Name(None, maker), [shape, dtype]))
             self.number(node, block)
             return [node]
         value = s.value if resolved else self.resolve(s.value, scope)
-        if isinstance(tgt, A.Name):
+        if isinstance(tgt, syntax.Name):
             u = tgt.id if resolved else self.lookup(scope, tgt.id)
             if u is None:
                 u = self.declare(scope, tgt.id)
             if u in self.tensors or u in self.kdef_param_names():
                 raise unsupported(f"an assignment to `{tgt.id}`", s)
-            node = A.Assign(s.span, A.Name(tgt.span, u), value)
+            node = syntax.Assign(s.span, syntax.Name(tgt.span, u), value)
             if u not in self.scalars:
                 self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value) or self.int_expr(value))
-        elif isinstance(tgt, A.Subscript):
-            node = A.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
+        elif isinstance(tgt, syntax.Subscript):
+            node = syntax.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
         else:
             raise unsupported("this assignment", s)
         self.number(node, block)
@@ -212,15 +212,15 @@ class Normalise:
         variables, shapes and integer scalars combined without `/` (the language's types follow
         NumPy: such a first value makes the scalar an integer)."""
         for x in value_walk(e):
-            if isinstance(x, A.Num) and not isinstance(x.value, (int, bool)):
+            if isinstance(x, syntax.Num) and not isinstance(x.value, (int, bool)):
                 return False
-            if isinstance(x, (A.Subscript, A.Call, A.IfExp, A.Compare, A.BoolOp)):
+            if isinstance(x, (syntax.Subscript, syntax.Call, syntax.IfExp, syntax.Compare, syntax.BoolOp)):
                 return False
-            if isinstance(x, A.BinOp) and x.op in ("/", "**"):
+            if isinstance(x, syntax.BinOp) and x.op in ("/", "**"):
                 return False
-            if isinstance(x, A.Name) and not (x.id in self.loops or (x.id in self.scalars and self.scalars[x.id].int_typed)
+            if isinstance(x, syntax.Name) and not (x.id in self.loops or (x.id in self.scalars and self.scalars[x.id].int_typed)
                                               or x.id in self.module.constants and isinstance(
-                                                  self.module.constants[x.id][0], A.Num)
+                                                  self.module.constants[x.id][0], syntax.Num)
                                               and isinstance(self.module.constants[x.id][0].value, int)):
                 return False
         return True
@@ -233,7 +233,7 @@ class Normalise:
         """Names of scalars and tensors whose values ``e`` reads."""
         out = set()
         for x in value_walk(e):
-            if isinstance(x, A.Name) and (x.id in self.scalars or x.id in self.tensors):
+            if isinstance(x, syntax.Name) and (x.id in self.scalars or x.id in self.tensors):
                 out.add(x.id)
         return out
 
@@ -241,7 +241,7 @@ class Normalise:
         """Names read by the subscripts inside ``e``."""
         out = set()
         for x in value_walk(e):
-            if isinstance(x, A.Subscript):
+            if isinstance(x, syntax.Subscript):
                 for i in x.indices:
                     out |= self.reads(i)
         return out
@@ -255,7 +255,7 @@ class Normalise:
 
     def compound_reads(self, c) -> set:
         """What a loop's bounds or a branch's condition read."""
-        if isinstance(c, A.For):
+        if isinstance(c, syntax.For):
             lp = self.loops[c.target.id]
             return self.reads(lp.lo) | self.reads(lp.hi)
         return self.reads(c.cond)

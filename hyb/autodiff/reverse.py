@@ -20,7 +20,7 @@ this module.
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..errors import HybridUnsupportedError
 from .analysis import Analysis
 from .dependence import Dependence
@@ -37,7 +37,7 @@ __all__ = ["Reverser", "Gradient", "param_kinds", "TENSOR_MAKERS", "TensorDecl",
 class Reverser(Normalise, Analysis, Dependence, Emission, Gathers):
     """The gradient of one kernel: ``Reverser(kdef, module, inactive, with_outputs).run()``."""
 
-    def __init__(self, kdef: A.KernelDef, module: A.Module, inactive=frozenset(), with_outputs=False):
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs=False):
         self.kdef = kdef
         self.module = module
         self.inactive = set(inactive)
@@ -45,7 +45,7 @@ class Reverser(Normalise, Analysis, Dependence, Emission, Gathers):
         self.used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
         for s in kdef.body:
             for e in walk(s):
-                if isinstance(e, A.Name):
+                if isinstance(e, syntax.Name):
                     self.used.add(e.id)
         self.tensors: dict = {}
         self.scalars: dict = {}

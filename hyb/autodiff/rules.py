@@ -7,9 +7,9 @@ integer casts and index arithmetic carry none.
 """
 from __future__ import annotations
 
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..dsl import intrinsics
-from ..dsl import types as ty
+from ..dsl import types
 from ..errors import HybridUnsupportedError
 
 FLOAT_CASTS = ("float16", "float32", "float64")
@@ -17,28 +17,28 @@ ZERO_GRAD = tuple(n for n, row in intrinsics.TABLE.items() if row.derivative == 
 
 
 # ---------------------------------------------------------------- small tree builders
-def num(v) -> A.Num:
-    return A.Num(None, v)
+def num(v) -> syntax.Num:
+    return syntax.Num(None, v)
 
 
-def name(n: str) -> A.Name:
-    return A.Name(None, n)
+def name(n: str) -> syntax.Name:
+    return syntax.Name(None, n)
 
 
-def call(f: str, *args) -> A.Call:
-    return A.Call(None, name(f), list(args))
+def call(f: str, *args) -> syntax.Call:
+    return syntax.Call(None, name(f), list(args))
 
 
 def is_num(e, v=None) -> bool:
-    return isinstance(e, A.Num) and not isinstance(e.value, bool) and (v is None or e.value == v)
+    return isinstance(e, syntax.Num) and not isinstance(e.value, bool) and (v is None or e.value == v)
 
 
 def neg(a):
     if is_num(a):
         return num(-a.value)
-    if isinstance(a, A.UnaryOp) and a.op == "-":
+    if isinstance(a, syntax.UnaryOp) and a.op == "-":
         return a.operand
-    return A.UnaryOp(None, "-", a)
+    return syntax.UnaryOp(None, "-", a)
 
 
 def mul(a, b):
@@ -50,13 +50,13 @@ def mul(a, b):
         return neg(b)
     if is_num(b, -1):
         return neg(a)
-    return A.BinOp(None, "*", a, b)
+    return syntax.BinOp(None, "*", a, b)
 
 
 def div(a, b):
     if is_num(b, 1):
         return a
-    return A.BinOp(None, "/", a, b)
+    return syntax.BinOp(None, "/", a, b)
 
 
 def add(a, b):
@@ -68,7 +68,7 @@ def add(a, b):
         return b
     if is_num(b, 0):
         return a
-    return A.BinOp(None, "+", a, b)
+    return syntax.BinOp(None, "+", a, b)
 
 
 def sub(a, b):
@@ -78,18 +78,18 @@ def sub(a, b):
         return add(a, num(-b.value))
     if is_num(b, 0):
         return a
-    return A.BinOp(None, "-", a, b)
+    return syntax.BinOp(None, "-", a, b)
 
 
 def cmp(op, a, b):
-    return A.Compare(None, [op], [a, b])
+    return syntax.Compare(None, [op], [a, b])
 
 
 def ifexp(c, a, b):
-    return A.IfExp(None, c, a, b)
+    return syntax.IfExp(None, c, a, b)
 
 
-class Guard(A.IfExp):
+class Guard(syntax.IfExp):
     """A coefficient that applies only where ``cond`` holds (``body if cond else 0``): the adjoint
     update is written under an ``if``, so that it neither reads nor writes where it does not."""
 
@@ -99,33 +99,33 @@ def is_float_cast(f: str) -> bool:
     return f in FLOAT_CASTS
 
 
-def call_name(e: A.Call):
-    return e.func.id if isinstance(e.func, A.Name) else None
+def call_name(e: syntax.Call):
+    return e.func.id if isinstance(e.func, syntax.Name) else None
 
 
 def active(e, is_active_name, is_active_tensor) -> bool:
     """Whether the value of ``e`` can carry a derivative."""
-    if isinstance(e, (A.Num, A.Str)):
+    if isinstance(e, (syntax.Num, syntax.Str)):
         return False
-    if isinstance(e, A.Name):
+    if isinstance(e, syntax.Name):
         return is_active_name(e.id)
-    if isinstance(e, A.Subscript):
-        return isinstance(e.value, A.Name) and is_active_tensor(e.value.id)
-    if isinstance(e, A.BinOp):
+    if isinstance(e, syntax.Subscript):
+        return isinstance(e.value, syntax.Name) and is_active_tensor(e.value.id)
+    if isinstance(e, syntax.BinOp):
         if e.op == "//":
             return False
         return active(e.left, is_active_name, is_active_tensor) or active(e.right, is_active_name, is_active_tensor)
-    if isinstance(e, A.UnaryOp):
+    if isinstance(e, syntax.UnaryOp):
         return e.op != "not" and active(e.operand, is_active_name, is_active_tensor)
-    if isinstance(e, (A.Compare, A.BoolOp, A.Attribute, A.Tuple)):
+    if isinstance(e, (syntax.Compare, syntax.BoolOp, syntax.Attribute, syntax.Tuple)):
         return False
-    if isinstance(e, A.IfExp):
+    if isinstance(e, syntax.IfExp):
         return active(e.body, is_active_name, is_active_tensor) or active(e.orelse, is_active_name, is_active_tensor)
-    if isinstance(e, A.Call):
-        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":  # x.dtype(v): a cast
+    if isinstance(e, syntax.Call):
+        if isinstance(e.func, syntax.Attribute) and e.func.attr == "dtype":  # x.dtype(v): a cast
             return any(active(a, is_active_name, is_active_tensor) for a in e.args)
         f = call_name(e)
-        if f in ty.ALL_DTYPES:
+        if f in types.ALL_DTYPES:
             return is_float_cast(f) and active(e.args[0], is_active_name, is_active_tensor)
         if f in ZERO_GRAD or f == "len":
             return False
@@ -144,25 +144,25 @@ class Chain:
     def run(self, e, g):
         if not self.is_active(e):
             return
-        if isinstance(e, (A.Name, A.Subscript)):
+        if isinstance(e, (syntax.Name, syntax.Subscript)):
             self.out.append((e, g))
             return
-        if isinstance(e, A.BinOp):
+        if isinstance(e, syntax.BinOp):
             self.binop(e, g)
-        elif isinstance(e, A.UnaryOp):
+        elif isinstance(e, syntax.UnaryOp):
             self.run(e.operand, neg(g) if e.op == "-" else g)
-        elif isinstance(e, A.IfExp):
+        elif isinstance(e, syntax.IfExp):
             # Only the taken branch contributes, under its condition (no 0 * inf from the other).
-            for branch, cond in ((e.body, e.cond), (e.orelse, A.UnaryOp(None, "not", e.cond))):
+            for branch, cond in ((e.body, e.cond), (e.orelse, syntax.UnaryOp(None, "not", e.cond))):
                 sub = Chain(self.is_active)
                 sub.run(branch, g)
                 self.out.extend((r, Guard(None, cond, c, num(0.0))) for r, c in sub.out)
-        elif isinstance(e, A.Call):
+        elif isinstance(e, syntax.Call):
             self.call(e, g)
         else:
             raise HybridUnsupportedError(f"gradient of a {type(e).__name__} expression", e.span, None)
 
-    def binop(self, e: A.BinOp, g):
+    def binop(self, e: syntax.BinOp, g):
         a, b, op = e.left, e.right, e.op
         if op == "+":
             self.run(a, g)
@@ -197,20 +197,20 @@ class Chain:
                 elif k == 1:
                     self.run(a, g)
                 else:
-                    self.run(a, mul(g, mul(da, A.BinOp(None, "**", a, num(k - 1)))))
+                    self.run(a, mul(g, mul(da, syntax.BinOp(None, "**", a, num(k - 1)))))
             else:
-                self.run(a, mul(g, mul(b, A.BinOp(None, "**", a, sub(b, num(1))))))
+                self.run(a, mul(g, mul(b, syntax.BinOp(None, "**", a, sub(b, num(1))))))
         if self.is_active(b):
-            self.run(b, mul(g, mul(call("log", a), A.BinOp(None, "**", a, b))))
+            self.run(b, mul(g, mul(call("log", a), syntax.BinOp(None, "**", a, b))))
 
-    def call(self, e: A.Call, g):
-        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":
+    def call(self, e: syntax.Call, g):
+        if isinstance(e.func, syntax.Attribute) and e.func.attr == "dtype":
             self.run(e.args[0], g)
             return
         f = call_name(e)
         args = e.args
         x = args[0] if args else None
-        if f in ty.ALL_DTYPES:
+        if f in types.ALL_DTYPES:
             if is_float_cast(f):
                 self.run(x, g)
             return
@@ -240,7 +240,7 @@ class Chain:
         ties = None
         for a in args:
             hit = call("int32", cmp("==", a, m))
-            ties = hit if ties is None else A.BinOp(None, "+", ties, hit)
+            ties = hit if ties is None else syntax.BinOp(None, "+", ties, hit)
         for a in args:
             self.run(a, ifexp(cmp("==", a, m), div(g, ties), zero))
 

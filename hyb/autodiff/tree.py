@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..dsl import ast as A
-from ..dsl import types as ty
+from ..dsl import ast as syntax
+from ..dsl import types
 from ..dsl.unparse import expr as unparse_expr
 from ..errors import HybridUnsupportedError
-from . import rules as R
+from . import rules
 from .rules import add, call, name, num
 
 TENSOR_MAKERS = ("output_tensor", "allocate")
@@ -36,7 +36,7 @@ class TensorDecl:
 class ScalarDecl:
     name: str
     block: object
-    decl: object  # the declaring A.Assign
+    decl: object  # the declaring syntax.Assign
     int_typed: bool
 
 
@@ -55,7 +55,7 @@ class Block:
     """A statement list and where it sits."""
     parent: object  # Block or None
     loops: list  # every enclosing Loop, outermost first
-    owner: object = None  # the A.For / A.If owning this body
+    owner: object = None  # the syntax.For / syntax.If owning this body
     body: list = field(default_factory=list)
 
     def inside(self, other) -> bool:
@@ -77,7 +77,7 @@ class Info:
 @dataclass
 class Gradient:
     """A derived gradient kernel."""
-    kdef: A.KernelDef
+    kdef: syntax.KernelDef
     grads: list  # per forward parameter: True if the gradient kernel returns its gradient
     outputs: list  # the forward outputs, in `return` order
     tapes: list  # (name, shape tuple AST, dtype AST, why)
@@ -88,32 +88,32 @@ def walk(e):
     """Every node below ``e`` (``e`` first)."""
     yield e
     for v in vars(e).values():
-        if isinstance(v, A.Node):
+        if isinstance(v, syntax.Node):
             yield from walk(v)
         elif isinstance(v, list):
             for x in v:
-                if isinstance(x, A.Node):
+                if isinstance(x, syntax.Node):
                     yield from walk(x)
 
 
 def value_walk(e):
     """The nodes of ``e`` whose values are read at run time: not inside ``x.shape``, ``x.dtype``,
     ``x.ndim`` or ``len(x)``, which are known when the kernel compiles."""
-    if isinstance(e, A.Attribute) or (isinstance(e, A.Subscript) and isinstance(e.value, A.Attribute)):
+    if isinstance(e, syntax.Attribute) or (isinstance(e, syntax.Subscript) and isinstance(e.value, syntax.Attribute)):
         return
-    if isinstance(e, A.Call) and R.call_name(e) == "len":
+    if isinstance(e, syntax.Call) and rules.call_name(e) == "len":
         return
     yield e
     for v in vars(e).values():
-        if isinstance(v, A.Node):
+        if isinstance(v, syntax.Node):
             yield from value_walk(v)
         elif isinstance(v, list):
             for x in v:
-                if isinstance(x, A.Node):
+                if isinstance(x, syntax.Node):
                     yield from value_walk(x)
         elif isinstance(v, dict):
             for x in v.values():
-                if isinstance(x, A.Node):
+                if isinstance(x, syntax.Node):
                     yield from value_walk(x)
 
 
@@ -126,18 +126,18 @@ def param_kinds(kernel) -> list:
     kernels = set(kernel.module.kernels)
     for s in kernel.kdef.body:
         for x in walk(s):
-            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name):
+            if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name):
                 tensors.add(x.value.id)
-            elif isinstance(x, A.Attribute) and isinstance(x.value, A.Name) and x.attr in ("shape", "ndim"):
+            elif isinstance(x, syntax.Attribute) and isinstance(x.value, syntax.Name) and x.attr in ("shape", "ndim"):
                 tensors.add(x.value.id)
-            elif isinstance(x, A.Call) and R.call_name(x) == "len" and x.args and isinstance(x.args[0], A.Name):
+            elif isinstance(x, syntax.Call) and rules.call_name(x) == "len" and x.args and isinstance(x.args[0], syntax.Name):
                 tensors.add(x.args[0].id)
-            elif isinstance(x, A.Call) and R.call_name(x) in kernels:
-                tensors.update(a.id for a in x.args if isinstance(a, A.Name))
-            elif isinstance(x, A.Return):
-                tensors.update(v.id for v in x.values if isinstance(v, A.Name))
+            elif isinstance(x, syntax.Call) and rules.call_name(x) in kernels:
+                tensors.update(a.id for a in x.args if isinstance(a, syntax.Name))
+            elif isinstance(x, syntax.Return):
+                tensors.update(v.id for v in x.values if isinstance(v, syntax.Name))
         for x in value_walk(s):
-            if isinstance(x, A.Name):
+            if isinstance(x, syntax.Name):
                 values.add(x.id)
     return ["scalar" if p.name in values and p.name not in tensors else "tensor" for p in kernel.kdef.params]
 
@@ -145,14 +145,14 @@ def param_kinds(kernel) -> list:
 def rewrite(e, replace):
     """``e`` rebuilt with each node for which ``replace(node)`` gives something other than None
     replaced by that (the outermost match wins; what it returns is not searched again)."""
-    if not isinstance(e, A.Node):
+    if not isinstance(e, syntax.Node):
         return e
     new = replace(e)
     if new is not None:
         return new
     kw = {}
     for k, v in vars(e).items():
-        if isinstance(v, A.Node):
+        if isinstance(v, syntax.Node):
             kw[k] = rewrite(v, replace)
         elif isinstance(v, list):
             kw[k] = [rewrite(x, replace) for x in v]
@@ -167,7 +167,7 @@ def subst(e, names: dict):
     """``e`` with the names in ``names`` replaced."""
     if not names:
         return e
-    return rewrite(e, lambda x: A.Name(x.span, names[x.id]) if isinstance(x, A.Name) and x.id in names else None)
+    return rewrite(e, lambda x: syntax.Name(x.span, names[x.id]) if isinstance(x, syntax.Name) and x.id in names else None)
 
 
 def unsupported(what: str, node=None, hint=None):
@@ -177,91 +177,91 @@ def unsupported(what: str, node=None, hint=None):
 
 def _int_typed(value) -> bool:
     """Whether a scalar's first value is an integer (then it carries no derivative)."""
-    if isinstance(value, A.Num):
+    if isinstance(value, syntax.Num):
         return isinstance(value.value, (int, bool))
-    if isinstance(value, A.Call):
-        f = R.call_name(value)
-        if f in ty.ALL_DTYPES:
-            return not R.is_float_cast(f)
+    if isinstance(value, syntax.Call):
+        f = rules.call_name(value)
+        if f in types.ALL_DTYPES:
+            return not rules.is_float_cast(f)
         return f in ("len", "ceil_div", "popcount", "isnan", "isinf", "isfinite")
-    return isinstance(value, (A.Compare, A.BoolOp))
+    return isinstance(value, (syntax.Compare, syntax.BoolOp))
 
 
-def _accumulation(s: A.Assign):
+def _accumulation(s: syntax.Assign):
     """For ``x = x + f`` / ``x = x - f`` (same target, f not reading it): (sign, f); else None."""
     v = s.value
-    if isinstance(v, A.BinOp) and v.op in ("+", "-") and _same(v.left, s.target):
-        if not any(_same(x, s.target) or (isinstance(x, A.Name) and isinstance(s.target, A.Subscript)
+    if isinstance(v, syntax.BinOp) and v.op in ("+", "-") and _same(v.left, s.target):
+        if not any(_same(x, s.target) or (isinstance(x, syntax.Name) and isinstance(s.target, syntax.Subscript)
                                           and x.id == s.target.value.id) for x in walk(v.right)):
             return (1 if v.op == "+" else -1), v.right
-    if isinstance(v, A.BinOp) and v.op == "+" and _same(v.right, s.target):
+    if isinstance(v, syntax.BinOp) and v.op == "+" and _same(v.right, s.target):
         if not any(_same(x, s.target) for x in walk(v.left)):
             return 1, v.left
     return None
 
 
 def _same(a, b) -> bool:
-    if isinstance(a, A.Name) and isinstance(b, A.Name):
+    if isinstance(a, syntax.Name) and isinstance(b, syntax.Name):
         return a.id == b.id
-    if isinstance(a, A.Subscript) and isinstance(b, A.Subscript):
+    if isinstance(a, syntax.Subscript) and isinstance(b, syntax.Subscript):
         return unparse_expr(a) == unparse_expr(b)
     return False
 
 
 def _target_name(t) -> str:
-    return t.id if isinstance(t, A.Name) else t.value.id
+    return t.id if isinstance(t, syntax.Name) else t.value.id
 
 
 # ---------------------------------------------------------------- pieces of the gradient kernel, affine forms
 def _is_read_of(e, t: str) -> bool:
-    return isinstance(e, A.Subscript) and isinstance(e.value, A.Name) and e.value.id == t
+    return isinstance(e, syntax.Subscript) and isinstance(e.value, syntax.Name) and e.value.id == t
 
 
 def _factors(e) -> list:
     """The factors of a product (``a * b / c`` -> a, b): each is zero only if the whole is."""
-    if isinstance(e, A.BinOp) and e.op == "*":
+    if isinstance(e, syntax.BinOp) and e.op == "*":
         return _factors(e.left) + _factors(e.right)
-    if isinstance(e, A.BinOp) and e.op == "/":
+    if isinstance(e, syntax.BinOp) and e.op == "/":
         return _factors(e.left)
-    if isinstance(e, A.UnaryOp) and e.op == "-":
+    if isinstance(e, syntax.UnaryOp) and e.op == "-":
         return _factors(e.operand)
     return [e]
 
 
 def _subst_expr(e, values: dict):
     """``e`` with loop variables replaced by expressions."""
-    return rewrite(e, lambda x: values[x.id] if isinstance(x, A.Name) and x.id in values else None)
+    return rewrite(e, lambda x: values[x.id] if isinstance(x, syntax.Name) and x.id in values else None)
 
 
 def _increment(target, coef):
     """``target += coef``, under ``if`` for guarded coefficients."""
-    if isinstance(coef, R.Guard):
-        return A.If(None, coef.cond, [_increment(target, coef.body)], [])
-    return A.AugAssign(None, target, "+", coef)
+    if isinstance(coef, rules.Guard):
+        return syntax.If(None, coef.cond, [_increment(target, coef.body)], [])
+    return syntax.AugAssign(None, target, "+", coef)
 
 
 def _replace_expr(e, text: str, by):
     """``e`` with every call that reads as ``text`` replaced by ``by``."""
-    return rewrite(e, lambda x: by if isinstance(x, A.Call) and unparse_expr(x) == text else None)
+    return rewrite(e, lambda x: by if isinstance(x, syntax.Call) and unparse_expr(x) == text else None)
 
 
 def _replace_reads(e, subs: dict):
     """``e`` with tensor reads (keyed by their text) replaced by expressions."""
-    return rewrite(e, lambda x: subs.get(unparse_expr(x)) if isinstance(x, A.Subscript) else None)
+    return rewrite(e, lambda x: subs.get(unparse_expr(x)) if isinstance(x, syntax.Subscript) else None)
 
 
 def _attr(n: str, a: str):
-    return A.Attribute(None, name(n), a)
+    return syntax.Attribute(None, name(n), a)
 
 
 def _sub(t: str, index: list):
-    return A.Subscript(None, name(t), list(index) if index else [A.Tuple(None, [])])
+    return syntax.Subscript(None, name(t), list(index) if index else [syntax.Tuple(None, [])])
 
 
 def _copy_loop(dst: str, src: str, idx: str) -> list:
-    return [A.For(None, name(idx), call("grid", _attr(dst, "shape")),
-                  [A.Assign(None, A.Subscript(None, name(dst), [name(idx)]),
-                            A.Subscript(None, name(src), [name(idx)]))])]
+    return [syntax.For(None, name(idx), call("grid", _attr(dst, "shape")),
+                  [syntax.Assign(None, syntax.Subscript(None, name(dst), [name(idx)]),
+                            syntax.Subscript(None, name(src), [name(idx)]))])]
 
 
 def _aff_add(a: dict, b: dict, sign: int) -> dict:
@@ -282,12 +282,12 @@ def _aff_expr(aff: dict):
     e = None
     for k, v in aff.items():
         if v != 0 and (isinstance(k, str) or (isinstance(k, tuple) and k[0] == "sym")):
-            term = R.mul(num(abs(v)), name(k) if isinstance(k, str) else aff[("ast", k[1])])
+            term = rules.mul(num(abs(v)), name(k) if isinstance(k, str) else aff[("ast", k[1])])
             if e is None:
-                e = term if v > 0 else R.neg(term)
+                e = term if v > 0 else rules.neg(term)
             else:
-                e = add(e, term) if v > 0 else R.sub(e, term)
+                e = add(e, term) if v > 0 else rules.sub(e, term)
     c = aff.get(None, 0)
     if e is None:
         return num(c)
-    return add(e, num(c)) if c > 0 else (R.sub(e, num(-c)) if c < 0 else e)
+    return add(e, num(c)) if c > 0 else (rules.sub(e, num(-c)) if c < 0 else e)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dsl import ast as A
-from ..dsl import types as ty
+from ..dsl import ast as syntax
+from ..dsl import types
 
 PYTHON_SCALARS = ("int", "float")
 
@@ -77,10 +77,10 @@ class ArgType:
     def random(self, rng: np.random.Generator):
         """A random value of this type: normal floats, integers in [0, 10), random booleans."""
         shape = () if self.scalar else self.shape
-        dt = ty.concrete(self.dtype)
+        dt = types.concrete(self.dtype)
         if dt == "bool":
             v = rng.integers(0, 2, size=shape).astype(bool)
-        elif dt in ty.FLOATS:
+        elif dt in types.FLOATS:
             v = rng.standard_normal(size=shape).astype(dt)
         else:
             v = rng.integers(0, 10, size=shape).astype(dt)
@@ -137,9 +137,9 @@ def parse_spec(text: str, option: str = "--args") -> list:
         if dtype in PYTHON_SCALARS and tensor:
             raise UsageError(f"`{dtype}` is a Python number, not a tensor dtype", f"use {dtype}32 or {dtype}64",
                              (option, text, d0, d1))
-        if dtype not in ty.ALL_DTYPES and dtype not in PYTHON_SCALARS:
-            close = difflib.get_close_matches(dtype, ty.ALL_DTYPES + PYTHON_SCALARS, 1)
-            hint = (f"did you mean `{close[0]}`? " if close else "") + "dtypes: " + ", ".join(ty.ALL_DTYPES) + \
+        if dtype not in types.ALL_DTYPES and dtype not in PYTHON_SCALARS:
+            close = difflib.get_close_matches(dtype, types.ALL_DTYPES + PYTHON_SCALARS, 1)
+            hint = (f"did you mean `{close[0]}`? " if close else "") + "dtypes: " + ", ".join(types.ALL_DTYPES) + \
                 "; `int` and `float` are Python numbers"
             raise UsageError(f"unknown dtype `{dtype}`", hint, (option, text, d0, d1))
         shape = None
@@ -227,7 +227,7 @@ def check_usage(kernel, param: str, scalar: bool, given: str, where=None, hints=
                          where)
 
 
-def parameter_usage(kdef: A.KernelDef, module: A.Module | None = None) -> dict:
+def parameter_usage(kdef: syntax.KernelDef, module: syntax.Module | None = None) -> dict:
     """For each parameter that the kernel clearly uses as a tensor (subscripted, ``.shape``,
     ``len(x)``, returned) or as a number (in arithmetic, a comparison, an intrinsic), that
     use: ``name -> ("tensor" | "number", span)``.  Parameters only passed to other kernels
@@ -237,9 +237,9 @@ def parameter_usage(kdef: A.KernelDef, module: A.Module | None = None) -> dict:
     tensor: dict = {}
     number: dict = {}
 
-    class Walk(A.NodeVisitor):
+    class Walk(syntax.NodeVisitor):
         def visit_Subscript(self, node):
-            if isinstance(node.value, A.Name) and node.value.id in params:
+            if isinstance(node.value, syntax.Name) and node.value.id in params:
                 tensor.setdefault(node.value.id, node.span)
             else:
                 self.visit(node.value)
@@ -247,18 +247,18 @@ def parameter_usage(kdef: A.KernelDef, module: A.Module | None = None) -> dict:
                 self.visit(i)
 
         def visit_Attribute(self, node):
-            if isinstance(node.value, A.Name) and node.value.id in params:
+            if isinstance(node.value, syntax.Name) and node.value.id in params:
                 if node.attr in ("shape", "ndim"):
                     tensor.setdefault(node.value.id, node.span)
                 return  # `.dtype` exists on both
             self.visit(node.value)
 
         def visit_Call(self, node):
-            fname = node.func.id if isinstance(node.func, A.Name) else None
+            fname = node.func.id if isinstance(node.func, syntax.Name) else None
             if fname in kernels:
                 return  # the callee's parameters decide
             for a in node.args:
-                if fname in ("len", "grid") and isinstance(a, A.Name) and a.id in params:
+                if fname in ("len", "grid") and isinstance(a, syntax.Name) and a.id in params:
                     tensor.setdefault(a.id, a.span)
                 else:
                     self.visit(a)
@@ -267,7 +267,7 @@ def parameter_usage(kdef: A.KernelDef, module: A.Module | None = None) -> dict:
 
         def visit_Return(self, node):
             for v in node.values:
-                if isinstance(v, A.Name) and v.id in params:
+                if isinstance(v, syntax.Name) and v.id in params:
                     tensor.setdefault(v.id, v.span)
                 else:
                     self.visit(v)
@@ -295,8 +295,8 @@ def parse_value(text: str, option: str = "input"):
     where = (None, text, 0, len(text))
     if ":" in text and not Path(text).exists():
         dtype, _, number = text.partition(":")
-        if dtype not in ty.ALL_DTYPES:
-            raise UsageError(f"unknown dtype `{dtype}` in {option} `{text}`", "dtypes: " + ", ".join(ty.ALL_DTYPES),
+        if dtype not in types.ALL_DTYPES:
+            raise UsageError(f"unknown dtype `{dtype}` in {option} `{text}`", "dtypes: " + ", ".join(types.ALL_DTYPES),
                              (None, text, 0, len(dtype)))
         word = number.lower()
         if not _NUMBER.fullmatch(number) and word not in ("true", "false"):
@@ -304,7 +304,7 @@ def parse_value(text: str, option: str = "input"):
         try:
             if dtype == "bool":
                 return np.bool_(word == "true" or (word != "false" and float(number) != 0))
-            if ty.is_int(dtype):
+            if types.is_int(dtype):
                 if not re.fullmatch(r"[-+]?\d+", number):
                     raise ValueError(f"{number} is not an integer")
                 return np.dtype(dtype).type(_checked_int(int(number), dtype))

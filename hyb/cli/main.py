@@ -11,10 +11,10 @@ import sys
 import warnings
 
 from ..errors import HybridError, HybridWarning
-from . import commands as C
+from . import commands
 from .argspec import UsageError
 
-_STAGES = " ".join(C.STAGE_SUFFIX)
+_STAGES = " ".join(commands.STAGE_SUFFIX)
 
 
 def _parents():
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
              (color, kernel, signature, options))
     p.add_argument("files", nargs="+", metavar="FILE.hyb")
     p.add_argument("--werror", action="store_true", help="exit with status 1 if there are warnings")
-    p.set_defaults(func=C.cmd_check)
+    p.set_defaults(func=commands.cmd_check)
 
     p = _sub(sub, "compile", "print or write the stages of the pipeline for one signature",
              f"Compile a kernel for the argument types given by --args and write the stages asked for.\n"
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", "--emit", action="append", metavar="STAGE",
                    help=f"a stage to write (repeat it or separate by commas): {_STAGES}")
     p.add_argument("-o", "--output", metavar="OUT", help="file, file stem or folder to write to (default: stdout)")
-    p.set_defaults(func=C.cmd_compile)
+    p.set_defaults(func=commands.cmd_compile)
 
     p = _sub(sub, "run", "compile and run a kernel on .npy files or random data",
              "Run a kernel and print its outputs (or save them with -o).\n"
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", action="store_true", help="print compile and run times on stderr")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (for --time; default 1)")
     p.add_argument("--emulate", action="store_true", help="run the reference interpreter instead of native code")
-    p.set_defaults(func=C.cmd_run)
+    p.set_defaults(func=commands.cmd_run)
 
     p = _sub(sub, "grad", "write the gradient kernels of a file as .hyb text",
              "Derive the gradient of each kernel (or of --kernel) and write it as .hyb text: a kernel NAME_grad\n"
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.hyb", help="file to write (default: stdout)")
     p.add_argument("--with-outputs", action="store_true",
                    help="the gradient also takes the forward outputs (after the inputs) and reuses them")
-    p.set_defaults(func=C.cmd_grad)
+    p.set_defaults(func=commands.cmd_grad)
 
     p = _sub(sub, "aot", "build a shared library with MindSpore's aot custom-operator signature",
              "Compile a kernel for one signature into a shared library exporting\n"
@@ -126,17 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", choices=("native", "generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"), default="native",
                    help="target CPU: this machine's (native, the default), any x86-64 (generic) or a level of it")
     p.add_argument("--keep", metavar="DIR", help="keep the generated C wrapper and object file in DIR")
-    p.set_defaults(func=C.cmd_aot)
+    p.set_defaults(func=commands.cmd_aot)
 
     p = _sub(sub, "demo", "compile and run an example kernel, next to NumPy",
              "Compile a matmul kernel, run it on random data and compare with NumPy.", "  hyb demo", (color,))
-    p.set_defaults(func=C.cmd_demo)
+    p.set_defaults(func=commands.cmd_demo)
 
     p = sub.add_parser("bench", help="run the benchmark suite (PolyBench and ML kernels against Numba, NumPy, C)",
                        description="Run benchmarks/ (the same as `python -m benchmarks`); every further argument "
                                    "goes to it. Example: hyb bench --size small --kernels gemm,atax",
                        add_help=False)
-    p.set_defaults(func=C.cmd_bench, passthrough=True)
+    p.set_defaults(func=commands.cmd_bench, passthrough=True)
     return parser
 
 
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     def show_warning(message, category, filename, lineno, file=None, line=None):
         if isinstance(message, HybridWarning):
             args.warnings_seen += 1
-            C.report(str(message), args)
+            commands.report(str(message), args)
         else:
             print(warnings.formatwarning(message, category, filename, lineno, line), file=sys.stderr, end="")
 
@@ -165,10 +165,10 @@ def main(argv=None) -> int:
         try:
             return args.func(args)
         except UsageError as e:
-            C.report(e.render(), args)
+            commands.report(e.render(), args)
             return 2
         except HybridError as e:
-            C.report(e.render(), args)
+            commands.report(e.render(), args)
             return 1
         except KeyboardInterrupt:
             print("hyb: interrupted", file=sys.stderr)

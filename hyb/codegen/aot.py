@@ -38,9 +38,9 @@ from pathlib import Path
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..dsl import types as ty
+from ..dsl import types
 from ..errors import HybridArgumentError, HybridCompileError
-from . import llvm as cg
+from . import llvm as llvm_codegen
 
 #: The non-zero values the exported function returns.
 RETURN_CODES = {
@@ -106,10 +106,10 @@ def signature(typed, symbol: str | None = None) -> AotSignature:
     for n in typed.inputs:
         t = typed.tensors[n]
         role = "scalar" if t.kind == "param" else "input"
-        params.append(AotParam(t.source_name or n, role, ty.concrete(t.dtype), tuple(t.shape)))
+        params.append(AotParam(t.source_name or n, role, types.concrete(t.dtype), tuple(t.shape)))
     for n in typed.outputs:
         t = typed.tensors[n]
-        params.append(AotParam(t.source_name or n, "output", ty.concrete(t.dtype), tuple(t.shape)))
+        params.append(AotParam(t.source_name or n, "output", types.concrete(t.dtype), tuple(t.shape)))
     return AotSignature(typed.name, symbol or typed.name, tuple(params))
 
 
@@ -201,7 +201,7 @@ static int64_t thread_count(int64_t built_with) {
 def wrapper_source(typed, sig: AotSignature, check_sites: list, kernel_symbol: str, threads: int | None,
                    origin: str = "") -> str:
     """The C source of the exported function for a typed kernel whose code is ``kernel_symbol``."""
-    order = cg.buffer_order(typed)
+    order = llvm_codegen.buffer_order(typed)
     n_in = len(typed.inputs)
     n_par = len(sig.params)
     s = sig.symbol
@@ -273,7 +273,7 @@ def _buffer_plan(typed, order: list, sig: AotSignature):
     body, after, owned = [], [], []
     for k, name in enumerate(order):
         t = typed.tensors[name]
-        nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(ty.concrete(t.dtype)).itemsize
+        nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(types.concrete(t.dtype)).itemsize
         label = t.source_name or name
         if k < n_in:
             if name in written and name in out_index:
@@ -352,7 +352,7 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     inner = f"{symbol}__hyb_kernel"
     threads = compiled.options.get("threads")
     c_text = wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin)
-    obj = object_code(compiled.llvm_opt, cg.function_name(typed), inner, cpu)
+    obj = object_code(compiled.llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
     compiler = find_c_compiler(cc)
     parallel = re.search(r"@(GOMP_|omp_)", compiled.llvm_opt) is not None
     output = Path(output)

@@ -40,10 +40,10 @@ import re
 from importlib import resources
 from dataclasses import dataclass, field
 
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..dsl import tir
+from ..dsl import types
 from ..errors import HybridInternalError
-from ..schedule import loops as L
+from ..schedule import loops
 from .cuda_expr import CTYPES, CudaExpressions
 from .abi import CheckSite, buffer_order
 
@@ -69,8 +69,8 @@ class Launch:
 
     kernel: str
     counters: list
-    loop: object = None  # L.For mapped to x (1-D) or y (2-D)
-    inner: object = None  # L.For mapped to x in a 2-D launch
+    loop: object = None  # loops.For mapped to x (1-D) or y (2-D)
+    inner: object = None  # loops.For mapped to x in a 2-D launch
 
     @property
     def dims(self) -> int:
@@ -79,7 +79,7 @@ class Launch:
 
 @dataclass
 class HostFor:
-    loop: object  # L.For
+    loop: object  # loops.For
     body: list
 
 
@@ -105,10 +105,10 @@ class GeneratedCuda:
         return list(NVCC_FASTMATH_OPTIONS if self.fastmath else NVCC_OPTIONS)
 
 
-def trip_count(loop: L.For, env: dict) -> int | None:
+def trip_count(loop: loops.For, env: dict) -> int | None:
     """Iterations of ``loop`` with the counters of ``env``; None when its condition is not a
     plain upper bound (the kernel then strides over a fixed grid while the condition holds)."""
-    b = L.upper_bound(loop)
+    b = loops.upper_bound(loop)
     if b is None:
         return None
     op, ub = b
@@ -119,9 +119,9 @@ def trip_count(loop: L.For, env: dict) -> int | None:
 
 def eval_lexpr(e, env: dict):
     """A loop-IR expression evaluated on the host (Python ints; comparisons give bools)."""
-    if isinstance(e, L.LInt):
+    if isinstance(e, loops.LInt):
         return e.value
-    if isinstance(e, L.LVar):
+    if isinstance(e, loops.LVar):
         return env[e.name]
     a = [eval_lexpr(x, env) for x in e.args]
     op = e.op
@@ -166,10 +166,10 @@ def eval_lexpr(e, env: dict):
 
 def _contains_parallel(stmts) -> bool:
     for s in stmts:
-        if isinstance(s, L.For):
+        if isinstance(s, loops.For):
             if s.parallel or _contains_parallel(s.body):
                 return True
-        elif isinstance(s, L.If):
+        elif isinstance(s, loops.If):
             if _contains_parallel(s.then) or _contains_parallel(s.orelse):
                 return True
     return False
@@ -181,14 +181,14 @@ def _vars_used(nodes) -> set:
     stack = list(nodes)
     while stack:
         n = stack.pop()
-        if isinstance(n, T.Store):
+        if isinstance(n, tir.Store):
             stack += list(n.indices) + [n.value]
-        elif isinstance(n, T.Loop):
+        elif isinstance(n, tir.Loop):
             stack += [n.start, n.stop] + list(n.body)
-        elif isinstance(n, T.If):
+        elif isinstance(n, tir.If):
             stack += [n.cond] + list(n.body) + list(n.orelse)
-        elif isinstance(n, T.TExpr):
-            out |= {e.name for e in T.walk_expr(n) if isinstance(e, T.Var)}
+        elif isinstance(n, tir.TExpr):
+            out |= {e.name for e in tir.walk_expr(n) if isinstance(e, tir.Var)}
     return out
 
 
@@ -220,9 +220,9 @@ class _Writer:
 
 
 class _Generator(CudaExpressions):
-    def __init__(self, nest: L.LoopNest, fastmath: bool = False):
+    def __init__(self, nest: loops.LoopNest, fastmath: bool = False):
         self.nest = nest
-        self.k: T.TypedKernel = nest.kernel
+        self.k: tir.TypedKernel = nest.kernel
         self.fastmath = fastmath
         self.checked = nest.runtime_checked
         self.params = [n for n in self.k.inputs if self.k.tensors[n].kind == "param"]
@@ -251,7 +251,7 @@ class _Generator(CudaExpressions):
         plan = self.split(self.nest.body, [])
         src = [PRELUDE, self.describe_plan(plan)] + self.kernels
         return GeneratedCuda("\n".join(src), plan, self.sites, self.buffers, self.params,
-                             [(n, ty.concrete(self.k.tensors[n].dtype)) for n in self.scalars], self.fastmath)
+                             [(n, types.concrete(self.k.tensors[n].dtype)) for n in self.scalars], self.fastmath)
 
     def split(self, stmts: list, counters: list) -> list:
         out = []
@@ -263,13 +263,13 @@ class _Generator(CudaExpressions):
                 serial.clear()
 
         for s in stmts:
-            if isinstance(s, L.For) and s.parallel:
+            if isinstance(s, loops.For) and s.parallel:
                 flush()
                 out.append(self.grid_kernel(s, counters))
-            elif isinstance(s, L.For) and _contains_parallel(s.body):
+            elif isinstance(s, loops.For) and _contains_parallel(s.body):
                 flush()
                 out.append(HostFor(s, self.split(s.body, counters + [s.var])))
-            elif isinstance(s, L.If) and (_contains_parallel(s.then) or _contains_parallel(s.orelse)):
+            elif isinstance(s, loops.If) and (_contains_parallel(s.then) or _contains_parallel(s.orelse)):
                 flush()
                 out.append(HostIf(s.cond, self.split(s.then, counters), self.split(s.orelse, counters)))
             else:
@@ -294,11 +294,11 @@ class _Generator(CudaExpressions):
                     lines.append(f"{pad}{it.kernel}{grid}")
                 elif isinstance(it, HostFor):
                     s = it.loop
-                    lines.append(f"{pad}for ({s.var} = {L.fmt_expr(s.init)}; {L.fmt_expr(s.cond)}; "
+                    lines.append(f"{pad}for ({s.var} = {loops.fmt_expr(s.init)}; {loops.fmt_expr(s.cond)}; "
                                  f"{s.var} += {s.step})")
                     walk(it.body, depth + 1)
                 else:
-                    lines.append(f"{pad}if {L.fmt_expr(it.cond)}")
+                    lines.append(f"{pad}if {loops.fmt_expr(it.cond)}")
                     walk(it.then, depth + 1)
                     if it.orelse:
                         lines.append(f"{pad}else")
@@ -316,9 +316,9 @@ class _Generator(CudaExpressions):
         for n in self.buffers:
             t = self.k.tensors[n]
             qual = "" if n in self.k.written else "const "
-            args.append(f"{qual}{CTYPES[ty.concrete(t.dtype)]} *__restrict__ {self.names[n]}")
+            args.append(f"{qual}{CTYPES[types.concrete(t.dtype)]} *__restrict__ {self.names[n]}")
         for n in self.params:
-            args.append(f"{CTYPES[ty.concrete(self.k.tensors[n].dtype)]} {self.names[n]}")
+            args.append(f"{CTYPES[types.concrete(self.k.tensors[n].dtype)]} {self.names[n]}")
         args.append("unsigned char *__restrict__ hyb_sc")
         args.append("long long *hyb_err")
         args += [f"long long l_{_ident(c)}" for c in counters] + extra
@@ -329,7 +329,7 @@ class _Generator(CudaExpressions):
         self.w.open(self.signature(name, counters, extra))
         self.w.line("if (*(volatile long long *)&hyb_err[2] != 0) return;")
         for n in self.scalars:
-            ct = CTYPES[ty.concrete(self.k.tensors[n].dtype)]
+            ct = CTYPES[types.concrete(self.k.tensors[n].dtype)]
             self.w.line(f"{ct} {self.names[n]} = *({ct} *)(hyb_sc + {8 * self.slot[n]});")
 
     def _end(self, write_back: bool):
@@ -340,7 +340,7 @@ class _Generator(CudaExpressions):
 
     def write_back_scalars(self):
         for n in self.scalars:
-            ct = CTYPES[ty.concrete(self.k.tensors[n].dtype)]
+            ct = CTYPES[types.concrete(self.k.tensors[n].dtype)]
             self.w.line(f"*({ct} *)(hyb_sc + {8 * self.slot[n]}) = {self.names[n]};")
 
     def serial_kernel(self, stmts: list, counters: list) -> Launch:
@@ -351,13 +351,13 @@ class _Generator(CudaExpressions):
         self._end(write_back=True)
         return Launch(name, list(counters))
 
-    def grid_kernel(self, s: L.For, counters: list) -> Launch:
+    def grid_kernel(self, s: loops.For, counters: list) -> Launch:
         name = self.kernel_name()
         inner = None
-        if len(s.body) == 1 and isinstance(s.body[0], L.For) and s.body[0].parallel:
+        if len(s.body) == 1 and isinstance(s.body[0], loops.For) and s.body[0].parallel:
             g = s.body[0]
-            if (L.upper_bound(s) is not None and L.upper_bound(g) is not None
-                    and not L.uses(g.init, s.var) and not L.uses(L.upper_bound(g)[1], s.var)):
+            if (loops.upper_bound(s) is not None and loops.upper_bound(g) is not None
+                    and not loops.uses(g.init, s.var) and not loops.uses(loops.upper_bound(g)[1], s.var)):
                 inner = g
         self.serial = False
         w_extra = ["long long hyb_trips_y", "long long hyb_trips_x"] if inner is not None else ["long long hyb_trips"]
@@ -367,7 +367,7 @@ class _Generator(CudaExpressions):
             w.open("for (long long _it = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
                    "_it < hyb_trips; _it += (long long)gridDim.x * blockDim.x)")
             w.line(f"long long l_{_ident(s.var)} = {self.lexpr(s.init)} + _it * {s.step};")
-            if L.upper_bound(s) is None:  # a grid over an unknown count: stop where the condition fails
+            if loops.upper_bound(s) is None:  # a grid over an unknown count: stop where the condition fails
                 w.line(f"if (!({self.lexpr(s.cond)})) break;")
             self.block(s.body)
             w.close()
@@ -387,12 +387,12 @@ class _Generator(CudaExpressions):
     # ------------------------------------------------------------- loop IR
     def block(self, stmts):
         for s in stmts:
-            if isinstance(s, L.For):
+            if isinstance(s, loops.For):
                 v = f"l_{_ident(s.var)}"
                 self.w.open(f"for (long long {v} = {self.lexpr(s.init)}; {self.lexpr(s.cond)}; {v} += {s.step})")
                 self.block(s.body)
                 self.w.close()
-            elif isinstance(s, L.If):
+            elif isinstance(s, loops.If):
                 self.w.open(f"if ({self.lexpr(s.cond)})")
                 self.block(s.then)
                 if s.orelse:
@@ -400,15 +400,15 @@ class _Generator(CudaExpressions):
                     self.w.depth += 1
                     self.block(s.orelse)
                 self.w.close()
-            elif isinstance(s, L.StmtCall):
+            elif isinstance(s, loops.StmtCall):
                 self.stmt_call(s)
             else:
                 raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
 
     def lexpr(self, e) -> str:
-        if isinstance(e, L.LInt):
+        if isinstance(e, loops.LInt):
             return f"{e.value}ll"
-        if isinstance(e, L.LVar):
+        if isinstance(e, loops.LVar):
             return f"l_{_ident(e.name)}"
         a = [self.lexpr(x) for x in e.args]
         op = e.op
@@ -430,7 +430,7 @@ class _Generator(CudaExpressions):
         raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ------------------------------------------------------------- statements
-    def stmt_call(self, call: L.StmtCall):
+    def stmt_call(self, call: loops.StmtCall):
         st = self.nest.statements[call.stmt]
         w = self.w
         w.open("")
@@ -456,9 +456,9 @@ class _Generator(CudaExpressions):
 
     def tir_block(self, stmts):
         for s in stmts:
-            if isinstance(s, T.Store):
+            if isinstance(s, tir.Store):
                 self.store(s)
-            elif isinstance(s, T.If):
+            elif isinstance(s, tir.If):
                 self.w.open(f"if ({self.expr(s.cond)})")
                 self.tir_block(s.body)
                 if s.orelse:
@@ -469,7 +469,7 @@ class _Generator(CudaExpressions):
             else:
                 self.tir_loop(s)
 
-    def tir_loop(self, s: T.Loop):
+    def tir_loop(self, s: tir.Loop):
         w = self.w
         start, stop = self.index(s.start), self.index(s.stop)
         w.open("")
@@ -484,10 +484,10 @@ class _Generator(CudaExpressions):
         w.close()
         w.close()
 
-    def store(self, s: T.Store):
+    def store(self, s: tir.Store):
         t = self.k.tensors[s.tensor]
         value = self.expr(s.value)
-        if ty.concrete(t.dtype) == "bool":
+        if types.concrete(t.dtype) == "bool":
             value = f"(unsigned char)({value} ? 1 : 0)"
         self.w.line(f"{self.address(s.tensor, s.indices, s)} = {value};")
 
@@ -517,9 +517,9 @@ class _Generator(CudaExpressions):
         flat = " + ".join(reversed(terms)) if terms else "0"
         return f"{self.names[tensor]}[{flat}]"
 
-    def index(self, e: T.TExpr) -> str:
+    def index(self, e: tir.TExpr) -> str:
         return f"((long long)({self.expr(e)}))"
 
-def generate(nest: L.LoopNest, fastmath: bool = False) -> GeneratedCuda:
+def generate(nest: loops.LoopNest, fastmath: bool = False) -> GeneratedCuda:
     """CUDA C source of the kernel and the launch plan the host runs."""
     return _Generator(nest, fastmath).run()

@@ -5,8 +5,8 @@ import struct
 
 import numpy as np
 
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..dsl import tir
+from ..dsl import types
 from ..errors import HybridUnsupportedError
 
 CTYPES = {
@@ -41,7 +41,7 @@ def _float_literal(value: float, dt: str) -> str:
 def _int_literal(value: int, dt: str) -> str:
     bits = _INT_BITS[dt]
     value &= (1 << bits) - 1
-    if dt in ty.UNSIGNED:
+    if dt in types.UNSIGNED:
         return f"(({CTYPES[dt]}){value}ull)"
     if value >= 1 << (bits - 1):
         value -= 1 << bits
@@ -55,31 +55,31 @@ class CudaExpressions:
     Mixed into the CUDA generator, whose state (names, the writer, the kernel) it uses."""
 
     # ------------------------------------------------------------- expressions
-    def expr(self, e: T.TExpr) -> str:
+    def expr(self, e: tir.TExpr) -> str:
         return getattr(self, "e_" + type(e).__name__)(e)
 
-    def e_Const(self, e: T.Const) -> str:
-        dt = ty.concrete(e.dtype)
+    def e_Const(self, e: tir.Const) -> str:
+        dt = types.concrete(e.dtype)
         if dt == "bool":
             return "true" if bool(e.value) else "false"
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             with np.errstate(over="ignore"):
                 return _float_literal(float(np.dtype(dt).type(e.value)), dt)
         return _int_literal(int(e.value), dt)
 
-    def e_Var(self, e: T.Var) -> str:
+    def e_Var(self, e: tir.Var) -> str:
         return self.env[e.name]
 
-    def e_Load(self, e: T.Load) -> str:
+    def e_Load(self, e: tir.Load) -> str:
         t = self.k.tensors[e.tensor]
         a = self.address(e.tensor, e.indices, e)
-        if ty.concrete(t.dtype) == "bool" and t.kind not in ("scalar",):
+        if types.concrete(t.dtype) == "bool" and t.kind not in ("scalar",):
             return f"({a} != 0)"
-        if ty.concrete(t.dtype) == "bool":
+        if types.concrete(t.dtype) == "bool":
             return f"({a} != 0)"
         # A value read once, so that an expression using it twice does not read memory twice.
         name = self.w.fresh("ld")
-        self.w.line(f"const {CTYPES[ty.concrete(t.dtype)]} {name} = {a};")
+        self.w.line(f"const {CTYPES[types.concrete(t.dtype)]} {name} = {a};")
         return name
 
     def value(self, text: str, dt: str) -> str:
@@ -89,11 +89,11 @@ class CudaExpressions:
         self.w.line(f"const {ct} {name} = {text};")
         return name
 
-    def e_Bin(self, e: T.Bin) -> str:
-        dt = ty.concrete(e.dtype)
+    def e_Bin(self, e: tir.Bin) -> str:
+        dt = types.concrete(e.dtype)
         a = self.expr(e.a)
         b = self.expr(e.b)
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             if dt == "float16":
                 fa, fb = f"hyb_h2f({a})", f"hyb_h2f({b})"
                 return f"hyb_f2h({self._float_bin(e.op, fa, fb, 'float32')})"
@@ -110,9 +110,9 @@ class CudaExpressions:
         if e.op in ("//", "%"):
             return self._int_divmod(e.op, a, b, dt)
         if e.op == "**":
-            if isinstance(e.b, T.Const):
+            if isinstance(e.b, tir.Const):
                 return self._power_const(a, int(e.b.value), dt)
-            uns = "true" if dt in ty.UNSIGNED else "false"
+            uns = "true" if dt in types.UNSIGNED else "false"
             return f"hyb_ipow<{ct}, {ut}>({a}, {b}, {uns})"
         raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
 
@@ -129,14 +129,14 @@ class CudaExpressions:
 
     def _int_divmod(self, op: str, a: str, b: str, dt: str) -> str:
         ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
-        if dt in ty.UNSIGNED:
+        if dt in types.UNSIGNED:
             return f"hyb_ufloor{'div' if op == '//' else 'mod'}<{ct}>({a}, {b})"
         return f"hyb_sfloor{'div' if op == '//' else 'mod'}<{ct}, {ut}>({a}, {b})"
 
     def _power_const(self, a: str, n: int, dt: str) -> str:
         ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
         if n < 0:
-            return f"hyb_ipow<{ct}, {ut}>({a}, ({ct})({n}), {'true' if dt in ty.UNSIGNED else 'false'})"
+            return f"hyb_ipow<{ct}, {ut}>({a}, ({ct})({n}), {'true' if dt in types.UNSIGNED else 'false'})"
         base = self.value(a, dt)
         result = None
         while n:
@@ -147,25 +147,25 @@ class CudaExpressions:
                 base = self.value(f"(({ct})(({ut}){base} * ({ut}){base}))", dt)
         return result if result is not None else f"(({ct})1)"
 
-    def e_Unary(self, e: T.Unary) -> str:
+    def e_Unary(self, e: tir.Unary) -> str:
         a = self.expr(e.a)
         if e.op == "not":
             return f"(!{a})"
-        dt = ty.concrete(e.dtype)
+        dt = types.concrete(e.dtype)
         if dt == "float16":
             return f"hyb_f2h(-hyb_h2f({a}))"
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             return f"(-{a})"
         return f"(({CTYPES[dt]})(({_UNSIGNED_OF[dt]})0 - ({_UNSIGNED_OF[dt]}){a}))"
 
-    def e_Cmp(self, e: T.Cmp) -> str:
+    def e_Cmp(self, e: tir.Cmp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
-        dt = ty.concrete(e.a.dtype)
+        dt = types.concrete(e.a.dtype)
         if dt == "float16":
             a, b = f"hyb_h2f({a})", f"hyb_h2f({b})"
         return f"({a} {e.op} {b})"  # C's != is unordered, the others ordered: as the CPU path
 
-    def e_Logic(self, e: T.Logic) -> str:
+    def e_Logic(self, e: tir.Logic) -> str:
         # Short-circuit: the right side's statements (loads) must only run where the left allows.
         a = self.expr(e.a)
         r = self.w.fresh("lg")
@@ -176,9 +176,9 @@ class CudaExpressions:
         self.w.close()
         return r
 
-    def e_Select(self, e: T.Select) -> str:
+    def e_Select(self, e: tir.Select) -> str:
         c = self.expr(e.cond)
-        dt = ty.concrete(e.dtype)
+        dt = types.concrete(e.dtype)
         ct = "bool" if dt == "bool" else CTYPES[dt]
         r = self.w.fresh("sel")
         self.w.line(f"{ct} {r};")
@@ -190,8 +190,8 @@ class CudaExpressions:
         self.w.close()
         return r
 
-    def e_Cast(self, e: T.Cast) -> str:
-        return self.convert(self.expr(e.a), ty.concrete(e.a.dtype), ty.concrete(e.dtype))
+    def e_Cast(self, e: tir.Cast) -> str:
+        return self.convert(self.expr(e.a), types.concrete(e.a.dtype), types.concrete(e.dtype))
 
     def convert(self, v: str, s: str, d: str) -> str:
         if s == d:
@@ -204,14 +204,14 @@ class CudaExpressions:
             if d == "float16":
                 return f"hyb_f2h({v} ? 1.0f : 0.0f)"
             return f"(({CTYPES[d]})({v} ? 1 : 0))"
-        if s in ty.FLOATS and d in ty.FLOATS:
+        if s in types.FLOATS and d in types.FLOATS:
             if s == "float16":
                 f = f"hyb_h2f({v})"
                 return f if d == "float32" else f"((double){f})"
             if d == "float16":
                 return f"hyb_f2h({v})" if s == "float32" else f"hyb_d2h({v})"
             return f"(({CTYPES[d]}){v})"
-        if s in ty.FLOATS:
+        if s in types.FLOATS:
             x = f"hyb_h2f({v})" if s == "float16" else v
             ft = "float" if s == "float16" else CTYPES[s]
             if d == "uint64":
@@ -235,13 +235,13 @@ class CudaExpressions:
         name = fn + ("f" if dt == "float32" else "")
         return f"{name}({', '.join(args)})"
 
-    def e_Intrinsic(self, e: T.Intrinsic) -> str:
-        args = [self.value(self.expr(a), ty.concrete(a.dtype)) for a in e.args]
-        dt = ty.concrete(e.args[0].dtype)
+    def e_Intrinsic(self, e: tir.Intrinsic) -> str:
+        args = [self.value(self.expr(a), types.concrete(a.dtype)) for a in e.args]
+        dt = types.concrete(e.args[0].dtype)
         if e.name in self._MATH:
             return self.math(self._MATH[e.name], dt, args)
         r = getattr(self, "i_" + e.name)(dt, *args)
-        want = ty.concrete(e.dtype)
+        want = types.concrete(e.dtype)
         if e.name == "popcount":
             return f"(({CTYPES[want]})({r}))"
         return r
@@ -266,19 +266,19 @@ class CudaExpressions:
         return f"({one} / ({one} + {self.math('exp', dt, [f'(-{x})'])}))"
 
     def i_abs(self, dt, x):
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             return self.math("fabs", dt, [x])
-        if dt in ty.UNSIGNED or dt == "bool":
+        if dt in types.UNSIGNED or dt == "bool":
             return x
         ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
         return f"({x} < 0 ? ({ct})(({ut})0 - ({ut}){x}) : {x})"
 
     def i_sign(self, dt, x):
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             v, ft, back = self._f(dt, x)
             return back(f"hyb_sign<{ft}>({v})")
         ct = CTYPES[dt]
-        if dt in ty.UNSIGNED:
+        if dt in types.UNSIGNED:
             return f"(({ct})({x} != 0))"
         return f"(({ct})(({x} > 0) - ({x} < 0)))"
 
@@ -303,7 +303,7 @@ class CudaExpressions:
         return self._extremum("min", dt, x, y)
 
     def _extremum(self, which, dt, x, y):
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             vx, ft, back = self._f(dt, x)
             vy = self._f(dt, y)[0]
             eq = "true" if dt == "float16" else "false"

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..dsl import tir
+from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
-from ..schedule import loops as L
+from ..schedule import loops
 from .abi import CheckSite, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
@@ -55,9 +55,9 @@ class Generated:
 
 
 class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
-    def __init__(self, nest: L.LoopNest, options: Options, module: ir.Module, fname: str):
+    def __init__(self, nest: loops.LoopNest, options: Options, module: ir.Module, fname: str):
         self.nest = nest
-        self.k: T.TypedKernel = nest.kernel
+        self.k: tir.TypedKernel = nest.kernel
         self.opt = options
         self.module = module
         order = buffer_order(self.k)
@@ -104,16 +104,16 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
     # ---------------------------------------------------------- loop IR
     def block(self, stmts):
         for s in stmts:
-            if isinstance(s, L.For):
+            if isinstance(s, loops.For):
                 self.for_loop(s)
-            elif isinstance(s, L.If):
+            elif isinstance(s, loops.If):
                 self.if_node(s)
-            elif isinstance(s, L.StmtCall):
+            elif isinstance(s, loops.StmtCall):
                 self.stmt_call(s)
             else:
                 raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
 
-    def for_loop(self, s: L.For):
+    def for_loop(self, s: loops.For):
         if s.parallel and not self.outlined and openmp_available():
             return self.parallel_loop(s)
         self.emit_loop(s.var, self.lexpr(s.init), ir.Constant(I64, s.step), lambda phi: self.lexpr(s.cond),
@@ -158,14 +158,14 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         return loop_id
 
     # ---------------------------------------------------------- threads
-    def counted_loop(self, s: L.For, start, stop, stride):
+    def counted_loop(self, s: loops.For, start, stop, stride):
         """``s`` from ``start`` by ``stride``, up to ``stop`` (or while its own condition holds if None)."""
         def cond(phi):
             return self.lexpr(s.cond) if stop is None else self.b.icmp_signed("<", phi, stop)
 
         self.emit_loop(s.var, start, stride, cond, lambda: self.block(s.body), self.loopvars, ("nsw",))
 
-    def if_node(self, s: L.If):
+    def if_node(self, s: loops.If):
         cond = self.lexpr(s.cond)
         self._branch(cond, lambda: self.block(s.then), (lambda: self.block(s.orelse)) if s.orelse else None)
 
@@ -186,9 +186,9 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
 
     def lexpr(self, e):
         b = self.b
-        if isinstance(e, L.LInt):
+        if isinstance(e, loops.LInt):
             return ir.Constant(I64, e.value)
-        if isinstance(e, L.LVar):
+        if isinstance(e, loops.LVar):
             return self.loopvars[e.name]
         args = [self.lexpr(a) for a in e.args]
         op = e.op
@@ -227,7 +227,7 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ---------------------------------------------------------- statements
-    def stmt_call(self, call: L.StmtCall):
+    def stmt_call(self, call: loops.StmtCall):
         st = self.nest.statements[call.stmt]
         env = {v: self.lexpr(a) for v, a in zip(st.iters, call.args)}
         self.env = env
@@ -243,22 +243,22 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
     def tir_block(self, stmts: list):
         """Typed-IR statements run as written (a store, or an opaque statement's loops)."""
         for s in stmts:
-            if isinstance(s, T.Store):
+            if isinstance(s, tir.Store):
                 self.store(s)
-            elif isinstance(s, T.If):
+            elif isinstance(s, tir.If):
                 cond = self.expr(s.cond)
                 self._branch(cond, lambda: self.tir_block(s.body),
                              (lambda: self.tir_block(s.orelse)) if s.orelse else None)
             else:
                 self.tir_loop(s)
 
-    def tir_loop(self, s: T.Loop):
+    def tir_loop(self, s: tir.Loop):
         start, stop = self.index(s.start), self.index(s.stop)
         op = "<" if s.step > 0 else ">"
         self.emit_loop(s.var, start, ir.Constant(I64, s.step), lambda phi: self.b.icmp_signed(op, phi, stop),
                        lambda: self.tir_block(s.body), self.env)
 
-    def store(self, s: T.Store):
+    def store(self, s: tir.Store):
         value = self.expr(s.value)
         t = self.k.tensors[s.tensor]
         if t.dtype == "bool":
@@ -306,7 +306,7 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
             flat = ir.Constant(I64, 0)
         return self.b.gep(self.ptrs[tensor], [flat], inbounds=True, source_etype=memory_type(t.dtype))
 
-    def index(self, e: T.TExpr):
+    def index(self, e: tir.TExpr):
         v = self.expr(e)
         w = v.type.width
         if w < 64:
@@ -314,7 +314,7 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         return v
 
     # ---------------------------------------------------------- expressions
-def generate_ir(nest: L.LoopNest, options: Options) -> Generated:
+def generate_ir(nest: loops.LoopNest, options: Options) -> Generated:
     """Unoptimised LLVM IR text of the kernel, with its run-time check sites."""
     k = nest.kernel
     if not half_in_hardware():
@@ -353,19 +353,19 @@ def half_in_hardware() -> bool:
     return bool(llvm.get_host_cpu_features().get("f16c", False))
 
 
-def _first_float16(k: T.TypedKernel):
+def _first_float16(k: tir.TypedKernel):
     """The span of the first float16 tensor or value of the kernel, False if there is none."""
     for t in k.tensors.values():
-        if ty.concrete(t.dtype) == "float16":
+        if types.concrete(t.dtype) == "float16":
             return t.span
     stack = list(k.body)
     while stack:
         s = stack.pop()
-        if isinstance(s, (T.Loop, T.If)):
+        if isinstance(s, (tir.Loop, tir.If)):
             stack.extend(s.body + getattr(s, "orelse", []))
             continue
         for e in (s.value, *s.indices):
-            for sub in T.walk_expr(e):
+            for sub in tir.walk_expr(e):
                 if sub.dtype == "float16":
                     return sub.span
     return False

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..dsl import tir
+from ..dsl import types
 from ..errors import HybridUnsupportedError
 from .llvm_types import F16, F32, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
 
@@ -23,32 +23,32 @@ class LlvmExpressions:
 
     Mixed into the LLVM function builder, whose state (the IR builder, the kernel, scopes) it uses."""
 
-    def expr(self, e: T.TExpr):
+    def expr(self, e: tir.TExpr):
         m = getattr(self, "e_" + type(e).__name__)
         return m(e)
 
-    def e_Const(self, e: T.Const):
+    def e_Const(self, e: tir.Const):
         t = value_type(e.dtype)
         if t is I1:
             return ir.Constant(I1, int(bool(e.value)))
         if isinstance(t, ir.IntType):
             return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
         with np.errstate(over="ignore"):
-            return ir.Constant(t, float(np.dtype(ty.concrete(e.dtype)).type(e.value)))  # rounded (or inf) first
+            return ir.Constant(t, float(np.dtype(types.concrete(e.dtype)).type(e.value)))  # rounded (or inf) first
 
-    def e_Var(self, e: T.Var):
+    def e_Var(self, e: tir.Var):
         return self.env[e.name]
 
-    def e_Load(self, e: T.Load):
+    def e_Load(self, e: tir.Load):
         t = self.k.tensors[e.tensor]
         v = self.b.load(self.address(e.tensor, e.indices, e), typ=memory_type(t.dtype))
         if t.dtype == "bool":
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
         return v
 
-    def e_Bin(self, e: T.Bin):
+    def e_Bin(self, e: tir.Bin):
         a, b_ = self.expr(e.a), self.expr(e.b)
-        if ty.is_float(e.dtype):
+        if types.is_float(e.dtype):
             if e.op in ("//", "%"):
                 return self.float_divmod(e.op, e.dtype, a, b_)
             if e.op == "**":
@@ -92,7 +92,7 @@ class LlvmExpressions:
     def float_divmod(self, op: str, dtype: str, a, b_):
         """NumPy's floor_divide / remainder (npy_divmod): the remainder has the divisor's sign, the
         quotient is snapped to an integer; a zero divisor gives a / b and fmod's nan."""
-        if ty.concrete(dtype) == "float16":
+        if types.concrete(dtype) == "float16":
             r = self.float_divmod(op, "float32", self.b.fpext(a, F32), self.b.fpext(b_, F32))
             return self.b.fptrunc(r, F16)
         b = self.b
@@ -114,10 +114,10 @@ class LlvmExpressions:
         q = b.select(b.fcmp_unordered("!=", div, zero), fl, self.math("copysign", dtype, [zero, quotient]))
         return b.select(b_zero, quotient, q)
 
-    def int_power(self, a, n, n_expr: T.TExpr, unsigned: bool):
+    def int_power(self, a, n, n_expr: tir.TExpr, unsigned: bool):
         """a ** n by repeated squaring, wrapping; a negative n gives 1 / a**-n truncated toward zero
         (1 for a == 1, ±1 for a == -1, else 0), where NumPy raises."""
-        if isinstance(n_expr, T.Const):
+        if isinstance(n_expr, tir.Const):
             return self._power_const(a, int(n_expr.value))
         b = self.b
         t = a.type
@@ -175,26 +175,26 @@ class LlvmExpressions:
                         b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
         return b.select(adjust, b.add(r, d), r)
 
-    def e_Unary(self, e: T.Unary):
+    def e_Unary(self, e: tir.Unary):
         a = self.expr(e.a)
         if e.op == "not":
             return self.b.not_(a)
-        if ty.is_float(e.dtype):
+        if types.is_float(e.dtype):
             return self.b.fneg(a, flags=self.flags)
         return self.b.neg(a)
 
-    def e_Cmp(self, e: T.Cmp):
+    def e_Cmp(self, e: tir.Cmp):
         a, b_ = self.expr(e.a), self.expr(e.b)
         dt = e.a.dtype
-        if ty.is_float(dt):
+        if types.is_float(dt):
             if e.op == "!=":
                 return self.b.fcmp_unordered("!=", a, b_)
             return self.b.fcmp_ordered(e.op, a, b_)
-        if is_unsigned(dt) or ty.is_bool(dt):
+        if is_unsigned(dt) or types.is_bool(dt):
             return self.b.icmp_unsigned(e.op, a, b_)
         return self.b.icmp_signed(e.op, a, b_)
 
-    def e_Logic(self, e: T.Logic):
+    def e_Logic(self, e: tir.Logic):
         # Short-circuit, as Python: the right side may only be safe where the left allows it.
         b = self.b
         a = self.expr(e.a)
@@ -215,7 +215,7 @@ class LlvmExpressions:
         phi.add_incoming(r, rhs_end)
         return phi
 
-    def e_Select(self, e: T.Select):
+    def e_Select(self, e: tir.Select):
         # Only the taken side is evaluated (it may read memory the other side must not).
         b = self.b
         c = self.expr(e.cond)
@@ -237,36 +237,36 @@ class LlvmExpressions:
         phi.add_incoming(vb, b_end)
         return phi
 
-    def e_Cast(self, e: T.Cast):
+    def e_Cast(self, e: tir.Cast):
         return self.convert(self.expr(e.a), e.a.dtype, e.dtype)
 
     def convert(self, v, src: str, dst: str):
         b = self.b
-        s, d = ty.concrete(src), ty.concrete(dst)
+        s, d = types.concrete(src), types.concrete(dst)
         if s == d:
             return v
         st, dt_ = value_type(s), value_type(d)
         if d == "bool":
-            if s in ty.FLOATS:
+            if s in types.FLOATS:
                 return b.fcmp_unordered("!=", v, ir.Constant(st, 0.0))
             return b.icmp_unsigned("!=", v, ir.Constant(st, 0))
         if s == "bool":
-            return b.uitofp(v, dt_) if d in ty.FLOATS else b.zext(v, dt_)
-        if s in ty.FLOATS and d in ty.FLOATS:
+            return b.uitofp(v, dt_) if d in types.FLOATS else b.zext(v, dt_)
+        if s in types.FLOATS and d in types.FLOATS:
             if float_bits(d) > float_bits(s):
                 return b.fpext(v, dt_)
             if (s, d) == ("float64", "float16"):
                 return b.fptrunc(self._to_float32_odd(v), dt_)
             return b.fptrunc(v, dt_)
-        if s in ty.FLOATS:
+        if s in types.FLOATS:
             return self._float_to_int(v, d)
         if d == "float16":
             # Through float32, which holds every integer below float16's overflow threshold exactly.
             return b.fptrunc(self.convert(v, s, "float32"), dt_)
-        if d in ty.FLOATS:
-            return b.uitofp(v, dt_) if s in ty.UNSIGNED else b.sitofp(v, dt_)
+        if d in types.FLOATS:
+            return b.uitofp(v, dt_) if s in types.UNSIGNED else b.sitofp(v, dt_)
         if dt_.width > st.width:
-            return b.zext(v, dt_) if s in ty.UNSIGNED else b.sext(v, dt_)
+            return b.zext(v, dt_) if s in types.UNSIGNED else b.sext(v, dt_)
         if dt_.width < st.width:
             return b.trunc(v, dt_)
         return v
@@ -315,7 +315,7 @@ class LlvmExpressions:
     def math(self, name: str, dtype: str, args: list):
         """A math function of float values: an LLVM intrinsic or a libm call.  float16 is computed
         in float32 and rounded back, as NumPy does."""
-        dt = ty.concrete(dtype)
+        dt = types.concrete(dtype)
         if dt == "float16":
             r = self.math(name, "float32", [self.b.fpext(a, F32) for a in args])
             return self.b.fptrunc(r, F16)
@@ -328,9 +328,9 @@ class LlvmExpressions:
             fname = f"llvm.{name}.f{float_bits(dt)}"
         return self.b.call(self.declare(fname, t, [t] * len(args)), args, fastmath=self.flags)
 
-    def e_Intrinsic(self, e: T.Intrinsic):
+    def e_Intrinsic(self, e: tir.Intrinsic):
         args = [self.expr(a) for a in e.args]
-        dt = ty.concrete(e.args[0].dtype)
+        dt = types.concrete(e.args[0].dtype)
         if e.name in _MATH:
             return self.math(_MATH[e.name], dt, args)
         r = getattr(self, "i_" + e.name)(dt, *args)
@@ -348,21 +348,21 @@ class LlvmExpressions:
         return self.farith("/", one, self.farith("+", one, ex))
 
     def i_abs(self, dt, x):
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             return self.math("fabs", dt, [x])
-        if dt in ty.UNSIGNED:
+        if dt in types.UNSIGNED:
             return x
         return self.b.select(self.b.icmp_signed("<", x, ir.Constant(x.type, 0)), self.b.neg(x), x)
 
     def i_sign(self, dt, x):
         b = self.b
         t = x.type
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             zero, one, minus_one = (ir.Constant(t, v) for v in (0.0, 1.0, -1.0))
             rest = b.select(b.fcmp_ordered("==", x, zero), zero, x)  # nan stays nan
             return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), minus_one, rest))
         zero = ir.Constant(t, 0)
-        if dt in ty.UNSIGNED:
+        if dt in types.UNSIGNED:
             return b.zext(b.icmp_unsigned("!=", x, zero), t)
         return b.sub(b.zext(b.icmp_signed(">", x, zero), t), b.zext(b.icmp_signed("<", x, zero), t))
 
@@ -387,14 +387,14 @@ class LlvmExpressions:
         # NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
         # equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=.
         b = self.b
-        if dt in ty.FLOATS:
+        if dt in types.FLOATS:
             beats = b.fcmp_ordered(op + "=" if dt == "float16" else op, x, y)
             return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
-        cmp = b.icmp_unsigned if dt in ty.UNSIGNED or dt == "bool" else b.icmp_signed
+        cmp = b.icmp_unsigned if dt in types.UNSIGNED or dt == "bool" else b.icmp_signed
         return b.select(cmp(op, x, y), x, y)
 
     def i_ceil_div(self, dt, x, y):
-        unsigned = dt in ty.UNSIGNED
+        unsigned = dt in types.UNSIGNED
         q = self.int_divmod("//", x, y, unsigned)
         r = self.int_divmod("%", x, y, unsigned)
         return self.b.add(q, self.b.zext(self.b.icmp_unsigned("!=", r, ir.Constant(x.type, 0)), x.type))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..schedule import loops as L
+from ..schedule import loops
 from .llvm_types import I8, I32, I64, PTR, memory_type
 
 class ParallelOutlining:
@@ -12,7 +12,7 @@ class ParallelOutlining:
 
     Mixed into the LLVM function builder."""
 
-    def parallel_loop(self, s: L.For):
+    def parallel_loop(self, s: loops.For):
         """Outline the loop into a function run by every thread of a GOMP_parallel region.
 
         ``<fn>.par<k>(ptr ctx)`` unpacks the captured values from ``ctx`` and calls
@@ -84,14 +84,14 @@ class ParallelOutlining:
         b.ret(b.trunc(code, I32))
         b.position_at_end(cont_bb)
 
-    def thread_loop(self, s: L.For):
+    def thread_loop(self, s: loops.For):
         """This thread's share of the iterations of ``s``."""
         b = self.b
         tid = b.sext(b.call(self.declare("omp_get_thread_num", I32, []), []), I64)
         nth = b.sext(b.call(self.declare("omp_get_num_threads", I32, []), []), I64)
         init = self.lexpr(s.init)
         step = ir.Constant(I64, s.step)
-        bound = L.upper_bound(s)
+        bound = loops.upper_bound(s)
         if bound is not None:
             # Contiguous blocks: iterations [tid*chunk, (tid+1)*chunk) of the trip count.
             op, ub_expr = bound

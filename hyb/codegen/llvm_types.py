@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..dsl import types as ty
+from ..dsl import types
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -23,16 +23,16 @@ _LLTYPES = {
 
 def value_type(dtype: str) -> ir.Type:
     """LLVM type of a value in registers (bool is i1 there, i8 in memory)."""
-    dt = ty.concrete(dtype)
+    dt = types.concrete(dtype)
     return I1 if dt == "bool" else _LLTYPES[dt]
 
 
 def memory_type(dtype: str) -> ir.Type:
-    return _LLTYPES[ty.concrete(dtype)]
+    return _LLTYPES[types.concrete(dtype)]
 
 
 def is_unsigned(dtype: str) -> bool:
-    return ty.concrete(dtype) in ty.UNSIGNED
+    return types.concrete(dtype) in types.UNSIGNED
 
 
 def float_bits(dt: str) -> int:

@@ -12,9 +12,9 @@ import numpy as np
 
 from ..errors import (HybridArgumentError, HybridNameError, HybridTypeError,
                       HybridUnsupportedError, Span)
-from . import ast as A
-from . import tir as T
-from . import types as ty
+from . import ast as syntax
+from . import tir
+from . import types
 from .check_expr import ExpressionChecker
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal
@@ -43,15 +43,15 @@ def arg_spec(value) -> ArgSpec:
     if isinstance(value, np.generic):
         return ArgSpec((), value.dtype.name, True)
     if isinstance(value, int):
-        return ArgSpec((), ty.WEAK_INT, True)
-    return ArgSpec((), ty.WEAK_FLOAT, True)
+        return ArgSpec((), types.WEAK_INT, True)
+    return ArgSpec((), types.WEAK_FLOAT, True)
 
 
 # Compile-time values that are not scalar expressions.
 
 
 
-def check_kernel(kdef: A.KernelDef, module: A.Module, args: list) -> T.TypedKernel:
+def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> tir.TypedKernel:
     try:
         return _Checker(kdef, module).run(args)
     except RecursionError:
@@ -60,7 +60,7 @@ def check_kernel(kdef: A.KernelDef, module: A.Module, args: list) -> T.TypedKern
 
 
 class _Checker(ExpressionChecker):
-    def __init__(self, kdef: A.KernelDef, module: A.Module):
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module):
         self.kdef = kdef
         self.module = module
         self.tensors: dict = {}
@@ -102,7 +102,7 @@ class _Checker(ExpressionChecker):
                 self.closed[name] = self.tensors[sym.name].span
 
     # ------------------------------------------------------------ entry
-    def run(self, args: list) -> T.TypedKernel:
+    def run(self, args: list) -> tir.TypedKernel:
         k = self.kdef
         self.assign_counts = _assignment_counts(k.body)
         if len(args) != len(k.params):
@@ -124,10 +124,10 @@ class _Checker(ExpressionChecker):
                                       "rename the parameter")
             name = self.unique(p.name)
             if a.scalar:
-                self.tensors[name] = T.Tensor(name, (), a.dtype, "param", p.span, p.name)
+                self.tensors[name] = tir.Tensor(name, (), a.dtype, "param", p.span, p.name)
                 self.declare(p.name, Sym("scalar", name))
             else:
-                self.tensors[name] = T.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
+                self.tensors[name] = tir.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
                 self.declare(p.name, Sym("tensor", name))
             inputs.append(name)
         self.push()
@@ -137,7 +137,7 @@ class _Checker(ExpressionChecker):
             raise HybridTypeError(f"kernel `{k.name}` returns nothing", k.span,
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
         # Inputs written but not returned would change the caller's arrays behind its back.
-        written = T.TypedKernel(k.name, self.tensors, inputs, self.outputs, body).written
+        written = tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body).written
         for name in inputs:
             if name in written and name not in self.outputs:
                 t = self.tensors[name]
@@ -145,11 +145,11 @@ class _Checker(ExpressionChecker):
                 raise HybridTypeError(f"input `{t.source_name}` is assigned to but not returned", span,
                                       f"return `{t.source_name}` to make it an in-place output, or write into "
                                       "a tensor made by output_tensor(...)")
-        return T.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span)
+        return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span)
 
     def _first_store_span(self, stmts, name):
         for s in stmts:
-            if isinstance(s, T.Store) and s.tensor == name:
+            if isinstance(s, tir.Store) and s.tensor == name:
                 return s.span
             for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
                 if sub:
@@ -171,20 +171,20 @@ class _Checker(ExpressionChecker):
         return out
 
     def stmt(self, s):
-        if isinstance(s, A.Assign):
+        if isinstance(s, syntax.Assign):
             return self.assign(s)
-        if isinstance(s, A.AugAssign):
+        if isinstance(s, syntax.AugAssign):
             return self.aug_assign(s)
-        if isinstance(s, A.For):
+        if isinstance(s, syntax.For):
             return self.for_loop(s)
-        if isinstance(s, A.If):
+        if isinstance(s, syntax.If):
             return self.if_stmt(s)
-        if isinstance(s, A.Return):
+        if isinstance(s, syntax.Return):
             return self.return_stmt(s)
-        if isinstance(s, A.Pass):
+        if isinstance(s, syntax.Pass):
             return None
-        if isinstance(s, A.ExprStmt):
-            if isinstance(s.value, A.Str):
+        if isinstance(s, syntax.ExprStmt):
+            if isinstance(s.value, syntax.Str):
                 return None  # docstring or comment string
             callee = self.kernel_call(s.value)
             if callee is not None:
@@ -193,14 +193,14 @@ class _Checker(ExpressionChecker):
                                   "assign it to a tensor element or a scalar")
         raise HybridUnsupportedError(f"unsupported statement {type(s).__name__}", s.span, None)
 
-    def return_stmt(self, s: A.Return):
+    def return_stmt(self, s: syntax.Return):
         if self.depth > self.base_depth:
             raise HybridUnsupportedError("`return` inside a loop or `if` is not supported", s.span,
                                          "return once, at the end of the kernel")
         if not s.values:
             raise HybridTypeError("`return` without a value", s.span, "return the output tensor(s)")
         for v in s.values:
-            if not isinstance(v, A.Name):
+            if not isinstance(v, syntax.Name):
                 raise HybridTypeError("a kernel returns tensors by name", v.span,
                                       "store the value into a tensor made by output_tensor(...) and return it")
             sym = self.lookup(v.id)
@@ -221,28 +221,28 @@ class _Checker(ExpressionChecker):
 
     def kernel_call(self, e):
         """The KernelDef called by ``e`` if it is a call of another kernel of the same file."""
-        if (isinstance(e, A.Call) and isinstance(e.func, A.Name) and e.func.id in self.module.kernels
+        if (isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id in self.module.kernels
                 and self.lookup(e.func.id) is None):
             return self.module.kernels[e.func.id]
         return None
 
-    def assign(self, s: A.Assign):
+    def assign(self, s: syntax.Assign):
         tgt = s.target
         callee = self.kernel_call(s.value)
         if callee is not None:
-            targets = tgt.elts if isinstance(tgt, A.Tuple) else [tgt]
+            targets = tgt.elts if isinstance(tgt, syntax.Tuple) else [tgt]
             return self.inline(callee, s.value, targets)
-        if isinstance(tgt, A.Tuple):
+        if isinstance(tgt, syntax.Tuple):
             raise HybridUnsupportedError("tuple assignment is not supported", tgt.span,
                                          "assign one name per statement")
-        if isinstance(tgt, A.Subscript):
+        if isinstance(tgt, syntax.Subscript):
             return self.store(tgt, self.expr(s.value), s.span)
-        if not isinstance(tgt, A.Name):
+        if not isinstance(tgt, syntax.Name):
             raise HybridTypeError("cannot assign to this expression", tgt.span,
                                   "assign to a name (`s = ...`) or a tensor element (`c[i] = ...`)")
         name = tgt.id
         sym = self.lookup(name)
-        if isinstance(s.value, A.Call) and isinstance(s.value.func, A.Name) and s.value.func.id in TENSOR_MAKERS:
+        if isinstance(s.value, syntax.Call) and isinstance(s.value.func, syntax.Name) and s.value.func.id in TENSOR_MAKERS:
             if sym is not None and sym.kind != "const":
                 raise HybridNameError(f"`{name}` is already defined as a {self.kind_word(sym)}", tgt.span,
                                       "give the new tensor its own name")
@@ -252,69 +252,69 @@ class _Checker(ExpressionChecker):
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
             value = self.expr(s.value)
-            if (isinstance(value, T.Const) and ty.is_weak(value.dtype)
+            if (isinstance(value, tir.Const) and types.is_weak(value.dtype)
                     and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))
                 return None
-            dtype = ty.concrete(value.dtype)
+            dtype = types.concrete(value.dtype)
             uname = self.unique(name)
-            self.tensors[uname] = T.Tensor(uname, (), dtype, "scalar", tgt.span, name,
+            self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", tgt.span, name,
                                            private_to=tuple(self.loop_stack))
             self.declare(name, Sym("scalar", uname))
-            return T.Store(uname, [], self.coerce(value, dtype), s.span)
+            return tir.Store(uname, [], self.coerce(value, dtype), s.span)
         if sym.kind == "scalar":
             self.not_a_param(sym, tgt)
-            return T.Store(sym.name, [], self.coerce(self.expr(s.value), self.tensors[sym.name].dtype), s.span)
+            return tir.Store(sym.name, [], self.coerce(self.expr(s.value), self.tensors[sym.name].dtype), s.span)
         if sym.kind == "loop":
             raise HybridTypeError(f"cannot assign to loop variable `{name}`", tgt.span,
                                   "use a new scalar name, e.g. `j = " + name + " + 1`")
         raise HybridNameError(f"`{name}` is a tensor; assigning to it would redefine it", tgt.span,
                               f"write to its elements instead: `{name}[i] = ...`")
 
-    def not_a_param(self, sym: Sym, tgt: A.Name):
+    def not_a_param(self, sym: Sym, tgt: syntax.Name):
         if self.tensors[sym.name].kind == "param":
             raise HybridTypeError(f"cannot assign to `{tgt.id}`, a scalar parameter", tgt.span,
                                   f"copy it into a local first: `{tgt.id}_ = {tgt.id}`")
 
-    def aug_assign(self, s: A.AugAssign):
+    def aug_assign(self, s: syntax.AugAssign):
         tgt = s.target
         load = self.expr(tgt)
-        if isinstance(tgt, A.Name):
+        if isinstance(tgt, syntax.Name):
             sym = self.lookup(tgt.id)
             if sym.kind != "scalar":
                 raise HybridTypeError(f"cannot update `{tgt.id}`, a {self.kind_word(sym)}", tgt.span,
                                       "augmented assignment works on scalars and tensor elements")
             self.not_a_param(sym, tgt)
-        elif not isinstance(tgt, A.Subscript):
+        elif not isinstance(tgt, syntax.Subscript):
             raise HybridTypeError("cannot assign to this expression", tgt.span, None)
         value = self.binop(s.op, load, self.expr(s.value), s.span)
-        if isinstance(tgt, A.Name):
+        if isinstance(tgt, syntax.Name):
             sym = self.lookup(tgt.id)
-            return T.Store(sym.name, [], self.coerce(value, self.tensors[sym.name].dtype), s.span)
+            return tir.Store(sym.name, [], self.coerce(value, self.tensors[sym.name].dtype), s.span)
         return self.store(tgt, value, s.span)
 
-    def store(self, tgt: A.Subscript, value: T.TExpr, span: Span):
+    def store(self, tgt: syntax.Subscript, value: tir.TExpr, span: Span):
         t = self.tensor_of(tgt.value)
         idx = self.indices(t, tgt)
-        return T.Store(t.name, idx, self.coerce(value, t.dtype), span)
+        return tir.Store(t.name, idx, self.coerce(value, t.dtype), span)
 
-    def tensor_of(self, e) -> T.Tensor:
+    def tensor_of(self, e) -> tir.Tensor:
         v = self.value(e)
         if isinstance(v, TensorRef):
             return v.tensor
         self.not_indexable(v, e)
 
     def not_indexable(self, v, e):
-        if isinstance(v, T.Load) and not v.indices:
+        if isinstance(v, tir.Load) and not v.indices:
             t = self.tensors[v.tensor]
             if t.kind == "param":
-                raise HybridTypeError(f"`{t.source_name}` is a scalar ({ty.concrete(t.dtype)} argument) and cannot "
+                raise HybridTypeError(f"`{t.source_name}` is a scalar ({types.concrete(t.dtype)} argument) and cannot "
                                       "be indexed", e.span, f"pass an array for `{t.source_name}`")
             raise HybridTypeError(f"`{t.source_name}` is a scalar and cannot be indexed", e.span, None)
         raise HybridTypeError("only tensors and shapes can be indexed", e.span, None)
 
-    def make_tensor(self, name: str, call: A.Call, span: Span):
+    def make_tensor(self, name: str, call: syntax.Call, span: Span):
         maker = call.func.id
         if call.kwargs:
             bad = next(iter(call.kwargs))
@@ -335,7 +335,7 @@ class _Checker(ExpressionChecker):
                                          "create outputs at the top level of the kernel")
         uname = self.unique(name)
         kind = "output" if maker == "output_tensor" and len(self.call_stack) == 1 else "temp"
-        t = T.Tensor(uname, shape, dtype, kind, span, name)
+        t = tir.Tensor(uname, shape, dtype, kind, span, name)
         self.tensors[uname] = t
         self.declare(name, Sym("tensor", uname))
         if self.depth > 0:
@@ -343,12 +343,12 @@ class _Checker(ExpressionChecker):
             return self.zero_fill(t, call.span)
         return None
 
-    def zero_fill(self, t: T.Tensor, span: Span):
+    def zero_fill(self, t: tir.Tensor, span: Span):
         vars_ = [self.unique(f"_z{k}") for k in range(t.ndim)]
-        stmt = T.Store(t.name, [T.Var(ty.WEAK_INT, v, span=span) for v in vars_],
-                       T.Const(t.dtype, 0, span=span), span)
+        stmt = tir.Store(t.name, [tir.Var(types.WEAK_INT, v, span=span) for v in vars_],
+                       tir.Const(t.dtype, 0, span=span), span)
         for k in reversed(range(t.ndim)):
-            stmt = T.Loop(vars_[k], T.Const(ty.WEAK_INT, 0), T.Const(ty.WEAK_INT, t.shape[k]), 1, [stmt],
+            stmt = tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.Const(types.WEAK_INT, t.shape[k]), 1, [stmt],
                           "range", span)
         return stmt
 
@@ -358,15 +358,15 @@ class _Checker(ExpressionChecker):
             return v.dims
         if isinstance(v, TupleVal):
             dims = []
-            for item, sub in zip(v.items, e.elts if isinstance(e, A.Tuple) else [e] * len(v.items)):
+            for item, sub in zip(v.items, e.elts if isinstance(e, syntax.Tuple) else [e] * len(v.items)):
                 dims.append(self.const_int(item, sub.span, "a shape"))
             return tuple(dims)
-        if isinstance(v, T.TExpr):
+        if isinstance(v, tir.TExpr):
             return (self.const_int(v, e.span, "a shape"),)
         raise HybridTypeError("expected a shape", e.span, "write `x.shape` or a tuple such as `(n, m)`")
 
     def const_int(self, v, span, what) -> int:
-        if isinstance(v, T.Const) and ty.is_int(v.dtype) and not isinstance(v.value, bool):
+        if isinstance(v, tir.Const) and types.is_int(v.dtype) and not isinstance(v.value, bool):
             if v.value < 0:
                 raise HybridTypeError(f"{what} cannot be negative (got {v.value})", span, None)
             return int(v.value)
@@ -374,20 +374,20 @@ class _Checker(ExpressionChecker):
                               "use literals, constants and `x.shape[k]`")
 
     def dtype_value(self, e) -> str:
-        if isinstance(e, A.Str):
-            d = ty.normalize(e.value) if e.value in ty.ALL_DTYPES or e.value in ("float", "int") else None
+        if isinstance(e, syntax.Str):
+            d = types.normalize(e.value) if e.value in types.ALL_DTYPES or e.value in ("float", "int") else None
             if d is None:
-                close = difflib.get_close_matches(e.value, ty.ALL_DTYPES, 1)
+                close = difflib.get_close_matches(e.value, types.ALL_DTYPES, 1)
                 raise HybridTypeError(f"unknown dtype {e.value!r}", e.span,
                                       f"did you mean {close[0]!r}?" if close else
-                                      "use one of " + ", ".join(repr(d) for d in ty.ALL_DTYPES))
+                                      "use one of " + ", ".join(repr(d) for d in types.ALL_DTYPES))
             return d
         v = self.value(e)
         if isinstance(v, DTypeVal):
             return v.name
         raise HybridTypeError("expected a dtype", e.span, "write `x.dtype` or a string such as \"float32\"")
 
-    def inline(self, callee: A.KernelDef, call: A.Call, targets):
+    def inline(self, callee: syntax.KernelDef, call: syntax.Call, targets):
         """Check the body of another kernel in place of a call to it (the call is inlined)."""
         if callee.name in self.call_stack:
             chain = " -> ".join(self.call_stack + [callee.name])
@@ -421,14 +421,14 @@ class _Checker(ExpressionChecker):
                 raise HybridTypeError(f"kernel `{callee.name}` returns {len(outputs)} tensor(s), "
                                       f"assigned to {len(targets)} name(s)", call.span, None)
             for tgt, out in zip(targets, outputs):
-                if not isinstance(tgt, A.Name):
+                if not isinstance(tgt, syntax.Name):
                     raise HybridTypeError("the result of a kernel call is assigned to a name", tgt.span, None)
                 if self.lookup(tgt.id) not in (None,) and self.lookup(tgt.id).kind != "const":
                     raise HybridNameError(f"`{tgt.id}` is already defined", tgt.span, "choose a new name")
                 self.declare(tgt.id, Sym("tensor", out))
         return body
 
-    def grid_loop(self, s: A.For, call: A.Call):
+    def grid_loop(self, s: syntax.For, call: syntax.Call):
         if len(call.args) != 1 or call.kwargs:
             raise HybridTypeError("grid() takes one argument, a shape", call.span, "for idx in grid(c.shape):")
         dims = self.shape_value(call.args[0])
@@ -447,14 +447,14 @@ class _Checker(ExpressionChecker):
         self.depth -= 1
         self.pop()
         for k in reversed(range(len(dims))):
-            body = [T.Loop(vars_[k], T.Const(ty.WEAK_INT, 0), T.Const(ty.WEAK_INT, dims[k]), 1, body, "grid", s.span)]
+            body = [tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.Const(types.WEAK_INT, dims[k]), 1, body, "grid", s.span)]
         return body
 
-    def for_loop(self, s: A.For):
+    def for_loop(self, s: syntax.For):
         call = s.iter
-        if isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id == "grid":
+        if isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id == "grid":
             return self.grid_loop(s, call)
-        if not (isinstance(call, A.Call) and isinstance(call.func, A.Name) and call.func.id in LOOP_KINDS):
+        if not (isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id in LOOP_KINDS):
             raise HybridTypeError("a `for` loop must iterate over range(...)", call.span,
                                   "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
         kind = call.func.id
@@ -465,17 +465,17 @@ class _Checker(ExpressionChecker):
                                   f"{kind}(stop), {kind}(start, stop) or {kind}(start, stop, step)")
         vals = [self.expr(a) for a in call.args]
         for v, a in zip(vals, call.args):
-            if not ty.is_int(v.dtype):
+            if not types.is_int(v.dtype):
                 raise HybridTypeError(f"loop bounds must be integers, this is {v.dtype}", a.span,
                                       "convert with int32(...) or use an integer expression")
         if len(vals) == 1:
-            start, stop, step = T.Const(ty.WEAK_INT, 0), vals[0], 1
+            start, stop, step = tir.Const(types.WEAK_INT, 0), vals[0], 1
         else:
             start, stop = vals[0], vals[1]
             step = 1
             if len(vals) == 3:
                 sv = vals[2]
-                if not (isinstance(sv, T.Const) and isinstance(sv.value, int)):
+                if not (isinstance(sv, tir.Const) and isinstance(sv.value, int)):
                     raise HybridTypeError("the loop step must be an integer constant", call.args[2].span, None)
                 if sv.value == 0:
                     raise HybridTypeError("the loop step cannot be zero", call.args[2].span, None)
@@ -495,9 +495,9 @@ class _Checker(ExpressionChecker):
         self.loop_stack.pop()
         self.depth -= 1
         self.pop()
-        return T.Loop(var, start, stop, step, body, kind, s.span)
+        return tir.Loop(var, start, stop, step, body, kind, s.span)
 
-    def if_stmt(self, s: A.If):
+    def if_stmt(self, s: syntax.If):
         cond = self.condition(s.cond)
         self.depth += 1
         self.push()
@@ -507,11 +507,11 @@ class _Checker(ExpressionChecker):
         orelse = self.block(s.orelse)
         self.pop()
         self.depth -= 1
-        return T.If(cond, body, orelse, s.span)
+        return tir.If(cond, body, orelse, s.span)
 
-    def condition(self, e) -> T.TExpr:
+    def condition(self, e) -> tir.TExpr:
         c = self.expr(e)
-        if not ty.is_bool(c.dtype):
+        if not types.is_bool(c.dtype):
             raise HybridTypeError(f"a condition must be a comparison or a bool, this is {c.dtype}", e.span,
                                   "compare explicitly, e.g. `x != 0`")
         return c
@@ -520,13 +520,13 @@ def _assignment_counts(body: list) -> dict:
     """How often each plain name is assigned (``=`` or an augmented assignment) in a kernel body."""
     counts: dict = {}
 
-    class V(A.NodeVisitor):
+    class V(syntax.NodeVisitor):
         def visit_Assign(self, node):
-            if isinstance(node.target, A.Name):
+            if isinstance(node.target, syntax.Name):
                 counts[node.target.id] = counts.get(node.target.id, 0) + 1
 
         def visit_AugAssign(self, node):
-            if isinstance(node.target, A.Name):
+            if isinstance(node.target, syntax.Name):
                 counts[node.target.id] = counts.get(node.target.id, 0) + 2
 
     v = V()

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from ..errors import HybridNameError, HybridTypeError, HybridUnsupportedError, Span
-from . import ast as A
-from . import tir as T
-from . import types as ty
+from . import ast as syntax
+from . import tir
+from . import types
 from .folding import convert_const, fold, fold_intrinsic, negate
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
 from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
@@ -22,10 +22,10 @@ class ExpressionChecker:
     Mixed into the kernel checker, whose scopes and tensors it uses."""
 
     # ------------------------------------------------------------ expressions
-    def expr(self, e) -> T.TExpr:
+    def expr(self, e) -> tir.TExpr:
         """A scalar expression."""
         v = self.value(e)
-        if isinstance(v, T.TExpr):
+        if isinstance(v, tir.TExpr):
             return v
         if isinstance(v, TensorRef):
             raise HybridTypeError(f"tensor `{v.tensor.source_name}` is used as a number", e.span,
@@ -40,21 +40,21 @@ class ExpressionChecker:
         m = getattr(self, "v_" + type(e).__name__)
         return m(e)
 
-    def v_Num(self, e: A.Num):
+    def v_Num(self, e: syntax.Num):
         if isinstance(e.value, bool):
-            return T.Const("bool", e.value, span=e.span)
+            return tir.Const("bool", e.value, span=e.span)
         if isinstance(e.value, int):
-            return T.Const(ty.WEAK_INT, e.value, span=e.span)
-        return T.Const(ty.WEAK_FLOAT, e.value, span=e.span)
+            return tir.Const(types.WEAK_INT, e.value, span=e.span)
+        return tir.Const(types.WEAK_FLOAT, e.value, span=e.span)
 
-    def v_Str(self, e: A.Str):
+    def v_Str(self, e: syntax.Str):
         raise HybridTypeError("a string is only allowed as a dtype", e.span,
                               "strings name dtypes: output_tensor(shape, \"float32\")")
 
-    def v_Tuple(self, e: A.Tuple):
+    def v_Tuple(self, e: syntax.Tuple):
         return TupleVal([self.value(x) for x in e.elts])
 
-    def unknown_name(self, e: A.Name):
+    def unknown_name(self, e: syntax.Name):
         if e.id in self.closed:
             decl = self.closed[e.id]
             raise HybridNameError(f"`{e.id}` is not visible here", e.span,
@@ -65,7 +65,7 @@ class ExpressionChecker:
         raise HybridNameError(f"unknown name `{e.id}`", e.span,
                               f"did you mean `{close[0]}`?" if close else None)
 
-    def v_Name(self, e: A.Name):
+    def v_Name(self, e: syntax.Name):
         sym = self.lookup(e.id)
         if sym is None:
             if e.id in BUILTIN_NAMES or e.id in INTRINSICS:
@@ -75,35 +75,35 @@ class ExpressionChecker:
             return TensorRef(self.tensors[sym.name])
         if sym.kind == "scalar":
             t = self.tensors[sym.name]
-            return T.Load(t.dtype, sym.name, [], span=e.span)
+            return tir.Load(t.dtype, sym.name, [], span=e.span)
         if sym.kind == "loop":
-            return T.Var(ty.WEAK_INT, sym.name, span=e.span)
+            return tir.Var(types.WEAK_INT, sym.name, span=e.span)
         if sym.kind == "grid":
             return GridVal(sym.value)
-        if isinstance(sym.value, T.Const):  # a local constant
-            return T.Const(sym.value.dtype, sym.value.value, span=e.span)
+        if isinstance(sym.value, tir.Const):  # a local constant
+            return tir.Const(sym.value.dtype, sym.value.value, span=e.span)
         # module constant
         c_expr, _ = sym.value
         return self.const_value(c_expr, e.span)
 
     def const_value(self, ce, span):
-        if isinstance(ce, A.Num):
-            return self.v_Num(A.Num(span, ce.value))
-        if isinstance(ce, A.Tuple):
+        if isinstance(ce, syntax.Num):
+            return self.v_Num(syntax.Num(span, ce.value))
+        if isinstance(ce, syntax.Tuple):
             return TupleVal([self.const_value(x, span) for x in ce.elts])
-        if isinstance(ce, A.UnaryOp) and ce.op == "-" and isinstance(ce.operand, A.Num):
-            return self.v_Num(A.Num(span, -ce.operand.value))
-        if isinstance(ce, A.Str):
-            d = ty.normalize(ce.value)
+        if isinstance(ce, syntax.UnaryOp) and ce.op == "-" and isinstance(ce.operand, syntax.Num):
+            return self.v_Num(syntax.Num(span, -ce.operand.value))
+        if isinstance(ce, syntax.Str):
+            d = types.normalize(ce.value)
             if d:
                 return DTypeVal(d)
         # Other constant expressions are evaluated in the module scope.
         v = type(self)(self.kdef, self.module).value(ce)
-        if isinstance(v, T.Const):
-            return T.Const(v.dtype, v.value, span=span)
+        if isinstance(v, tir.Const):
+            return tir.Const(v.dtype, v.value, span=span)
         return v
 
-    def v_Attribute(self, e: A.Attribute):
+    def v_Attribute(self, e: syntax.Attribute):
         base = self.value(e.value)
         if isinstance(base, TensorRef):
             t = base.tensor
@@ -112,28 +112,28 @@ class ExpressionChecker:
             if e.attr == "dtype":
                 return DTypeVal(t.dtype)
             if e.attr == "ndim":
-                return T.Const(ty.WEAK_INT, t.ndim, span=e.span)
+                return tir.Const(types.WEAK_INT, t.ndim, span=e.span)
             close = difflib.get_close_matches(e.attr, ["shape", "dtype", "ndim"], 1)
             raise HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
                                   f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
-        if e.attr == "dtype" and isinstance(base, T.TExpr):
-            return DTypeVal(ty.concrete(base.dtype))  # a scalar's dtype, e.g. `s.dtype(0)`
+        if e.attr == "dtype" and isinstance(base, tir.TExpr):
+            return DTypeVal(types.concrete(base.dtype))  # a scalar's dtype, e.g. `s.dtype(0)`
         raise HybridTypeError(f"`.{e.attr}` is only defined on tensors", e.span,
-                              "scalars have .dtype only" if isinstance(base, T.TExpr) else None)
+                              "scalars have .dtype only" if isinstance(base, tir.TExpr) else None)
 
-    def v_Subscript(self, e: A.Subscript):
+    def v_Subscript(self, e: syntax.Subscript):
         base = self.value(e.value)
         if isinstance(base, TensorRef):
             t = base.tensor
-            return T.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
+            return tir.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
         if isinstance(base, GridVal):
-            base = TupleVal([T.Var(ty.WEAK_INT, v, span=e.span) for v in base.vars])
+            base = TupleVal([tir.Var(types.WEAK_INT, v, span=e.span) for v in base.vars])
         if isinstance(base, (ShapeVal, TupleVal)):
             items = list(base.dims) if isinstance(base, ShapeVal) else base.items
             if len(e.indices) != 1:
                 raise HybridTypeError("a shape is indexed by one integer", e.span, None)
             k = self.expr(e.indices[0])
-            if not (isinstance(k, T.Const) and ty.is_int(k.dtype)):
+            if not (isinstance(k, tir.Const) and types.is_int(k.dtype)):
                 raise HybridTypeError("the index into a shape must be an integer constant", e.indices[0].span,
                                       "write `x.shape[0]`; shapes are known at compile time")
             n = len(items)
@@ -142,20 +142,20 @@ class ExpressionChecker:
                                       e.indices[0].span, None)
             item = items[k.value]
             if isinstance(item, int):
-                return T.Const(ty.WEAK_INT, item, span=e.span)
+                return tir.Const(types.WEAK_INT, item, span=e.span)
             return item
         self.not_indexable(base, e.value)
 
-    def indices(self, t: T.Tensor, e: A.Subscript) -> list:
-        if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], A.Tuple) and not e.indices[0].elts:
+    def indices(self, t: tir.Tensor, e: syntax.Subscript) -> list:
+        if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Tuple) and not e.indices[0].elts:
             return []  # x[()] on a 0-d tensor
-        if len(e.indices) == 1 and isinstance(e.indices[0], A.Name):
+        if len(e.indices) == 1 and isinstance(e.indices[0], syntax.Name):
             sym = self.lookup(e.indices[0].id)
             if sym is not None and sym.kind == "grid":
                 if len(sym.value) != t.ndim:
                     raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
                                           f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
-                return [T.Var(ty.WEAK_INT, v, span=e.span) for v in sym.value]
+                return [tir.Var(types.WEAK_INT, v, span=e.span) for v in sym.value]
         if len(e.indices) != t.ndim:
             raise HybridTypeError(
                 f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed "
@@ -164,47 +164,47 @@ class ExpressionChecker:
         out = []
         for ie in e.indices:
             v = self.expr(ie)
-            if not ty.is_int(v.dtype):
+            if not types.is_int(v.dtype):
                 raise HybridTypeError(f"an index must be an integer, this is {v.dtype}", ie.span,
                                       "convert it with int32(...)")
             out.append(v)
         return out
 
-    def v_BinOp(self, e: A.BinOp):
+    def v_BinOp(self, e: syntax.BinOp):
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.span)
 
-    def binop(self, op: str, a: T.TExpr, b: T.TExpr, span: Span) -> T.TExpr:
+    def binop(self, op: str, a: tir.TExpr, b: tir.TExpr, span: Span) -> tir.TExpr:
         if op == "@":
             raise HybridUnsupportedError("`@` is not supported inside kernels", span, "write the loops out")
         for v in (a, b):
-            if ty.is_bool(v.dtype):
+            if types.is_bool(v.dtype):
                 raise HybridTypeError(f"arithmetic `{op}` on a bool value", span, "convert it first, e.g. int32(c)")
         if op == "/":
-            t = ty.true_divide_type(a.dtype, b.dtype)
+            t = types.true_divide_type(a.dtype, b.dtype)
         else:
-            t = ty.promote(a.dtype, b.dtype)
+            t = types.promote(a.dtype, b.dtype)
         a, b = self.coerce(a, t), self.coerce(b, t)
-        if op == "**" and ty.is_int(t) and isinstance(b, T.Const) and b.value < 0:
+        if op == "**" and types.is_int(t) and isinstance(b, tir.Const) and b.value < 0:
             raise HybridTypeError("integers to negative integer powers are not allowed", b.span,
                                   "make the base a float, e.g. `float64(x) ** -2` or `x ** -2.0`")
-        if isinstance(a, T.Const) and isinstance(b, T.Const) and ty.is_weak(t):
+        if isinstance(a, tir.Const) and isinstance(b, tir.Const) and types.is_weak(t):
             folded = fold(op, a.value, b.value)
             if folded is not None:
-                return T.Const(t, folded, span=span)
-        return T.Bin(t, op, a, b, span=span)
+                return tir.Const(t, folded, span=span)
+        return tir.Bin(t, op, a, b, span=span)
 
-    def coerce(self, e: T.TExpr, dtype: str) -> T.TExpr:
+    def coerce(self, e: tir.TExpr, dtype: str) -> tir.TExpr:
         if e.dtype == dtype:
             return e
-        if isinstance(e, T.Const):
-            if ty.is_weak(e.dtype) and ty.is_int(dtype) and not ty.is_weak(dtype):
+        if isinstance(e, tir.Const):
+            if types.is_weak(e.dtype) and types.is_int(dtype) and not types.is_weak(dtype):
                 self.check_fits(e, dtype)
-            return T.Const(dtype, convert_const(e.value, e.dtype, dtype), span=e.span)
-        return T.Cast(dtype, e, span=e.span)
+            return tir.Const(dtype, convert_const(e.value, e.dtype, dtype), span=e.span)
+        return tir.Cast(dtype, e, span=e.span)
 
-    def check_fits(self, e: T.Const, dtype: str):
+    def check_fits(self, e: tir.Const, dtype: str):
         """A Python number given to an integer dtype must fit in it: NumPy raises otherwise."""
-        kind = "integer" if e.dtype == ty.WEAK_INT else "float"
+        kind = "integer" if e.dtype == types.WEAK_INT else "float"
         if not math.isfinite(e.value):
             raise HybridTypeError(f"Python float {e.value} cannot be converted to {dtype}", e.span,
                                   "integers have no inf or nan; compute in a float dtype")
@@ -214,46 +214,46 @@ class ExpressionChecker:
                                   f"{dtype} holds {info.min} to {info.max}; cast the other operand "
                                   "to a wider type, e.g. int64(x)")
 
-    def v_UnaryOp(self, e: A.UnaryOp):
+    def v_UnaryOp(self, e: syntax.UnaryOp):
         a = self.expr(e.operand)
         if e.op == "not":
-            if not ty.is_bool(a.dtype):
+            if not types.is_bool(a.dtype):
                 raise HybridTypeError("`not` needs a condition", e.operand.span, "compare explicitly, e.g. `x == 0`")
-            return T.Unary("bool", "not", a, span=e.span)
-        if ty.is_bool(a.dtype):
+            return tir.Unary("bool", "not", a, span=e.span)
+        if types.is_bool(a.dtype):
             raise HybridTypeError(f"unary `{e.op}` on a bool value", e.span, None)
         if e.op == "+":
             return a
-        if isinstance(a, T.Const):
-            return T.Const(a.dtype, negate(a), span=e.span)
-        return T.Unary(a.dtype, "neg", a, span=e.span)
+        if isinstance(a, tir.Const):
+            return tir.Const(a.dtype, negate(a), span=e.span)
+        return tir.Unary(a.dtype, "neg", a, span=e.span)
 
-    def v_Compare(self, e: A.Compare):
+    def v_Compare(self, e: syntax.Compare):
         vals = [self.expr(x) for x in e.operands]
         result = None
         for op, a, b in zip(e.ops, vals, vals[1:]):
-            t = ty.promote(a.dtype, b.dtype) if not (ty.is_bool(a.dtype) and ty.is_bool(b.dtype)) else "bool"
-            c = T.Cmp("bool", op, self.coerce(a, t), self.coerce(b, t), span=e.span)
-            result = c if result is None else T.Logic("bool", "and", result, c, span=e.span)
+            t = types.promote(a.dtype, b.dtype) if not (types.is_bool(a.dtype) and types.is_bool(b.dtype)) else "bool"
+            c = tir.Cmp("bool", op, self.coerce(a, t), self.coerce(b, t), span=e.span)
+            result = c if result is None else tir.Logic("bool", "and", result, c, span=e.span)
         return result
 
-    def v_BoolOp(self, e: A.BoolOp):
+    def v_BoolOp(self, e: syntax.BoolOp):
         vals = [self.condition(x) for x in e.values]
         result = vals[0]
         for v in vals[1:]:
-            result = T.Logic("bool", e.op, result, v, span=e.span)
+            result = tir.Logic("bool", e.op, result, v, span=e.span)
         return result
 
-    def v_IfExp(self, e: A.IfExp):
+    def v_IfExp(self, e: syntax.IfExp):
         c = self.condition(e.cond)
         a, b = self.expr(e.body), self.expr(e.orelse)
-        t = "bool" if ty.is_bool(a.dtype) and ty.is_bool(b.dtype) else ty.promote(a.dtype, b.dtype)
-        return T.Select(t, c, self.coerce(a, t), self.coerce(b, t), span=e.span)
+        t = "bool" if types.is_bool(a.dtype) and types.is_bool(b.dtype) else types.promote(a.dtype, b.dtype)
+        return tir.Select(t, c, self.coerce(a, t), self.coerce(b, t), span=e.span)
 
-    def v_Call(self, e: A.Call):
-        if isinstance(e.func, A.Attribute) and e.func.attr == "dtype":
+    def v_Call(self, e: syntax.Call):
+        if isinstance(e.func, syntax.Attribute) and e.func.attr == "dtype":
             return self.dtype_call(e)
-        if not isinstance(e.func, A.Name):
+        if not isinstance(e.func, syntax.Name):
             raise HybridTypeError("only built-in functions can be called", e.func.span, None)
         name = e.func.id
         if self.lookup(name) is not None:
@@ -271,11 +271,11 @@ class ExpressionChecker:
             if isinstance(v, TensorRef):
                 if v.tensor.ndim == 0:
                     raise HybridTypeError("len() of a 0-d tensor", e.span, None)
-                return T.Const(ty.WEAK_INT, v.tensor.shape[0], span=e.span)
+                return tir.Const(types.WEAK_INT, v.tensor.shape[0], span=e.span)
             if isinstance(v, GridVal):
-                return T.Const(ty.WEAK_INT, len(v.vars), span=e.span)
+                return tir.Const(types.WEAK_INT, len(v.vars), span=e.span)
             if isinstance(v, (ShapeVal, TupleVal)):
-                return T.Const(ty.WEAK_INT, len(v.dims if isinstance(v, ShapeVal) else v.items), span=e.span)
+                return tir.Const(types.WEAK_INT, len(v.dims if isinstance(v, ShapeVal) else v.items), span=e.span)
             raise HybridTypeError("len() takes a tensor or a shape", e.args[0].span, None)
         if name in TENSOR_MAKERS:
             raise HybridTypeError(f"{name}(...) must be assigned to a name", e.span,
@@ -289,7 +289,7 @@ class ExpressionChecker:
                               f"did you mean `{close[0]}`?" if close else None)
 
     # ------------------------------------------------------------ intrinsics
-    def intrinsic(self, name: str, e: A.Call) -> T.TExpr:
+    def intrinsic(self, name: str, e: syntax.Call) -> tir.TExpr:
         params = INTRINSICS[name]
         n = len(params.split(", "))
         if (len(e.args) < 2) if params.endswith("...") else (len(e.args) != n):
@@ -298,7 +298,7 @@ class ExpressionChecker:
         args = [self.expr(a) for a in e.args]
         if name not in PREDICATES + ("max", "min"):
             for v, a in zip(args, e.args):
-                if ty.is_bool(v.dtype):
+                if types.is_bool(v.dtype):
                     raise HybridTypeError(f"{name}() of a bool value", a.span,
                                           "convert it first, e.g. int32(c) or float32(c)")
         if name == "power":
@@ -307,7 +307,7 @@ class ExpressionChecker:
             return self.float_math(name, args, e.span)
         if name in ("ceil_div", "popcount"):
             for v, a in zip(args, e.args):
-                if not ty.is_int(v.dtype):
+                if not types.is_int(v.dtype):
                     raise HybridTypeError(f"{name}() takes integers, this is {v.dtype}", a.span,
                                           "for floats write ceil(a / b)" if name == "ceil_div"
                                           else "convert it first, e.g. int32(x)")
@@ -315,49 +315,49 @@ class ExpressionChecker:
             return self.extremum(name, args, e.span)
         return self.integral(name, args, e.span)
 
-    def float_math(self, name: str, args: list, span: Span) -> T.TExpr:
+    def float_math(self, name: str, args: list, span: Span) -> tir.TExpr:
         """sqrt, exp, atan2, ...: computed in NumPy's float result type of the (promoted) argument dtype."""
-        dt = args[0].dtype if len(args) == 1 else ty.promote(args[0].dtype, args[1].dtype)
-        t = ty.float_math_type(dt)
-        return T.Intrinsic(t, name, [self.coerce(a, t) for a in args], span=span)
+        dt = args[0].dtype if len(args) == 1 else types.promote(args[0].dtype, args[1].dtype)
+        t = types.float_math_type(dt)
+        return tir.Intrinsic(t, name, [self.coerce(a, t) for a in args], span=span)
 
-    def extremum(self, name: str, args: list, span: Span) -> T.TExpr:
+    def extremum(self, name: str, args: list, span: Span) -> tir.TExpr:
         """max/min of two or more values, folded left: NaN wins, as NumPy's maximum/minimum."""
         acc = args[0]
         for b in args[1:]:
-            t = "bool" if ty.is_bool(acc.dtype) and ty.is_bool(b.dtype) else ty.promote(acc.dtype, b.dtype)
+            t = "bool" if types.is_bool(acc.dtype) and types.is_bool(b.dtype) else types.promote(acc.dtype, b.dtype)
             x, y = self.coerce(acc, t), self.coerce(b, t)
-            if isinstance(x, T.Const) and isinstance(y, T.Const) and ty.is_weak(t):
-                acc = T.Const(t, fold_intrinsic(name, [x.value, y.value]), span=span)
+            if isinstance(x, tir.Const) and isinstance(y, tir.Const) and types.is_weak(t):
+                acc = tir.Const(t, fold_intrinsic(name, [x.value, y.value]), span=span)
             else:
-                acc = T.Intrinsic(t, name, [x, y], span=span)
+                acc = tir.Intrinsic(t, name, [x, y], span=span)
         return acc
 
-    def integral(self, name: str, args: list, span: Span) -> T.TExpr:
+    def integral(self, name: str, args: list, span: Span) -> tir.TExpr:
         """abs, sign, floor, ceil, trunc, round, isnan, isinf, isfinite, ceil_div, popcount."""
         a = args[0]
-        if name in PREDICATES and not ty.is_float(a.dtype):
-            return T.Const("bool", name == "isfinite", span=span)
-        if name in ROUNDING and not ty.is_float(a.dtype):
+        if name in PREDICATES and not types.is_float(a.dtype):
+            return tir.Const("bool", name == "isfinite", span=span)
+        if name in ROUNDING and not types.is_float(a.dtype):
             return a  # an integer is already integral; NumPy 2 keeps its dtype
         if name == "ceil_div":
-            t = ty.promote(a.dtype, args[1].dtype)
-            if not ty.is_int(t):
+            t = types.promote(a.dtype, args[1].dtype)
+            if not types.is_int(t):
                 raise HybridTypeError(f"ceil_div() of {a.dtype} and {args[1].dtype} would compute in {t} "
                                       "(NumPy's promotion)", span, "cast the arguments to one integer dtype, "
                                       "e.g. ceil_div(int64(a), int64(b))")
             args = [self.coerce(a, t), self.coerce(args[1], t)]
         elif name == "popcount":
-            t = ty.WEAK_INT if ty.is_weak(a.dtype) else "uint8"
+            t = types.WEAK_INT if types.is_weak(a.dtype) else "uint8"
         else:
             t = "bool" if name in PREDICATES else a.dtype
-        if all(isinstance(x, T.Const) and ty.is_weak(x.dtype) for x in args):
+        if all(isinstance(x, tir.Const) and types.is_weak(x.dtype) for x in args):
             folded = fold_intrinsic(name, [x.value for x in args])
             if folded is not None:
-                return T.Const(t, folded, span=span)
-        return T.Intrinsic(t, name, args, span=span)
+                return tir.Const(t, folded, span=span)
+        return tir.Intrinsic(t, name, args, span=span)
 
-    def dtype_call(self, e: A.Call):
+    def dtype_call(self, e: syntax.Call):
         """``x.dtype(v)``: ``v`` cast to the dtype of tensor or scalar ``x`` (as ``float32(v)``)."""
         d = self.value(e.func)
         if e.kwargs or len(e.args) != 1:
@@ -367,8 +367,8 @@ class ExpressionChecker:
             return self._to_bool(e)
         return self.coerce(self.expr(e.args[0]), d.name)
 
-    def _to_bool(self, e: A.Call):
+    def _to_bool(self, e: syntax.Call):
         v = self.expr(e.args[0])
-        if ty.is_bool(v.dtype):
+        if types.is_bool(v.dtype):
             return v
-        return T.Cmp("bool", "!=", v, T.Const(v.dtype, 0), span=e.span)
+        return tir.Cmp("bool", "!=", v, tir.Const(v.dtype, 0), span=e.span)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tir as T
-from . import types as ty
+from . import tir
+from . import types
 
 
 def fold(op, x, y):
@@ -43,8 +43,8 @@ def fold_intrinsic(name: str, vals: list):
     return None
 
 
-def negate(c: T.Const):
-    if ty.is_weak(c.dtype):
+def negate(c: tir.Const):
+    if types.is_weak(c.dtype):
         return -c.value
     with np.errstate(all="ignore"):
         return (-np.array(c.value, dtype=c.dtype)).item()  # wraps: -uint8(1) is 255
@@ -53,9 +53,9 @@ def negate(c: T.Const):
 def convert_const(value, src: str, dst: str):
     """A constant's value in ``dst``: Python's conversion for a Python number, NumPy's (C's,
     wrapping) for a value that already has a dtype."""
-    if ty.is_weak(src) or ty.is_weak(dst):
-        if ty.is_bool(dst):
+    if types.is_weak(src) or types.is_weak(dst):
+        if types.is_bool(dst):
             return bool(value)
-        return int(value) if ty.is_int(dst) else float(value)
+        return int(value) if types.is_int(dst) else float(value)
     with np.errstate(all="ignore"):
         return np.array(value, dtype=src).astype(dst).item()

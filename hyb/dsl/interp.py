@@ -13,8 +13,8 @@ import sys
 import numpy as np
 
 from ..errors import HybridIndexError
-from . import tir as T
-from . import types as ty
+from . import tir
+from . import types
 from .intrinsics import TABLE
 
 _INT_HELPERS = {"//": "_floordiv", "%": "_mod", "**": "_ipow"}
@@ -22,7 +22,7 @@ _INTRINSICS = {name: row.reference for name, row in TABLE.items()}  # the NumPy 
 
 
 class _Emitter:
-    def __init__(self, k: T.TypedKernel):
+    def __init__(self, k: tir.TypedKernel):
         self.k = k
         self.lines: list = []
         self.spans: dict = {}  # generated line number -> Span
@@ -41,10 +41,10 @@ class _Emitter:
         if span is not None:
             self.spans[len(self.lines)] = span
 
-    def const(self, c: T.Const) -> str:
-        if ty.is_weak(c.dtype):
+    def const(self, c: tir.Const) -> str:
+        if types.is_weak(c.dtype):
             return _literal(c.value)
-        if ty.is_bool(c.dtype):
+        if types.is_bool(c.dtype):
             return "True" if c.value else "False"
         key = (c.dtype, _literal(c.value))
         if key not in self.consts:
@@ -60,13 +60,13 @@ class _Emitter:
         parts = []
         for axis, (e, dim) in enumerate(zip(node.indices, t.shape)):
             s = self.expr(e)
-            if not (isinstance(e, T.Const) and 0 <= e.value < dim):
+            if not (isinstance(e, tir.Const) and 0 <= e.value < dim):
                 self.sites.append((t.source_name, t.shape, axis, node.span))
                 s = f"_ix({s}, {dim}, {len(self.sites) - 1})"
             parts.append(s)
         return f"{self.ref(node.tensor)}[{', '.join(parts)}]"
 
-    def expr(self, e: T.TExpr) -> str:
+    def expr(self, e: tir.TExpr) -> str:
         text = self.expr_text(e)
         # Python's parser stops at 200 nested parentheses: a long sum goes through temporaries.
         if self.in_branch == 0 and text.count("(") > 50:
@@ -76,48 +76,48 @@ class _Emitter:
             return name
         return text
 
-    def expr_text(self, e: T.TExpr) -> str:
-        if isinstance(e, T.Const):
+    def expr_text(self, e: tir.TExpr) -> str:
+        if isinstance(e, tir.Const):
             return self.const(e)
-        if isinstance(e, T.Var):
+        if isinstance(e, tir.Var):
             return "v_" + e.name
-        if isinstance(e, T.Load):
+        if isinstance(e, tir.Load):
             t = self.k.tensors[e.tensor]
             if t.kind in ("scalar", "param"):
                 return self.ref(e.tensor)
             if t.ndim == 0:
                 return f"{self.ref(e.tensor)}[()]"
             return self.subscript(e)
-        if isinstance(e, T.Bin):
+        if isinstance(e, tir.Bin):
             return self.binop(e)
-        if isinstance(e, T.Unary):
+        if isinstance(e, tir.Unary):
             return f"(not {self.expr(e.a)})" if e.op == "not" else f"(-{self.expr(e.a)})"
-        if isinstance(e, T.Cmp):
+        if isinstance(e, tir.Cmp):
             return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
-        if isinstance(e, T.Logic):
+        if isinstance(e, tir.Logic):
             return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
-        if isinstance(e, T.Select):
+        if isinstance(e, tir.Select):
             cond = self.expr(e.cond)
             self.in_branch += 1
             try:
                 return f"({self.expr(e.a)} if {cond} else {self.expr(e.b)})"
             finally:
                 self.in_branch -= 1
-        if isinstance(e, T.Cast):
+        if isinstance(e, tir.Cast):
             return f"{self.cast_fn(e.dtype)}({self.strong(e.a)})"
-        if isinstance(e, T.Intrinsic):
+        if isinstance(e, tir.Intrinsic):
             return self.intrinsic(e)
         raise NotImplementedError(f"interpreter: {type(e).__name__}")
 
-    def strong(self, e: T.TExpr) -> str:
+    def strong(self, e: tir.TExpr) -> str:
         """``e`` as a NumPy scalar: a Python number (weak) becomes int64/float64, which NumPy
         converts with C semantics (wrapping) where a Python int out of range would raise."""
-        if ty.is_weak(e.dtype):
-            return f"np.{ty.concrete(e.dtype)}({self.expr(e)})"
+        if types.is_weak(e.dtype):
+            return f"np.{types.concrete(e.dtype)}({self.expr(e)})"
         return self.expr(e)
 
-    def binop(self, e: T.Bin) -> str:
-        if ty.is_weak(e.dtype) and e.op in ("/", "//", "%", "**"):
+    def binop(self, e: tir.Bin) -> str:
+        if types.is_weak(e.dtype) and e.op in ("/", "//", "%", "**"):
             # NumPy's results (inf, nan, wrapping) where Python's numbers would raise or grow.
             a, b = self.strong(e.a), self.strong(e.b)
             return f"{self.cast_fn(e.dtype)}({self.binop_text(e.op, e.dtype, a, b)})"
@@ -125,20 +125,20 @@ class _Emitter:
 
     @staticmethod
     def binop_text(op: str, dtype: str, a: str, b: str) -> str:
-        if ty.is_int(dtype) and op in ("//", "%", "**"):
+        if types.is_int(dtype) and op in ("//", "%", "**"):
             return f"{_INT_HELPERS[op]}({a}, {b})"
         return f"({a} {op} {b})"
 
-    def intrinsic(self, e: T.Intrinsic) -> str:
+    def intrinsic(self, e: tir.Intrinsic) -> str:
         args = ", ".join(self.strong(a) for a in e.args)
         text = f"{_INTRINSICS[e.name]}({args})"
-        return f"{self.cast_fn(e.dtype)}({text})" if ty.is_weak(e.dtype) else text
+        return f"{self.cast_fn(e.dtype)}({text})" if types.is_weak(e.dtype) else text
 
     @staticmethod
     def cast_fn(dtype: str) -> str:
-        if dtype == ty.WEAK_INT:
+        if dtype == types.WEAK_INT:
             return "int"
-        if dtype == ty.WEAK_FLOAT:
+        if dtype == types.WEAK_FLOAT:
             return "float"
         return "np." + ("bool_" if dtype == "bool" else dtype)
 
@@ -146,12 +146,12 @@ class _Emitter:
         if not body:
             self.emit(depth, "pass")
         for s in body:
-            if isinstance(s, T.Loop):
+            if isinstance(s, tir.Loop):
                 head = f"for v_{s.var} in range({self.expr(s.start)}, {self.expr(s.stop)}, {s.step}):"
                 self.flush(depth)
                 self.emit(depth, head, s.span)
                 self.stmts(s.body, depth + 1)
-            elif isinstance(s, T.If):
+            elif isinstance(s, tir.If):
                 head = f"if {self.expr(s.cond)}:"
                 self.flush(depth)
                 self.emit(depth, head, s.span)
@@ -159,7 +159,7 @@ class _Emitter:
                 if s.orelse:
                     self.emit(depth, "else:")
                     self.stmts(s.orelse, depth + 1)
-            elif isinstance(s, T.Store):
+            elif isinstance(s, tir.Store):
                 t = self.k.tensors[s.tensor]
                 value = self.expr(s.value)
                 if t.kind == "scalar":
@@ -185,7 +185,7 @@ class _Emitter:
         return "\n".join(header + self.lines) + "\n", len(header)
 
 
-def emulate_source(k: T.TypedKernel) -> str:
+def emulate_source(k: tir.TypedKernel) -> str:
     return _Emitter(k).source()[0]
 
 
@@ -249,7 +249,7 @@ def _erf(x):
     return x.dtype.type(math.erf(float(x)))
 
 
-def _unalias(k: T.TypedKernel, arrays: list) -> list:
+def _unalias(k: tir.TypedKernel, arrays: list) -> list:
     """Inputs that overlap an input written in place are read as they were at the call, as compiled code does."""
     names = k.written
     written = [a for n, a in zip(k.inputs, arrays) if n in names]
@@ -257,7 +257,7 @@ def _unalias(k: T.TypedKernel, arrays: list) -> list:
             for n, a in zip(k.inputs, arrays)]
 
 
-def run(k: T.TypedKernel, arrays: list) -> tuple:
+def run(k: tir.TypedKernel, arrays: list) -> tuple:
     """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
     em = _Emitter(k)
     src, nheader = em.source()

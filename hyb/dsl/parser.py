@@ -21,7 +21,7 @@ from lark import Lark, Token
 from lark.indenter import DedentError, Indenter
 
 from ..errors import HybridSyntaxError, HybridUnsupportedError, Span
-from . import ast as A
+from . import ast as syntax
 
 
 class _HybIndenter(Indenter):
@@ -139,7 +139,7 @@ def _unclosed_bracket(text: str):
     return stack[-1][1:] if stack else None
 
 
-def parse_text(text: str, smap: SourceMap) -> A.Module:
+def parse_text(text: str, smap: SourceMap) -> syntax.Module:
     """Parse ``text``; positions are mapped through ``smap``."""
     text = text.replace("\r\n", "\n")
     if not text.endswith("\n"):
@@ -216,17 +216,17 @@ def _bad_dedent_line(text: str) -> int:
     return 1
 
 
-def parse_file(path: str) -> A.Module:
+def parse_file(path: str) -> syntax.Module:
     with open(path, encoding="utf-8") as f:
         text = f.read()
     return parse_text(text, SourceMap(str(path), text.split("\n")))
 
 
-def parse_string(text: str, filename: str = "<string>") -> A.Module:
+def parse_string(text: str, filename: str = "<string>") -> syntax.Module:
     return parse_text(text, SourceMap(filename, text.split("\n")))
 
 
-def parse_function(fn) -> A.Module:
+def parse_function(fn) -> syntax.Module:
     """Parse the source of a Python function decorated with ``@hyb.hybrid``."""
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -286,7 +286,7 @@ class _TreeBuilder:
         return self.smap.meta_span(node.meta)
 
     # --- module
-    def module(self, tree) -> A.Module:
+    def module(self, tree) -> syntax.Module:
         kernels, constants = {}, {}
         for item in tree.children:
             if item is None:
@@ -311,7 +311,7 @@ class _TreeBuilder:
                 raise HybridNameError(f"kernel `{k.name}` is defined twice", k.span,
                                       "give each kernel of a file its own name")
             kernels[k.name] = k
-        return A.Module(self.smap.filename, self.text, kernels, constants, self.smap.lines)
+        return syntax.Module(self.smap.filename, self.text, kernels, constants, self.smap.lines)
 
     def _check_decorator(self, d):
         name = ".".join(str(t) for t in d.children[0].children)
@@ -322,13 +322,13 @@ class _TreeBuilder:
     def _module_stmt(self, small, constants):
         if small.data == "expr_stmt":
             e = self.expr_list(small.children[0])
-            if isinstance(e, A.Str):
+            if isinstance(e, syntax.Str):
                 return  # module docstring
             raise HybridUnsupportedError("only kernels, constants and docstrings may appear at module level",
                                          self.sp(small), "move this code into a kernel")
         if small.data == "assign" and len(small.children) == 2:
             target = self.expr_list(small.children[0])
-            if isinstance(target, A.Name):
+            if isinstance(target, syntax.Name):
                 constants[target.id] = (self.expr_list(small.children[1]), target.span)
                 return
         if small.data == "pass_stmt":
@@ -350,7 +350,7 @@ class _TreeBuilder:
         word = word.rstrip(":;(")
         return Span(s.filename, s.line, s.col, s.line, s.col + max(1, len(word)), s.source_line)
 
-    def funcdef(self, node) -> A.KernelDef:
+    def funcdef(self, node) -> syntax.KernelDef:
         name_tok, params, ret, suite = node.children
         plist = []
         if params is not None:
@@ -359,14 +359,14 @@ class _TreeBuilder:
                 if default is not None:
                     raise HybridUnsupportedError("default parameter values are not supported", self.sp(default),
                                                  "pass every argument at the call")
-                plist.append(A.Param(self.sp(pname), str(pname), self.expr(ann) if ann is not None else None))
+                plist.append(syntax.Param(self.sp(pname), str(pname), self.expr(ann) if ann is not None else None))
         body = self.suite(suite)
         doc = None
-        if body and isinstance(body[0], A.ExprStmt) and isinstance(body[0].value, A.Str):
+        if body and isinstance(body[0], syntax.ExprStmt) and isinstance(body[0].value, syntax.Str):
             doc = body[0].value.value
         span = self.sp(name_tok)
         full = self.sp(node)
-        return A.KernelDef(span, str(name_tok), plist, body, doc, full.line, self._last_line(full))
+        return syntax.KernelDef(span, str(name_tok), plist, body, doc, full.line, self._last_line(full))
 
     def _last_line(self, full: Span) -> int:
         """The last line of a def: lark's span runs on to the token after the block."""
@@ -402,10 +402,10 @@ class _TreeBuilder:
             if orelse is not None:
                 raise HybridUnsupportedError("`for ... else` is not supported", self.sp(orelse), None)
             tgt = self.expr_list(target)
-            if not isinstance(tgt, A.Name):
+            if not isinstance(tgt, syntax.Name):
                 raise HybridUnsupportedError("a `for` loop binds exactly one name", tgt.span,
                                              "write `for i in range(n):`; use grid(shape) for a tuple index")
-            return [A.For(self.sp(node), tgt, self.expr(it), self.suite(body))]
+            return [syntax.For(self.sp(node), tgt, self.expr(it), self.suite(body))]
         if d == "if_stmt":
             cond, body, *rest = node.children
             orelse_node = rest[-1]
@@ -413,8 +413,8 @@ class _TreeBuilder:
             orelse = self.suite(orelse_node) if orelse_node is not None else []
             for el in reversed(elifs):
                 ec, eb = el.children
-                orelse = [A.If(self.sp(el), self.expr(ec), self.suite(eb), orelse)]
-            return [A.If(self.sp(node), self.expr(cond), self.suite(body), orelse)]
+                orelse = [syntax.If(self.sp(el), self.expr(ec), self.suite(eb), orelse)]
+            return [syntax.If(self.sp(node), self.expr(cond), self.suite(body), orelse)]
         if d in ("funcdef", "decorated"):
             raise HybridUnsupportedError("nested function definitions are not supported", self.sp(node),
                                          "define the helper as another kernel at the top level of the file")
@@ -427,21 +427,21 @@ class _TreeBuilder:
             if len(node.children) > 2:
                 raise HybridUnsupportedError("chained assignment `a = b = ...` is not supported", span,
                                              "write one assignment per line")
-            return A.Assign(span, self.expr_list(node.children[0]), self.expr_list(node.children[1]))
+            return syntax.Assign(span, self.expr_list(node.children[0]), self.expr_list(node.children[1]))
         if d == "aug_assign":
             target, op, value = node.children
             opname = str(op)[:-1]
-            return A.AugAssign(span, self.expr_list(target), opname, self.expr_list(value))
+            return syntax.AugAssign(span, self.expr_list(target), opname, self.expr_list(value))
         if d == "expr_stmt":
-            return A.ExprStmt(span, self.expr_list(node.children[0]))
+            return syntax.ExprStmt(span, self.expr_list(node.children[0]))
         if d == "return_stmt":
             v = node.children[0]
             if v is None:
-                return A.Return(span, [])
+                return syntax.Return(span, [])
             e = self.expr_list(v)
-            return A.Return(span, list(e.elts) if isinstance(e, A.Tuple) else [e])
+            return syntax.Return(span, list(e.elts) if isinstance(e, syntax.Tuple) else [e])
         if d == "pass_stmt":
-            return A.Pass(span)
+            return syntax.Pass(span)
         self._unsupported(node)
 
     # --- expressions
@@ -452,7 +452,7 @@ class _TreeBuilder:
             text_has_comma = len(items) > 1 or self._ends_with_comma(node)
             if not text_has_comma:
                 return items[0]
-            return A.Tuple(self.sp(node), items)
+            return syntax.Tuple(self.sp(node), items)
         return self.expr(node)
 
     def _ends_with_comma(self, node) -> bool:
@@ -473,13 +473,13 @@ class _TreeBuilder:
         return method(node)
 
     def e_name(self, n):
-        return A.Name(self.sp(n), str(n.children[0]))
+        return syntax.Name(self.sp(n), str(n.children[0]))
 
     def e_int_lit(self, n):
-        return A.Num(self.sp(n), self._number(n, int))
+        return syntax.Num(self.sp(n), self._number(n, int))
 
     def e_float_lit(self, n):
-        return A.Num(self.sp(n), self._number(n, float))
+        return syntax.Num(self.sp(n), self._number(n, float))
 
     def _number(self, n, kind):
         text = str(n.children[0])
@@ -493,10 +493,10 @@ class _TreeBuilder:
         return value
 
     def e_true(self, n):
-        return A.Num(self.sp(n), True)
+        return syntax.Num(self.sp(n), True)
 
     def e_false(self, n):
-        return A.Num(self.sp(n), False)
+        return syntax.Num(self.sp(n), False)
 
     def e_none(self, n):
         raise HybridUnsupportedError("`None` has no meaning in a kernel", self.sp(n), None)
@@ -512,16 +512,16 @@ class _TreeBuilder:
             raise HybridSyntaxError("malformed string literal", self.sp(n)) from None
         if isinstance(value, bytes):
             raise HybridUnsupportedError("bytes literals are not supported", self.sp(n), None)
-        return A.Str(self.sp(n), value)
+        return syntax.Str(self.sp(n), value)
 
     def e_paren(self, n):
         return self.expr(n.children[0])
 
     def e_tuple(self, n):
-        return A.Tuple(self.sp(n), [self.expr(c) for c in n.children if c is not None])
+        return syntax.Tuple(self.sp(n), [self.expr(c) for c in n.children if c is not None])
 
     def e_empty_tuple(self, n):
-        return A.Tuple(self.sp(n), [])
+        return syntax.Tuple(self.sp(n), [])
 
     def e_list(self, n):
         raise HybridUnsupportedError("lists are not supported in kernels", self.sp(n),
@@ -535,23 +535,23 @@ class _TreeBuilder:
 
     def e_binop(self, n):
         left, op, right = n.children
-        return A.BinOp(self.sp(n), str(op), self.expr(left), self.expr(right))
+        return syntax.BinOp(self.sp(n), str(op), self.expr(left), self.expr(right))
 
     def e_unop(self, n):
         op, operand = n.children
-        return A.UnaryOp(self.sp(n), str(op), self.expr(operand))
+        return syntax.UnaryOp(self.sp(n), str(op), self.expr(operand))
 
     def e_invert(self, n):
         raise HybridUnsupportedError("bitwise `~` is not supported", self.sp(n), "use `not` for a condition")
 
     def e_not_op(self, n):
-        return A.UnaryOp(self.sp(n), "not", self.expr(n.children[0]))
+        return syntax.UnaryOp(self.sp(n), "not", self.expr(n.children[0]))
 
     def e_and_op(self, n):
-        return A.BoolOp(self.sp(n), "and", [self.expr(c) for c in n.children])
+        return syntax.BoolOp(self.sp(n), "and", [self.expr(c) for c in n.children])
 
     def e_or_op(self, n):
-        return A.BoolOp(self.sp(n), "or", [self.expr(c) for c in n.children])
+        return syntax.BoolOp(self.sp(n), "or", [self.expr(c) for c in n.children])
 
     def e_compare(self, n):
         operands = [self.expr(c) for c in n.children[0::2]]
@@ -562,11 +562,11 @@ class _TreeBuilder:
                 raise HybridUnsupportedError(f"`{op}` is not supported in kernels", self.sp(c),
                                              "compare numbers with < <= > >= == !=")
             ops.append(op)
-        return A.Compare(self.sp(n), ops, operands)
+        return syntax.Compare(self.sp(n), ops, operands)
 
     def e_ifexp(self, n):
         body, cond, orelse = n.children
-        return A.IfExp(self.sp(n), self.expr(cond), self.expr(body), self.expr(orelse))
+        return syntax.IfExp(self.sp(n), self.expr(cond), self.expr(body), self.expr(orelse))
 
     def e_call(self, n):
         func, args = n.children
@@ -582,7 +582,7 @@ class _TreeBuilder:
                     if kw:
                         raise HybridSyntaxError("positional argument after a keyword argument", self.sp(a), None)
                     pos.append(self.expr(a))
-        return A.Call(self.sp(n), self.expr(func), pos, kw)
+        return syntax.Call(self.sp(n), self.expr(func), pos, kw)
 
     def e_getitem(self, n):
         value, subs = n.children
@@ -592,8 +592,8 @@ class _TreeBuilder:
                 raise HybridUnsupportedError("slices are not supported; index one element at a time", self.sp(s),
                                              "write a loop over the range the slice would cover")
             idx.append(self.expr(s))
-        return A.Subscript(self.sp(n), self.expr(value), idx)
+        return syntax.Subscript(self.sp(n), self.expr(value), idx)
 
     def e_getattr(self, n):
         value, attr = n.children
-        return A.Attribute(self.sp(n), self.expr(value), str(attr))
+        return syntax.Attribute(self.sp(n), self.expr(value), str(attr))

@@ -5,51 +5,51 @@ conversions are written as casts and every tensor's shape and dtype is declared.
 """
 from __future__ import annotations
 
-from . import tir as T
-from . import types as ty
+from . import tir
+from . import types
 
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7, "**": 8}
 
 
-def fmt(e: T.TExpr, parent: int = 0) -> str:
-    if isinstance(e, T.Const):
-        if ty.is_weak(e.dtype) or ty.is_bool(e.dtype):
+def fmt(e: tir.TExpr, parent: int = 0) -> str:
+    if isinstance(e, tir.Const):
+        if types.is_weak(e.dtype) or types.is_bool(e.dtype):
             return repr(e.value)
         return f"{e.dtype}({e.value!r})"
-    if isinstance(e, T.Var):
+    if isinstance(e, tir.Var):
         return e.name
-    if isinstance(e, T.Load):
+    if isinstance(e, tir.Load):
         if not e.indices:
             return e.tensor
         return f"{e.tensor}[{', '.join(fmt(i) for i in e.indices)}]"
-    if isinstance(e, T.Bin):
+    if isinstance(e, tir.Bin):
         p = _PREC[e.op]
         if e.op == "**":  # right-associative
             s = f"{fmt(e.a, p + 1)} ** {fmt(e.b, p)}"
         else:
             s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
-    elif isinstance(e, T.Unary):
+    elif isinstance(e, tir.Unary):
         p = _PREC[e.op]
         s = f"not {fmt(e.a, p)}" if e.op == "not" else f"-{fmt(e.a, p)}"
-    elif isinstance(e, T.Cmp):
+    elif isinstance(e, tir.Cmp):
         p = _PREC["cmp"]
         s = f"{fmt(e.a, p + 1)} {e.op} {fmt(e.b, p + 1)}"
-    elif isinstance(e, T.Logic):
+    elif isinstance(e, tir.Logic):
         p = _PREC[e.op]
         s = f"{fmt(e.a, p)} {e.op} {fmt(e.b, p + 1)}"
-    elif isinstance(e, T.Select):
+    elif isinstance(e, tir.Select):
         p = 0
         s = f"{fmt(e.a, 1)} if {fmt(e.cond, 1)} else {fmt(e.b)}"
-    elif isinstance(e, T.Cast):
-        return f"{ty.concrete(e.dtype) if not ty.is_weak(e.dtype) else e.dtype}({fmt(e.a)})"
-    elif isinstance(e, T.Intrinsic):
+    elif isinstance(e, tir.Cast):
+        return f"{types.concrete(e.dtype) if not types.is_weak(e.dtype) else e.dtype}({fmt(e.a)})"
+    elif isinstance(e, tir.Intrinsic):
         return f"{e.name}({', '.join(fmt(a) for a in e.args)})"
     else:
         raise TypeError(type(e).__name__)
-    return f"({s})" if p < parent or (parent and p == parent and isinstance(e, T.Cmp)) else s
+    return f"({s})" if p < parent or (parent and p == parent and isinstance(e, tir.Cmp)) else s
 
 
-def print_typed(k: T.TypedKernel) -> str:
+def print_typed(k: tir.TypedKernel) -> str:
     lines = []
     params = ", ".join(f"{n}: {k.tensors[n].dtype}{list(k.tensors[n].shape)}" for n in k.inputs)
     lines.append(f"def {k.name}({params}):")
@@ -65,12 +65,12 @@ def print_typed(k: T.TypedKernel) -> str:
         if not stmts:
             lines.append(pad + "pass")
         for s in stmts:
-            if isinstance(s, T.Loop):
+            if isinstance(s, tir.Loop):
                 args = [fmt(s.start), fmt(s.stop)] + ([str(s.step)] if s.step != 1 else [])
                 kind = "range" if s.kind == "grid" else s.kind
                 lines.append(f"{pad}for {s.var} in {kind}({', '.join(args)}):")
                 block(s.body, depth + 1)
-            elif isinstance(s, T.If):
+            elif isinstance(s, tir.If):
                 lines.append(f"{pad}if {fmt(s.cond)}:")
                 block(s.body, depth + 1)
                 if s.orelse:

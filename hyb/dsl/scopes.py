@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import tir as T
-from . import types as ty
+from . import tir
+from . import types
 
 
 @dataclass
@@ -25,7 +25,7 @@ class TupleVal:
 
 @dataclass
 class TensorRef:
-    tensor: T.Tensor
+    tensor: tir.Tensor
 
 
 @dataclass
@@ -43,5 +43,5 @@ class Sym:
 
 LOOP_KINDS = ("range", "serial", "parallel", "vectorize", "unroll", "reduce", "const_range")
 TENSOR_MAKERS = ("output_tensor", "allocate")
-CAST_NAMES = ty.ALL_DTYPES
+CAST_NAMES = types.ALL_DTYPES
 BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid")

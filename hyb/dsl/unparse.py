@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ast as A
+from . import ast as syntax
 
 # Python's precedences, loosest first.
 _PREC = {"ifexp": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7,
@@ -17,60 +17,60 @@ _PREC = {"ifexp": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "+": 6, "-": 6, "*":
 
 
 @dataclass
-class Comment(A.Node):
+class Comment(syntax.Node):
     """A comment line in generated code (not produced by the parser)."""
 
     text: str = ""
 
 
 def expr(e, parent: int = 0) -> str:
-    if isinstance(e, A.Num):
+    if isinstance(e, syntax.Num):
         if isinstance(e.value, float):
             r = repr(e.value)
             if r in ("inf", "-inf", "nan"):
                 raise ValueError(f"cannot write the number {r} as a literal")
             return r if not r.startswith("-") or parent < _PREC["unary"] else f"({r})"
         return repr(e.value) if e.value >= 0 or parent < _PREC["unary"] else f"({e.value!r})"
-    if isinstance(e, A.Str):
+    if isinstance(e, syntax.Str):
         return repr(e.value)
-    if isinstance(e, A.Name):
+    if isinstance(e, syntax.Name):
         return e.id
-    if isinstance(e, A.Attribute):
+    if isinstance(e, syntax.Attribute):
         return f"{expr(e.value, _PREC['atom'])}.{e.attr}"
-    if isinstance(e, A.Subscript):
-        if len(e.indices) == 1 and isinstance(e.indices[0], A.Tuple) and not e.indices[0].elts:
+    if isinstance(e, syntax.Subscript):
+        if len(e.indices) == 1 and isinstance(e.indices[0], syntax.Tuple) and not e.indices[0].elts:
             return f"{expr(e.value, _PREC['atom'])}[()]"
         return f"{expr(e.value, _PREC['atom'])}[{', '.join(expr(i) for i in e.indices)}]"
-    if isinstance(e, A.Call):
+    if isinstance(e, syntax.Call):
         args = [expr(a) for a in e.args] + [f"{k}={expr(v)}" for k, v in e.kwargs.items()]
         return f"{expr(e.func, _PREC['atom'])}({', '.join(args)})"
-    if isinstance(e, A.Tuple):
+    if isinstance(e, syntax.Tuple):
         if len(e.elts) == 1:
             return f"({expr(e.elts[0])},)"
         return f"({', '.join(expr(x) for x in e.elts)})"
-    if isinstance(e, A.BinOp):
+    if isinstance(e, syntax.BinOp):
         p = _PREC[e.op]
         if e.op == "**":  # right-associative, and binds tighter than a unary minus on its left
             s = f"{expr(e.left, p + 1)} ** {expr(e.right, _PREC['unary'])}"
         else:
             s = f"{expr(e.left, p)} {e.op} {expr(e.right, p + 1)}"
-    elif isinstance(e, A.UnaryOp):
+    elif isinstance(e, syntax.UnaryOp):
         if e.op == "not":
             p = _PREC["not"]
             s = f"not {expr(e.operand, p)}"
         else:
             p = _PREC["unary"]
             s = f"{e.op}{expr(e.operand, p)}"
-    elif isinstance(e, A.Compare):
+    elif isinstance(e, syntax.Compare):
         p = _PREC["cmp"]
         parts = [expr(e.operands[0], p + 1)]
         for op, x in zip(e.ops, e.operands[1:]):
             parts.append(f"{op} {expr(x, p + 1)}")
         s = " ".join(parts)
-    elif isinstance(e, A.BoolOp):
+    elif isinstance(e, syntax.BoolOp):
         p = _PREC[e.op]
         s = f" {e.op} ".join(expr(x, p + 1) for x in e.values)
-    elif isinstance(e, A.IfExp):
+    elif isinstance(e, syntax.IfExp):
         p = _PREC["ifexp"]
         s = f"{expr(e.body, p + 1)} if {expr(e.cond, p + 1)} else {expr(e.orelse, p)}"
     else:
@@ -84,29 +84,29 @@ def stmts(body: list, indent: int) -> list:
     for s in body:
         if isinstance(s, Comment):
             out.append(f"{pad}# {s.text}")
-        elif isinstance(s, A.Assign):
+        elif isinstance(s, syntax.Assign):
             out.append(f"{pad}{expr(s.target)} = {expr(s.value)}")
-        elif isinstance(s, A.AugAssign):
+        elif isinstance(s, syntax.AugAssign):
             out.append(f"{pad}{expr(s.target)} {s.op}= {expr(s.value)}")
-        elif isinstance(s, A.For):
+        elif isinstance(s, syntax.For):
             out.append(f"{pad}for {s.target.id} in {expr(s.iter)}:")
             out.extend(_block(s.body, indent + 1))
-        elif isinstance(s, A.If):
+        elif isinstance(s, syntax.If):
             out.append(f"{pad}if {expr(s.cond)}:")
             out.extend(_block(s.body, indent + 1))
             orelse = s.orelse
-            while len(orelse) == 1 and isinstance(orelse[0], A.If):
+            while len(orelse) == 1 and isinstance(orelse[0], syntax.If):
                 out.append(f"{pad}elif {expr(orelse[0].cond)}:")
                 out.extend(_block(orelse[0].body, indent + 1))
                 orelse = orelse[0].orelse
             if orelse:
                 out.append(f"{pad}else:")
                 out.extend(_block(orelse, indent + 1))
-        elif isinstance(s, A.Return):
+        elif isinstance(s, syntax.Return):
             out.append(f"{pad}return {', '.join(expr(v) for v in s.values)}".rstrip())
-        elif isinstance(s, A.ExprStmt):
+        elif isinstance(s, syntax.ExprStmt):
             out.append(f"{pad}{expr(s.value)}")
-        elif isinstance(s, A.Pass):
+        elif isinstance(s, syntax.Pass):
             out.append(f"{pad}pass")
         else:
             raise TypeError(f"cannot print {type(s).__name__}")
@@ -120,7 +120,7 @@ def _block(body: list, indent: int) -> list:
     return lines
 
 
-def kernel(k: A.KernelDef) -> str:
+def kernel(k: syntax.KernelDef) -> str:
     lines = [f"def {k.name}({', '.join(p.name for p in k.params)}):"]
     if k.docstring:
         lines.append(f'    """{k.docstring}"""')

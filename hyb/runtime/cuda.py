@@ -111,16 +111,16 @@ class CudaCompiledKernel(CompiledKernel):
         """In a notebook: the stages as tabs, the CUDA C in place of the LLVM ones."""
         import html as _html
 
-        from . import html as H
+        from . import html as html_view
         panels = []
         for stage in ("loops", "cuda", "ast", "schedule", "isl", "deps", "grad"):
             try:
-                inner = f"<pre>{H._highlighted(self.inspect(stage), stage)}</pre>"
+                inner = f"<pre>{html_view._highlighted(self.inspect(stage), stage)}</pre>"
             except HybridError as e:
                 inner = f'<pre style="color:#b00">{_html.escape(e.render())}</pre>'
             panels.append((stage, inner))
         sig = ", ".join(_html.escape(str(s)) for s in self.specs)
-        return H.tabs(f"<b>CompiledKernel</b> <code>{_html.escape(self.name)}({sig})</code> (CUDA)", panels)
+        return html_view.tabs(f"<b>CompiledKernel</b> <code>{_html.escape(self.name)}({sig})</code> (CUDA)", panels)
 
     # ------------------------------------------------------------ running
     def __call__(self, *args):

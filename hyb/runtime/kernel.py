@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .. import autodiff
-from ..dsl import ast as A
+from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
@@ -56,7 +56,7 @@ def _validate_options(options: dict) -> dict:
 class Kernel:
     """A hybrid kernel, compiled on first call for each signature."""
 
-    def __init__(self, kdef: A.KernelDef, module: A.Module, **options):
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, **options):
         self.kdef = kdef
         self.module = module
         self.name = kdef.name
@@ -280,7 +280,7 @@ def _fast_key(args):
 class HybModule:
     """The kernels of one ``.hyb`` file or source string: ``mod.name`` or ``mod.kernels["name"]``."""
 
-    def __init__(self, module: A.Module, **options):
+    def __init__(self, module: syntax.Module, **options):
         self.module = module
         self.filename = module.filename
         self.kernels = {name: Kernel(kdef, module, **options) for name, kdef in module.kernels.items()}
@@ -312,17 +312,17 @@ def compile_source(text: str, filename: str = "<string>", **options) -> HybModul
 def _constant_node(value, span):
     """Syntax-tree form of a captured Python value, or None if it is not a constant of the language."""
     if isinstance(value, (bool, int, float)) and not isinstance(value, complex):
-        return A.Num(span, value)
+        return syntax.Num(span, value)
     if isinstance(value, str):
-        return A.Str(span, value)
+        return syntax.Str(span, value)
     if isinstance(value, tuple):
         items = [_constant_node(v, span) for v in value]
-        if all(isinstance(i, A.Num) for i in items):
-            return A.Tuple(span, items)
+        if all(isinstance(i, syntax.Num) for i in items):
+            return syntax.Tuple(span, items)
     return None
 
 
-def _capture(fn, module: A.Module):
+def _capture(fn, module: syntax.Module):
     """Add the int/float/tuple constants and the @hybrid kernels a function refers to."""
     try:
         cv = inspect.getclosurevars(fn)

@@ -6,7 +6,7 @@ from dataclasses import replace
 import islpy as isl
 
 from ..errors import HybridInternalError
-from . import loops as L
+from . import loops
 from .extract import PolyProgram
 
 _OPS = {
@@ -25,13 +25,13 @@ _OPS = {
 def convert_expr(e: isl.AstExpr):
     t = e.get_type()
     if t == isl.ast_expr_type.int:
-        return L.LInt(e.get_val().to_python())
+        return loops.LInt(e.get_val().to_python())
     if t == isl.ast_expr_type.id:
-        return L.LVar(e.get_id().get_name())
+        return loops.LVar(e.get_id().get_name())
     op = e.get_op_type()
     if op not in _OPS:
         raise HybridInternalError(f"isl AST operation {op} is not handled", "loops")
-    return L.LOp(_OPS[op], tuple(convert_expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())))
+    return loops.LOp(_OPS[op], tuple(convert_expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())))
 
 
 def _const_step(e: isl.AstExpr) -> int:
@@ -54,18 +54,18 @@ def convert_node(n: isl.AstNode) -> list:
         body = tuple(convert_node(n.for_get_body()))
         if n.for_is_degenerate():
             # A loop that runs once: bind the iterator with a one-trip loop LLVM folds away.
-            return [L.For(var, init, L.LOp("le", (L.LVar(var), init)), 1, body)]
-        return [L.For(var, init, convert_expr(n.for_get_cond()), _const_step(n.for_get_inc()), body)]
+            return [loops.For(var, init, loops.LOp("le", (loops.LVar(var), init)), 1, body)]
+        return [loops.For(var, init, convert_expr(n.for_get_cond()), _const_step(n.for_get_inc()), body)]
     if t == isl.ast_node_type.if_:
         cond = convert_expr(n.if_get_cond())
         then = tuple(convert_node(n.if_get_then_node()))
         orelse = tuple(convert_node(n.if_get_else_node())) if n.if_has_else_node() else ()
-        return [L.If(cond, then, orelse)]
+        return [loops.If(cond, then, orelse)]
     if t == isl.ast_node_type.user:
         call = n.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
         args = [convert_expr(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg())]
-        return [L.StmtCall(name, tuple(args))]
+        return [loops.StmtCall(name, tuple(args))]
     if t == isl.ast_node_type.mark:
         body = convert_node(n.mark_get_node())
         if n.mark_get_id().get_name() == "parallel":
@@ -78,10 +78,10 @@ def _mark_first_for(body) -> tuple:
     """``(body with its first loop marked parallel, whether one was found)``."""
     out = list(body)
     for k, s in enumerate(out):
-        if isinstance(s, L.For):
+        if isinstance(s, loops.For):
             out[k] = replace(s, parallel=True)
             return out, True
-        if isinstance(s, L.If):
+        if isinstance(s, loops.If):
             then, found = _mark_first_for(s.then)
             if not found:
                 orelse, found = _mark_first_for(s.orelse)
@@ -94,13 +94,13 @@ def _mark_first_for(body) -> tuple:
     return out, False
 
 
-def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> L.LoopNest:
+def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> loops.LoopNest:
     """Loop IR for ``p`` under ``schedule`` (an isl schedule tree; None: the original program order)."""
     if not p.statements:
-        return L.LoopNest.of(p, ())
+        return loops.LoopNest.of(p, ())
     build = isl.AstBuild.from_context(isl.Set("{ : }"))
     if schedule is None:
         node = build.node_from_schedule_map(p.union("schedule").intersect_domain(p.union("domain")))
     else:
         node = build.node_from_schedule(schedule)
-    return L.LoopNest.of(p, convert_node(node))
+    return loops.LoopNest.of(p, convert_node(node))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..dsl import tir as T
+from ..dsl import tir
 from .extract import PolyProgram, Statement
 
 
@@ -87,14 +87,14 @@ def _is_accumulation(st: Statement, read) -> bool:
     if st.opaque:
         return False
     v = st.stmt.value
-    while isinstance(v, T.Cast):
+    while isinstance(v, tir.Cast):
         v = v.a
-    if not (isinstance(v, T.Bin) and v.op in ("+", "-")):
+    if not (isinstance(v, tir.Bin) and v.op in ("+", "-")):
         return False
     left = v.a
-    while isinstance(left, T.Cast):
+    while isinstance(left, tir.Cast):
         left = left.a
-    return (isinstance(left, T.Load) and left.tensor == st.stmt.tensor and left.span is read.span
+    return (isinstance(left, tir.Load) and left.tensor == st.stmt.tensor and left.span is read.span
             and left.indices == st.stmt.indices)
 
 

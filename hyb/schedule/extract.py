@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from ..dsl import tir as T
-from ..dsl import types as ty
+from ..dsl import tir
+from ..dsl import types
 from ..errors import HybridIndexError
 
 
@@ -38,7 +38,7 @@ class Access:
 @dataclass
 class Statement:
     name: str
-    stmt: object  # a T.Store, or a T.Loop run as a whole (an opaque statement)
+    stmt: object  # a tir.Store, or a tir.Loop run as a whole (an opaque statement)
     iters: list  # loop variables, outermost first
     domain: isl.Set
     schedule: isl.Map  # original program order
@@ -48,7 +48,7 @@ class Statement:
 
     @property
     def opaque(self) -> bool:
-        return not isinstance(self.stmt, T.Store)
+        return not isinstance(self.stmt, tir.Store)
 
     @property
     def span(self):
@@ -57,11 +57,11 @@ class Statement:
 
 @dataclass
 class PolyProgram:
-    kernel: T.TypedKernel
+    kernel: tir.TypedKernel
     statements: list
     depth: int  # the deepest loop nest
     runtime_checked: set = field(default_factory=set)  # id() of Load/Store nodes to bounds-check at run time
-    loops: dict = field(default_factory=dict)  # loop variable -> T.Loop, for the affine loops
+    loops: dict = field(default_factory=dict)  # loop variable -> tir.Loop, for the affine loops
 
     @property
     def by_name(self) -> dict:
@@ -108,16 +108,16 @@ class _NotAffine(Exception):
     pass
 
 
-def const_int(e: T.TExpr) -> int | None:
+def const_int(e: tir.TExpr) -> int | None:
     """The value of an integer expression made of constants only, else None."""
-    if isinstance(e, T.Const):
+    if isinstance(e, tir.Const):
         return e.value if isinstance(e.value, int) and not isinstance(e.value, bool) else None
-    if isinstance(e, T.Cast) and ty.is_int(e.dtype) and ty.is_int(e.a.dtype):
+    if isinstance(e, tir.Cast) and types.is_int(e.dtype) and types.is_int(e.a.dtype):
         return const_int(e.a)
-    if isinstance(e, T.Unary) and e.op == "neg":
+    if isinstance(e, tir.Unary) and e.op == "neg":
         v = const_int(e.a)
         return None if v is None else -v
-    if isinstance(e, T.Bin) and ty.is_int(e.dtype) and e.op in ("+", "-", "*"):
+    if isinstance(e, tir.Bin) and types.is_int(e.dtype) and e.op in ("+", "-", "*"):
         a, b = const_int(e.a), const_int(e.b)
         if a is None or b is None:
             return None
@@ -125,19 +125,19 @@ def const_int(e: T.TExpr) -> int | None:
     return None
 
 
-def affine(e: T.TExpr) -> str:
+def affine(e: tir.TExpr) -> str:
     """isl text of an integer expression that is affine in loop variables, else raise _NotAffine."""
-    if isinstance(e, T.Const):
+    if isinstance(e, tir.Const):
         if isinstance(e.value, bool) or not isinstance(e.value, int):
             raise _NotAffine
         return f"({e.value})"
-    if isinstance(e, T.Var):
+    if isinstance(e, tir.Var):
         return iname(e.name)
-    if isinstance(e, T.Cast) and ty.is_int(e.dtype) and ty.is_int(e.a.dtype):
+    if isinstance(e, tir.Cast) and types.is_int(e.dtype) and types.is_int(e.a.dtype):
         return affine(e.a)
-    if isinstance(e, T.Unary) and e.op == "neg":
+    if isinstance(e, tir.Unary) and e.op == "neg":
         return f"(-{affine(e.a)})"
-    if isinstance(e, T.Bin) and ty.is_int(e.dtype):
+    if isinstance(e, tir.Bin) and types.is_int(e.dtype):
         if e.op in ("+", "-"):
             return f"({affine(e.a)} {e.op} {affine(e.b)})"
         if e.op == "*":
@@ -147,33 +147,33 @@ def affine(e: T.TExpr) -> str:
             if cb is not None:
                 return f"({cb} * {affine(e.a)})"
             raise _NotAffine
-        if e.op in ("//", "%") and isinstance(e.b, T.Const) and isinstance(e.b.value, int) and e.b.value > 0:
+        if e.op in ("//", "%") and isinstance(e.b, tir.Const) and isinstance(e.b.value, int) and e.b.value > 0:
             if e.op == "//":
                 return f"floor({affine(e.a)} / {e.b.value})"
             return f"({affine(e.a)} mod {e.b.value})"
     raise _NotAffine
 
 
-def bound_terms(e: T.TExpr, split: str) -> list:
+def bound_terms(e: tir.TExpr, split: str) -> list:
     """isl texts of a loop bound: the arguments of a ``min`` (``split="min"``, an upper bound)
     or ``max`` (a lower bound) each bound the loop; any other bound is one affine term."""
-    if isinstance(e, T.Intrinsic) and e.name == split and ty.is_int(e.dtype):
+    if isinstance(e, tir.Intrinsic) and e.name == split and types.is_int(e.dtype):
         return [t for a in e.args for t in bound_terms(a, split)]
     return [affine(e)]
 
 
-def affine_cond(e: T.TExpr, negate: bool = False) -> str:
+def affine_cond(e: tir.TExpr, negate: bool = False) -> str:
     """isl text of a condition built from affine comparisons, else raise _NotAffine."""
-    if isinstance(e, T.Const) and ty.is_bool(e.dtype):
+    if isinstance(e, tir.Const) and types.is_bool(e.dtype):
         return "1 = 1" if bool(e.value) != negate else "1 = 0"
-    if isinstance(e, T.Unary) and e.op == "not":
+    if isinstance(e, tir.Unary) and e.op == "not":
         return affine_cond(e.a, not negate)
-    if isinstance(e, T.Logic):
+    if isinstance(e, tir.Logic):
         op = e.op
         if negate:
             op = "or" if op == "and" else "and"
         return f"(({affine_cond(e.a, negate)}) {op} ({affine_cond(e.b, negate)}))"
-    if isinstance(e, T.Cmp) and ty.is_int(e.a.dtype):
+    if isinstance(e, tir.Cmp) and types.is_int(e.a.dtype):
         op = e.op
         if negate:
             op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}[op]
@@ -196,7 +196,7 @@ class _Ctx:
 
 
 class _Extractor:
-    def __init__(self, k: T.TypedKernel):
+    def __init__(self, k: tir.TypedKernel):
         self.k = k
         self.statements: list = []
         self.depth = 0
@@ -226,7 +226,7 @@ class _Extractor:
 
     def block(self, body: list, ctx: _Ctx):
         for st in body:
-            if isinstance(st, T.Loop):
+            if isinstance(st, tir.Loop):
                 self.depth = max(self.depth, len(ctx.iters) + 1)
                 v = iname(st.var)
                 up = st.step > 0
@@ -252,7 +252,7 @@ class _Extractor:
                              ctx.position + [0], ctx.signs + [1 if st.step > 0 else -1])
                 self.block(st.body, inner)
                 ctx.position[-1] += 1
-            elif isinstance(st, T.If):
+            elif isinstance(st, tir.If):
                 try:
                     then_c = affine_cond(st.cond)
                     else_c = affine_cond(st.cond, negate=True)
@@ -265,12 +265,12 @@ class _Extractor:
                         self.opaque(st, ctx)
                         ctx.position[-1] += 1
                         continue
-                    neg = T.Unary("bool", "not", st.cond, span=st.cond.span)
+                    neg = tir.Unary("bool", "not", st.cond, span=st.cond.span)
                     then_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [st.cond], ctx.position, ctx.signs)
                     else_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [neg], ctx.position, ctx.signs)
                 self.block(st.body, then_ctx)
                 self.block(st.orelse, else_ctx)
-            elif isinstance(st, T.Store):
+            elif isinstance(st, tir.Store):
                 self.statement(st, ctx)
                 ctx.position[-1] += 1
             else:
@@ -286,7 +286,7 @@ class _Extractor:
         # isl's dataflow analysis fails on some such sets.
         return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}").detect_equalities().coalesce()
 
-    def statement(self, st: T.Store, ctx: _Ctx):
+    def statement(self, st: tir.Store, ctx: _Ctx):
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
         guarded = bool(ctx.guards)
@@ -311,19 +311,19 @@ class _Extractor:
             self.reads(name, ctx.iters, domain, g, reads, False)
 
         def expr(e):
-            for sub in T.walk_expr(e):
-                if isinstance(sub, T.Load):
+            for sub in tir.walk_expr(e):
+                if isinstance(sub, tir.Load):
                     reads.append(self.whole(name, ctx.iters, domain, sub.tensor, sub.span))
                     if sub.indices:
                         self.checked.add(id(sub))
 
         def walk(stmts):
             for st in stmts:
-                if isinstance(st, T.Loop):
+                if isinstance(st, tir.Loop):
                     expr(st.start)
                     expr(st.stop)
                     walk(st.body)
-                elif isinstance(st, T.If):
+                elif isinstance(st, tir.If):
                     expr(st.cond)
                     walk(st.body)
                     walk(st.orelse)
@@ -340,14 +340,14 @@ class _Extractor:
         s.schedule = (list(ctx.position), list(ctx.signs))
         self.statements.append(s)
 
-    def reads(self, name, iters, domain: isl.Set, e: T.TExpr, out: list, guarded: bool):
+    def reads(self, name, iters, domain: isl.Set, e: tir.TExpr, out: list, guarded: bool):
         """Collect the reads of ``e``; reads under a condition are restricted to where it holds."""
-        if isinstance(e, T.Load):
+        if isinstance(e, tir.Load):
             for i in e.indices:
                 self.reads(name, iters, domain, i, out, guarded)
             out.append(self.access(name, iters, domain, e, guarded))
             return
-        if isinstance(e, T.Select):
+        if isinstance(e, tir.Select):
             self.reads(name, iters, domain, e.cond, out, guarded)
             try:
                 then_d = domain.intersect(self._cond_set(name, iters, e.cond, False))
@@ -359,7 +359,7 @@ class _Extractor:
             self.reads(name, iters, then_d, e.a, out, sub_guarded)
             self.reads(name, iters, else_d, e.b, out, sub_guarded)
             return
-        if isinstance(e, T.Logic):
+        if isinstance(e, tir.Logic):
             self.reads(name, iters, domain, e.a, out, guarded)
             try:
                 # `a and b` evaluates b only where a holds; `a or b` only where a fails.
@@ -421,37 +421,37 @@ class _Extractor:
         return Access(tensor, rel, True, span)
 
 
-def _reads(e: T.TExpr) -> set:
-    return {x.tensor for x in T.walk_expr(e) if isinstance(x, T.Load)}
+def _reads(e: tir.TExpr) -> set:
+    return {x.tensor for x in tir.walk_expr(e) if isinstance(x, tir.Load)}
 
 
 def _writes(stmts: list) -> set:
     out = set()
     for st in stmts:
-        if isinstance(st, T.Store):
+        if isinstance(st, tir.Store):
             out.add(st.tensor)
-        elif isinstance(st, T.Loop):
+        elif isinstance(st, tir.Loop):
             out |= _writes(st.body)
-        elif isinstance(st, T.If):
+        elif isinstance(st, tir.If):
             out |= _writes(st.body) | _writes(st.orelse)
     return out
 
 
-def _children(e: T.TExpr):
-    if isinstance(e, (T.Bin, T.Cmp, T.Logic)):
+def _children(e: tir.TExpr):
+    if isinstance(e, (tir.Bin, tir.Cmp, tir.Logic)):
         return [e.a, e.b]
-    if isinstance(e, (T.Unary, T.Cast)):
+    if isinstance(e, (tir.Unary, tir.Cast)):
         return [e.a]
-    if isinstance(e, T.Select):
+    if isinstance(e, tir.Select):
         return [e.cond, e.a, e.b]
-    if isinstance(e, T.Intrinsic):
+    if isinstance(e, tir.Intrinsic):
         return list(e.args)
-    if isinstance(e, T.Load):
+    if isinstance(e, tir.Load):
         return list(e.indices)
     return []
 
 
-def extract(k: T.TypedKernel) -> PolyProgram:
+def extract(k: tir.TypedKernel) -> PolyProgram:
     return _Extractor(k).run()
 
 

@@ -167,7 +167,7 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
     in each loop nest, the outermost loop that carries none of ``deps`` (checked on the loops
     themselves, :func:`verify.violations`) and holds enough work is marked ``parallel``.
     Returns ``(the new nest, its decisions)``; ``nest`` is unchanged."""
-    from . import loops as L
+    from . import loops
     from . import verify
 
     if not opts.parallel or opts.original:
@@ -177,32 +177,32 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
 
     def inside(s) -> isl.UnionSet:
         out = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for n in {c.stmt for c in L.calls(s.body)}:
+        for n in {c.stmt for c in loops.calls(s.body)}:
             out = out.union(isl.UnionSet.from_set(p.by_name[n].domain))
         return out
 
     def visit(body, launches):
         for s in body:
-            if isinstance(s, L.If):
+            if isinstance(s, loops.If):
                 visit(s.then, launches)
                 visit(s.orelse, launches)
-            if not isinstance(s, L.For):
+            if not isinstance(s, loops.For):
                 continue
-            once = isinstance(s.cond, L.LOp) and s.cond.op == "le" and s.cond.args[0] == L.LVar(s.var) \
+            once = isinstance(s.cond, loops.LOp) and s.cond.op == "le" and s.cond.args[0] == loops.LVar(s.var) \
                 and s.cond.args[1] == s.init
             if not once and work(p, inside(s)) // launches >= opts.min_parallel_work:
                 trial = {**flags, id(s): {"parallel": True}}
-                broken = verify.violations(L.with_flags(nest, trial), deps)
+                broken = verify.violations(loops.with_flags(nest, trial), deps)
                 if broken is not None and broken.is_empty():
                     flags[id(s)] = {"parallel": True}
                     continue
-            visit(s.body, launches * max(1, L.constant_trips(s) or 1))
+            visit(s.body, launches * max(1, loops.constant_trips(s) or 1))
 
     visit(nest.body, 1)
     marked = len(flags)
     if not marked:
         return nest, ()
-    return L.with_flags(nest, flags), (f"original order: {marked} loop{'s' if marked > 1 else ''} whose iterations "
+    return loops.with_flags(nest, flags), (f"original order: {marked} loop{'s' if marked > 1 else ''} whose iterations "
                                        "are independent marked `parallel` (runs on the thread pool)",)
 
 def _constant_first_member(band: isl.ScheduleNode) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from . import loops as L
+from . import loops
 from .extract import PolyProgram
 
 MIN_TRIPS = 16
@@ -35,36 +35,36 @@ MAX_TRIPS = 64
 MAX_INNER = 16
 
 
-def mark_vector_loops(p: PolyProgram, nest: L.LoopNest) -> tuple:
+def mark_vector_loops(p: PolyProgram, nest: loops.LoopNest) -> tuple:
     """Marks the vector loops of ``nest`` (``For.vector``): returns ``(the new nest, the marked
     loops' variables)``; ``nest`` is unchanged."""
     marked = []
 
     def visit(body):
         for s in body:
-            if isinstance(s, L.For):
+            if isinstance(s, loops.For):
                 if _candidate(p, s):
                     marked.append(s)
                 else:
                     visit(s.body)
-            elif isinstance(s, L.If):
+            elif isinstance(s, loops.If):
                 visit(s.then)
                 visit(s.orelse)
 
     visit(nest.body)
     if not marked:
         return nest, ()
-    return L.with_flags(nest, {id(s): {"vector": True} for s in marked}), tuple(s.var for s in marked)
+    return loops.with_flags(nest, {id(s): {"vector": True} for s in marked}), tuple(s.var for s in marked)
 
 
-def _candidate(p: PolyProgram, s: L.For) -> bool:
-    trips = L.constant_trips(s)
+def _candidate(p: PolyProgram, s: loops.For) -> bool:
+    trips = loops.constant_trips(s)
     if s.parallel or trips is None or not MIN_TRIPS <= trips <= MAX_TRIPS:
         return False
     inner = _instances(s.body)
     if inner is None or inner > MAX_INNER:
         return False
-    calls = list(L.calls(s.body))
+    calls = list(loops.calls(s.body))
     moving = [_moving(call, s.var) for call in calls]
     if any(k is None or not _writes_move(p, call, k) for call, k in zip(calls, moving)):
         return False
@@ -75,30 +75,30 @@ def _instances(body) -> int | None:
     """Statement instances run by ``body`` if every loop in it has a constant trip count, else None."""
     total = 0
     for s in body:
-        if isinstance(s, L.StmtCall):
+        if isinstance(s, loops.StmtCall):
             total += 1
-        elif isinstance(s, L.If):
+        elif isinstance(s, loops.If):
             a, b = _instances(s.then), _instances(s.orelse)
             if a is None or b is None:
                 return None
             total += max(a, b)
         else:
-            trips, inner = L.constant_trips(s), _instances(s.body)
+            trips, inner = loops.constant_trips(s), _instances(s.body)
             if trips is None or inner is None:
                 return None
             total += trips * inner
     return total
 
 
-def _moving(call: L.StmtCall, var: str) -> int | None:
+def _moving(call: loops.StmtCall, var: str) -> int | None:
     """The one iterator of the statement that the loop counter ``var`` advances by one, or None."""
-    moving = [k for k, a in enumerate(call.args) if L.uses(a, var)]
+    moving = [k for k, a in enumerate(call.args) if loops.uses(a, var)]
     if len(moving) != 1 or abs(_coefficient(call.args[moving[0]], var) or 0) != 1:
         return None
     return moving[0]
 
 
-def _writes_move(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
+def _writes_move(p: PolyProgram, call: loops.StmtCall, k: int) -> bool:
     """Whether every write of the statement moves with its iterator ``k`` (a new cell each iteration)."""
     st = p.by_name[call.stmt]
     for acc in st.writes:
@@ -110,7 +110,7 @@ def _writes_move(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
     return True
 
 
-def _unit_stride(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
+def _unit_stride(p: PolyProgram, call: loops.StmtCall, k: int) -> bool:
     """Whether the statement touches some tensor with unit stride along its iterator ``k``."""
     st = p.by_name[call.stmt]
     for acc in list(st.writes) + list(st.reads):
@@ -124,11 +124,11 @@ def _unit_stride(p: PolyProgram, call: L.StmtCall, k: int) -> bool:
 
 def _coefficient(e, var: str):
     """The coefficient of ``var`` in the affine loop expression ``e`` (None if not affine in it)."""
-    if isinstance(e, L.LInt):
+    if isinstance(e, loops.LInt):
         return 0
-    if isinstance(e, L.LVar):
+    if isinstance(e, loops.LVar):
         return 1 if e.name == var else 0
-    if not L.uses(e, var):
+    if not loops.uses(e, var):
         return 0
     if e.op in ("add", "sub"):
         a, b = (_coefficient(x, var) for x in e.args)
@@ -140,10 +140,10 @@ def _coefficient(e, var: str):
         return None if a is None else -a
     if e.op == "mul":
         x, y = e.args
-        if isinstance(x, L.LInt):
+        if isinstance(x, loops.LInt):
             a = _coefficient(y, var)
             return None if a is None else x.value * a
-        if isinstance(y, L.LInt):
+        if isinstance(y, loops.LInt):
             a = _coefficient(x, var)
             return None if a is None else y.value * a
     return None

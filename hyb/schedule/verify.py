@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from . import loops as L
+from . import loops
 
 _CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
 
@@ -22,9 +22,9 @@ class _Unsupported(Exception):
 
 
 def _expr(e) -> str:
-    if isinstance(e, L.LInt):
+    if isinstance(e, loops.LInt):
         return str(e.value)
-    if isinstance(e, L.LVar):
+    if isinstance(e, loops.LVar):
         return e.name
     a = [_expr(x) for x in e.args]
     if e.op in ("add", "sub", "mul"):
@@ -45,7 +45,7 @@ def _expr(e) -> str:
     raise _Unsupported(e.op)
 
 
-def _pieces(nest: L.LoopNest):
+def _pieces(nest: loops.LoopNest):
     """Each statement call of ``nest`` as (time vector, loop counters, constraints, stmt, args,
     enclosing parallel loops as (loop, index of its counter in the time vector)), and the time
     positions of parallel loops.  Raises _Unsupported for an expression isl cannot parse."""
@@ -55,10 +55,10 @@ def _pieces(nest: L.LoopNest):
     def walk(body, time, counters, conds, around=()):
         pos = 0
         for s in body:
-            if isinstance(s, L.StmtCall):
+            if isinstance(s, loops.StmtCall):
                 pieces.append((time + [str(pos)], counters, conds, s.stmt, [_expr(a) for a in s.args], around))
                 pos += 1
-            elif isinstance(s, L.For):
+            elif isinstance(s, loops.For):
                 c = s.var
                 k = f"k_{c}"
                 if abs(s.step) == 1:
@@ -73,7 +73,7 @@ def _pieces(nest: L.LoopNest):
                 walk(s.body, time + [str(pos), c if s.step > 0 else f"-{c}"], counters + [c],
                      conds + [start, _expr(s.cond)], inner)
                 pos += 1
-            elif isinstance(s, L.If):
+            elif isinstance(s, loops.If):
                 cond = _expr(s.cond)
                 walk(s.then, time + [str(pos)], counters, conds + [cond], around)
                 walk(s.orelse, time + [str(pos + 1)], counters, conds + [f"not {cond}"], around)
@@ -91,7 +91,7 @@ def _instance_map(counters, conds, stmt, args, vec) -> isl.UnionMap:
     return isl.UnionMap.from_map(call.reverse().apply_range(m))
 
 
-def executed_order(nest: L.LoopNest):
+def executed_order(nest: loops.LoopNest):
     """(statement instance -> time) as an isl union map, and the time positions of parallel
     loops; None where the loops use an expression isl cannot parse."""
     try:
@@ -109,7 +109,7 @@ def executed_order(nest: L.LoopNest):
     return out, parallel
 
 
-def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
+def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
     """Unmark parallel loops out of which one of ``flows`` (the dataflow of scalar locals) leaves
     a run of the loop: each thread computes in its own copy of the scalars, so a value written
     inside the loop and read after it, or in a later run, would be lost (a statement fused into
@@ -136,10 +136,10 @@ def unmark_escaping(nest: L.LoopNest, flows: isl.UnionMap) -> list:
             unmarked.append(loop)
     if not unmarked:
         return nest, ()
-    return L.with_flags(nest, {id(loop): {"parallel": False} for loop in unmarked}), tuple(x.var for x in unmarked)
+    return loops.with_flags(nest, {id(loop): {"parallel": False} for loop in unmarked}), tuple(x.var for x in unmarked)
 
 
-def violations(nest: L.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None) -> isl.UnionMap | None:
+def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None) -> isl.UnionMap | None:
     """The dependences the loops of ``nest`` break (run sink before or with source, or across
     iterations of a parallel loop); an empty map if none, None if the nest could not be read.
     ``cells``: the dependences with each private scalar as one cell, as the generated code
