@@ -30,7 +30,7 @@ from .compiler import STAGES, CompiledKernel
 from .pipeline import emit_warnings, middle_end
 
 CUDA_STAGES = ("ast", "isl", "deps", "schedule", "loops", "cuda", "ptx", "emulate", "grad")
-PTX_ARCH = "sm_90"
+PTX_ARCH = cuda_device().arch  # the architecture inspect("ptx") compiles for
 
 
 def _is_device_array(a) -> bool:
