@@ -165,8 +165,11 @@ class Emission:
             tape = self.fresh(f"{t.name}_tape")
             shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
             index = [self.iteration(lp) for lp in loops]
-            decl = syntax.Assign(None, name(tape), call("allocate", shape, _attr(self.fwd(t.name), "dtype")))
-            self.tapes.append((tape, shape, _attr(self.fwd(t.name), "dtype"), f"old values of `{t.name}`"))
+            # A temporary's tape takes its declared dtype when that is a literal: a sweep that replays
+            # the stores to tape need not declare the temporary itself.
+            dtype = t.dtype if t.kind == "temp" and isinstance(t.dtype, syntax.Str) else _attr(self.fwd(t.name), "dtype")
+            decl = syntax.Assign(None, name(tape), call("allocate", shape, dtype))
+            self.tapes.append((tape, shape, dtype, f"old values of `{t.name}`"))
             self.store_tape[id(s)] = (tape, index)
             self.add_pending(t.block, s, decl)
         for c in self.walk_stmts(self.top.body):

@@ -191,3 +191,34 @@ def test_regression_scalar_first_assigned_a_loop_variable_is_an_integer():
     dx0, dx1 = k.grad()(x, x, np.ones(2))
     np.testing.assert_array_equal(dx0, [0.0, 0.0])
     np.testing.assert_array_equal(dx1, [0.0, 0.0])
+
+
+TEMPORARY_TAPED_IN_A_SWEEP = '''
+def k(x0):
+    y0 = output_tensor((x0.shape[0], x0.shape[1], x0.shape[2]), "float64")
+    for i in range(x0.shape[0]):
+        s1 = 0.0
+        for j in range(x0.shape[1]):
+            s1 = ((0 + 0) + (0 + 0))
+            t2 = allocate((x0.shape[2],), "float64")
+            s3 = 0.0
+            for k in range(x0.shape[2]):
+                s1 = 0
+                s4 = 0.0
+                s1 = 0
+                t2[x0.shape[2] - 1 - k] = (s4 + (0 + 0))
+                if ((-s1) < ((t2[k - 1] if k >= 1 else 0) + 0)):
+                    y0[i, j, k] = abs(float64((0 + x0[i, j, k])))
+    return y0
+'''
+
+
+def test_regression_a_taped_temporary_the_first_sweep_does_not_declare():
+    # From the gradient campaign: the sweep that records the old values of `t2` allocated the tape as
+    # `allocate(..., t2.dtype)` where no `t2 = allocate(...)` came before it (HybridNameError `t2`).
+    k = hyb.compile_source(TEMPORARY_TAPED_IN_A_SWEEP).k
+    g = k.grad()
+    assert "t2_tape = allocate((max(0, x0.shape[2]),), 'float64')" in g.source
+    for shape in [(1, 1, 1), (2, 3, 4)]:
+        x = np.random.default_rng(1).uniform(0.5, 1.5, shape)
+        np.testing.assert_array_equal(g(x, np.ones(shape)), np.zeros(shape))  # t2 holds zeros: no branch taken
