@@ -1,4 +1,4 @@
-"""Reverse-mode gradients (`Kernel.grad()`, issue 5), checked in float64 against central finite
+"""Reverse-mode gradients (`Kernel.grad()`), checked in float64 against central finite
 differences of ``sum(dout * forward(x))`` on random inputs (tests/autodiff/gradcases.py holds the kernels),
 PyTorch's conventions at kinks checked exactly, the API (names, None for integer inputs and scalar
 parameters, ``with_outputs=True``, ``inspect("grad")``, the `.hyb` text compiling by itself), and,
@@ -491,7 +491,7 @@ OPTIONAL = {
 
 @pytest.mark.parametrize("name", sorted(OPTIONAL))
 def test_other_constructs_get_a_correct_gradient_or_a_clear_refusal(name):
-    """Constructs outside issue 5's list: the gradient is right, or grad() refuses with a
+    """Constructs beyond the common ones: the gradient is right, or grad() refuses with a
     HybridUnsupportedError naming the construct (the refusals are listed in the test report)."""
     src, make, keyword = OPTIONAL[name]
     k = _kernel(src, re.findall(r"def (\w+)\(", src)[-1])

@@ -1,4 +1,4 @@
-"""Emulation parity (issue 3, item 9): compiled kernels == the reference interpreter.
+"""Emulation parity: compiled kernels == the reference interpreter.
 
 Hypothesis draws whole kernels from :mod:`kernelgen`:
 

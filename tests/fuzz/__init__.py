@@ -1,4 +1,4 @@
-"""Differential fuzzing of hyb (issue 11).
+"""Differential fuzzing of hyb.
 
 * :mod:`.programs` draws random *valid* kernels (tests/kernelgen.py, loop nests of depth 1-4) together
   with random kernel options (tile sizes, the original order, threads on or off, interchange, fusion;

@@ -1,4 +1,4 @@
-"""Differential fuzzing, the bounded CI campaign (issue 11, item 1 and 2), and the regressions it found.
+"""Differential fuzzing, the bounded CI campaign, and the regressions it found.
 
 The cases come from tests/fuzz (which drives tests/kernelgen.py): random valid kernels with loop nests of
 depth 1-4, affine and triangular bounds, in-bounds affine subscripts, guards, scalar temporaries,

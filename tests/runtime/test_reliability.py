@@ -1,4 +1,4 @@
-"""Reliability (issue 11, items 2-4): the front end on hostile text, memory safety of calls with wrong
+"""Reliability: the front end on hostile text, memory safety of calls with wrong
 arguments, concurrency, and a disk cache that cannot be corrupted.
 
 * Front end: edge-case texts (deep nesting, huge literals and shapes, odd characters) give a HybridError
