@@ -45,7 +45,8 @@ from ..dsl import types
 from ..errors import HybridInternalError
 from ..schedule import loops
 from .cuda_expr import CTYPES, CudaExpressions
-from .abi import CheckSite, buffer_order
+from .abi import buffer_order
+from .walker import LoopWalker
 
 BLOCK_1D = 256
 BLOCK_2D = (32, 8)
@@ -219,12 +220,14 @@ class _Writer:
         return f"_{base}{self.tmp}"
 
 
-class _Generator(CudaExpressions):
+class _Generator(LoopWalker, CudaExpressions):
+    """The CUDA back end's hooks on the shared walk (:class:`~hyb.codegen.walker.LoopWalker`): C
+    loops and ``if``s written as text, statements in blocks of their own, subscripts checked by
+    ``hyb_fail``; and the split of the nest into launches (:meth:`split`)."""
+
     def __init__(self, nest: loops.LoopNest, fastmath: bool = False):
-        self.nest = nest
-        self.k: tir.TypedKernel = nest.kernel
+        super().__init__(nest)
         self.fastmath = fastmath
-        self.checked = nest.runtime_checked
         self.params = [n for n in self.k.inputs if self.k.tensors[n].kind == "param"]
         self.buffers = [n for n in buffer_order(self.k) if n not in self.params]
         self.scalars = [t.name for t in self.k.tensors.values() if t.kind == "scalar"]
@@ -240,10 +243,8 @@ class _Generator(CudaExpressions):
                 n += 1
             used.add(name)
             self.names[t.name] = name
-        self.sites: list = []
         self.kernels: list = []  # source text of each __global__ function
         self.w = _Writer()
-        self.env: dict = {}  # typed-IR loop variable -> C name
         self.host_counters: list = []
 
     # ------------------------------------------------------------- plan
@@ -385,33 +386,28 @@ class _Generator(CudaExpressions):
         return Launch(name, list(counters), s, inner)
 
     # ------------------------------------------------------------- loop IR
-    def block(self, stmts):
-        for s in stmts:
-            if isinstance(s, loops.For):
-                v = f"l_{_ident(s.var)}"
-                self.w.open(f"for (long long {v} = {self.lexpr(s.init)}; {self.lexpr(s.cond)}; {v} += {s.step})")
-                self.block(s.body)
-                self.w.close()
-            elif isinstance(s, loops.If):
-                self.w.open(f"if ({self.lexpr(s.cond)})")
-                self.block(s.then)
-                if s.orelse:
-                    self.w.close("} else {")
-                    self.w.depth += 1
-                    self.block(s.orelse)
-                self.w.close()
-            elif isinstance(s, loops.StmtCall):
-                self.stmt_call(s)
-            else:
-                raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
+    def for_loop(self, s: loops.For):
+        v = f"l_{_ident(s.var)}"
+        self.w.open(f"for (long long {v} = {self.lexpr(s.init)}; {self.lexpr(s.cond)}; {v} += {s.step})")
+        self.block(s.body)
+        self.w.close()
 
-    def lexpr(self, e) -> str:
-        if isinstance(e, loops.LInt):
-            return f"{e.value}ll"
-        if isinstance(e, loops.LVar):
-            return f"l_{_ident(e.name)}"
-        a = [self.lexpr(x) for x in e.args]
-        op = e.op
+    def branch(self, cond: str, then, orelse=None):
+        self.w.open(f"if ({cond})")
+        then()
+        if orelse is not None:
+            self.w.close("} else {")
+            self.w.depth += 1
+            orelse()
+        self.w.close()
+
+    def loop_int(self, value: int) -> str:
+        return f"{value}ll"
+
+    def loop_var(self, name: str) -> str:
+        return f"l_{_ident(name)}"
+
+    def loop_op(self, op: str, a: list) -> str:
         infix = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "le": "<=", "lt": "<", "ge": ">=", "gt": ">",
                  "and": "&&", "or": "||", "pdiv_q": "/", "div": "/", "pdiv_r": "%", "zdiv_r": "%"}
         if op in infix:
@@ -430,8 +426,9 @@ class _Generator(CudaExpressions):
         raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ------------------------------------------------------------- statements
-    def stmt_call(self, call: loops.StmtCall):
-        st = self.nest.statements[call.stmt]
+    def bind_statement(self, st, call: loops.StmtCall, body):
+        """The statement in a C block of its own, its loop variables bound to constants (only the
+        ones it reads)."""
         w = self.w
         w.open("")
         saved = dict(self.env)
@@ -442,36 +439,12 @@ class _Generator(CudaExpressions):
             cname = w.fresh("v_" + _ident(v))
             w.line(f"const long long {cname} = {self.lexpr(a)};")
             self.env[v] = cname
-        self.guarded(st.guards, [st.stmt])
+        body()
         self.env = saved
         w.close()
 
-    def guarded(self, guards, stmts):
-        if not guards:
-            self.tir_block(stmts)
-            return
-        self.w.open(f"if ({self.expr(guards[0])})")
-        self.guarded(guards[1:], stmts)
-        self.w.close()
-
-    def tir_block(self, stmts):
-        for s in stmts:
-            if isinstance(s, tir.Store):
-                self.store(s)
-            elif isinstance(s, tir.If):
-                self.w.open(f"if ({self.expr(s.cond)})")
-                self.tir_block(s.body)
-                if s.orelse:
-                    self.w.close("} else {")
-                    self.w.depth += 1
-                    self.tir_block(s.orelse)
-                self.w.close()
-            else:
-                self.tir_loop(s)
-
-    def tir_loop(self, s: tir.Loop):
+    def tir_loop_emit(self, s: tir.Loop, start: str, stop: str, body):
         w = self.w
-        start, stop = self.index(s.start), self.index(s.stop)
         w.open("")
         hi = w.fresh("stop")
         w.line(f"const long long {hi} = {stop};")
@@ -479,46 +452,40 @@ class _Generator(CudaExpressions):
         saved = dict(self.env)
         w.open(f"for (long long {v} = {start}; {v} {'<' if s.step > 0 else '>'} {hi}; {v} += {s.step})")
         self.env[s.var] = v
-        self.tir_block(s.body)
+        body()
         self.env = saved
         w.close()
         w.close()
 
-    def store(self, s: tir.Store):
-        t = self.k.tensors[s.tensor]
-        value = self.expr(s.value)
-        if types.concrete(t.dtype) == "bool":
-            value = f"(unsigned char)({value} ? 1 : 0)"
-        self.w.line(f"{self.address(s.tensor, s.indices, s)} = {value};")
+    def memory_value(self, t: tir.Tensor, value: str) -> str:
+        return f"(unsigned char)({value} ? 1 : 0)" if self.is_bool(t) else value
 
-    def address(self, tensor: str, indices: list, node=None) -> str:
-        """An lvalue for the element (bounds-checked first where the access needs it)."""
-        t = self.k.tensors[tensor]
-        if t.kind in ("scalar", "param"):
-            return self.names[tensor]
-        site = 0
-        if node is not None and id(node) in self.checked:
-            self.sites.append(CheckSite(t.source_name, t.shape, node.span))
-            site = len(self.sites)
-        terms = []
-        stride = 1
-        axis = t.ndim
-        for dim, idx in reversed(list(zip(t.shape, indices))):
-            axis -= 1
-            v = self.index(idx)
-            if site:
-                name = self.w.fresh("ix")
-                self.w.line(f"const long long {name} = {v};")
-                self.w.line(f"if ((unsigned long long){name} >= {dim}ull) "
-                            f"{{ hyb_fail(hyb_err, {name}, {axis}, {site}); return; }}")
-                v = name
-            terms.append(v if stride == 1 else f"{v} * {stride}ll")
-            stride *= dim
-        flat = " + ".join(reversed(terms)) if terms else "0"
-        return f"{self.names[tensor]}[{flat}]"
+    def store_value(self, address: str, value: str):
+        self.w.line(f"{address} = {value};")
 
-    def index(self, e: tir.TExpr) -> str:
-        return f"((long long)({self.expr(e)}))"
+    # ------------------------------------------------------------- addresses (lvalues)
+    def scalar_ref(self, tensor: str) -> str:
+        return self.names[tensor]
+
+    def check_index(self, v: str, dim: int, axis: int, site: int) -> str:
+        name = self.w.fresh("ix")
+        self.w.line(f"const long long {name} = {v};")
+        self.w.line(f"if ((unsigned long long){name} >= {dim}ull) "
+                    f"{{ hyb_fail(hyb_err, {name}, {axis}, {site}); return; }}")
+        return name
+
+    def scale_index(self, v: str, stride: int) -> str:
+        return f"{v} * {stride}ll"
+
+    def add_index(self, flat: str, term: str) -> str:
+        return f"{term} + {flat}"
+
+    def element(self, tensor: str, flat) -> str:
+        return f"{self.names[tensor]}[{flat if flat is not None else '0'}]"
+
+    def to_index(self, v: str, dtype: str) -> str:
+        return f"((long long)({v}))"
+
 
 def generate(nest: loops.LoopNest, fastmath: bool = False) -> GeneratedCuda:
     """CUDA C source of the kernel and the launch plan the host runs."""

@@ -32,10 +32,11 @@ from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
-from .abi import CheckSite, buffer_order, function_name
+from .abi import buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_parallel import ParallelOutlining
+from .walker import LoopWalker
 from .llvm_types import I8, I32, I64, PTR, is_unsigned, memory_type
 
 
@@ -54,10 +55,13 @@ class Generated:
     sites: list  # CheckSite, numbered from 1
 
 
-class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
+class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
+    """The LLVM back end's hooks on the shared walk (:class:`~hyb.codegen.walker.LoopWalker`):
+    loops with phi counters, branches between basic blocks, ``gep`` addresses, and checks that
+    leave the function with the site's code."""
+
     def __init__(self, nest: loops.LoopNest, options: Options, module: ir.Module, fname: str):
-        self.nest = nest
-        self.k: tir.TypedKernel = nest.kernel
+        super().__init__(nest)
         self.opt = options
         self.module = module
         order = buffer_order(self.k)
@@ -74,8 +78,6 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         self.outlined = False  # building an outlined parallel loop body
         self.scalar_calls = False  # calls a math function that has no vector instruction
         self.n_parallel = 0
-        self.sites: list = []
-        self.checked = nest.runtime_checked
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
         # Stack slots live in the entry block, which only branches to `start`: an alloca made
@@ -102,17 +104,6 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         return self.fn
 
     # ---------------------------------------------------------- loop IR
-    def block(self, stmts):
-        for s in stmts:
-            if isinstance(s, loops.For):
-                self.for_loop(s)
-            elif isinstance(s, loops.If):
-                self.if_node(s)
-            elif isinstance(s, loops.StmtCall):
-                self.stmt_call(s)
-            else:
-                raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
-
     def for_loop(self, s: loops.For):
         if s.parallel and not self.outlined and openmp_available():
             return self.parallel_loop(s)
@@ -157,7 +148,6 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         loop_id.operands = (loop_id, *hints)
         return loop_id
 
-    # ---------------------------------------------------------- threads
     def counted_loop(self, s: loops.For, start, stop, stride):
         """``s`` from ``start`` by ``stride``, up to ``stop`` (or while its own condition holds if None)."""
         def cond(phi):
@@ -165,11 +155,7 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
 
         self.emit_loop(s.var, start, stride, cond, lambda: self.block(s.body), self.loopvars, ("nsw",))
 
-    def if_node(self, s: loops.If):
-        cond = self.lexpr(s.cond)
-        self._branch(cond, lambda: self.block(s.then), (lambda: self.block(s.orelse)) if s.orelse else None)
-
-    def _branch(self, cond, then_fn, else_fn=None):
+    def branch(self, cond, then_fn, else_fn=None):
         b = self.b
         then_bb = self.fn.append_basic_block("then")
         end_bb = self.fn.append_basic_block("endif")
@@ -184,14 +170,14 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
             b.branch(end_bb)
         b.position_at_end(end_bb)
 
-    def lexpr(self, e):
+    def loop_int(self, value: int):
+        return ir.Constant(I64, value)
+
+    def loop_var(self, name: str):
+        return self.loopvars[name]
+
+    def loop_op(self, op: str, args: list):
         b = self.b
-        if isinstance(e, loops.LInt):
-            return ir.Constant(I64, e.value)
-        if isinstance(e, loops.LVar):
-            return self.loopvars[e.name]
-        args = [self.lexpr(a) for a in e.args]
-        op = e.op
         if op == "add":
             return b.add(args[0], args[1], flags=("nsw",))
         if op == "sub":
@@ -227,43 +213,24 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         raise HybridInternalError(f"loop expression {op}", "codegen")
 
     # ---------------------------------------------------------- statements
-    def stmt_call(self, call: loops.StmtCall):
-        st = self.nest.statements[call.stmt]
-        env = {v: self.lexpr(a) for v, a in zip(st.iters, call.args)}
-        self.env = env
-        self.guarded(st.guards, [st.stmt])
+    def bind_statement(self, st, call: loops.StmtCall, body):
+        self.env = {v: self.lexpr(a) for v, a in zip(st.iters, call.args)}
+        body()
 
-    def guarded(self, guards: list, stmts: list):
-        """``stmts`` under conditions evaluated outermost first, each only where the previous held."""
-        if not guards:
-            self.tir_block(stmts)
-            return
-        self._branch(self.expr(guards[0]), lambda: self.guarded(guards[1:], stmts))
-
-    def tir_block(self, stmts: list):
-        """Typed-IR statements run as written (a store, or an opaque statement's loops)."""
-        for s in stmts:
-            if isinstance(s, tir.Store):
-                self.store(s)
-            elif isinstance(s, tir.If):
-                cond = self.expr(s.cond)
-                self._branch(cond, lambda: self.tir_block(s.body),
-                             (lambda: self.tir_block(s.orelse)) if s.orelse else None)
-            else:
-                self.tir_loop(s)
-
-    def tir_loop(self, s: tir.Loop):
-        start, stop = self.index(s.start), self.index(s.stop)
+    def tir_loop_emit(self, s: tir.Loop, start, stop, body):
         op = "<" if s.step > 0 else ">"
         self.emit_loop(s.var, start, ir.Constant(I64, s.step), lambda phi: self.b.icmp_signed(op, phi, stop),
-                       lambda: self.tir_block(s.body), self.env)
+                       body, self.env)
 
-    def store(self, s: tir.Store):
-        value = self.expr(s.value)
-        t = self.k.tensors[s.tensor]
-        if t.dtype == "bool":
-            value = self.b.zext(value, I8)
-        self.b.store(value, self.address(s.tensor, s.indices, s))
+    def memory_value(self, t: tir.Tensor, value):
+        return self.b.zext(value, I8) if self.is_bool(t) else value
+
+    def store_value(self, address, value):
+        self.b.store(value, address)
+
+    # ---------------------------------------------------------- addresses
+    def scalar_ref(self, tensor: str):
+        return self.slots[tensor]
 
     def check_index(self, v, dim: int, axis: int, site: int):
         """Leave the function with code ``site`` unless ``0 <= v < dim``."""
@@ -282,38 +249,27 @@ class _FunctionBuilder(ParallelOutlining, LlvmExpressions):
         else:
             b.ret(ir.Constant(I32, site))
         b.position_at_end(cont)
-
-    def address(self, tensor: str, indices: list, node=None):
-        if tensor in self.slots:
-            return self.slots[tensor]
-        t = self.k.tensors[tensor]
-        site = 0
-        if node is not None and id(node) in self.checked:
-            self.sites.append(CheckSite(t.source_name, t.shape, node.span))
-            site = len(self.sites)
-        flat = None
-        stride = 1
-        axis = t.ndim
-        for dim, idx in reversed(list(zip(t.shape, indices))):
-            axis -= 1
-            v = self.index(idx)
-            if site:
-                self.check_index(v, dim, axis, site)
-            term = v if stride == 1 else self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))
-            flat = term if flat is None else self.b.add(flat, term, flags=("nsw",))
-            stride *= dim
-        if flat is None:
-            flat = ir.Constant(I64, 0)
-        return self.b.gep(self.ptrs[tensor], [flat], inbounds=True, source_etype=memory_type(t.dtype))
-
-    def index(self, e: tir.TExpr):
-        v = self.expr(e)
-        w = v.type.width
-        if w < 64:
-            return self.b.zext(v, I64) if is_unsigned(e.dtype) else self.b.sext(v, I64)
         return v
 
-    # ---------------------------------------------------------- expressions
+    def scale_index(self, v, stride: int):
+        return self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))
+
+    def add_index(self, flat, term):
+        return self.b.add(flat, term, flags=("nsw",))
+
+    def element(self, tensor: str, flat):
+        if flat is None:
+            flat = ir.Constant(I64, 0)
+        t = self.k.tensors[tensor]
+        return self.b.gep(self.ptrs[tensor], [flat], inbounds=True, source_etype=memory_type(t.dtype))
+
+    def to_index(self, v, dtype: str):
+        w = v.type.width
+        if w < 64:
+            return self.b.zext(v, I64) if is_unsigned(dtype) else self.b.sext(v, I64)
+        return v
+
+
 def generate_ir(nest: loops.LoopNest, options: Options) -> Generated:
     """Unoptimised LLVM IR text of the kernel, with its run-time check sites."""
     k = nest.kernel

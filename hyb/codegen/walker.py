@@ -1,0 +1,142 @@
+"""The walk over a kernel's loop IR and its statements' typed IR, written once for every back end.
+
+A back end subclasses :class:`LoopWalker` and supplies the emitters, the hooks listed on the
+class: how to open a loop, branch on a condition, bind a statement's loop variables, store a
+value, check an index, and combine index terms into an element's address, plus the expression
+emitters (``expr``) of its expression module.  The walker decides everything the back ends
+share: the order in which loops, guards, statements and subscripts are visited, where a
+subscript is checked at run time (a :class:`~hyb.codegen.abi.CheckSite`, numbered from 1 in
+the order the walk meets them), and the row-major address of an element with the tensor's
+constant strides.
+
+The LLVM back end's hooks build instructions (:mod:`hyb.codegen.llvm`); the CUDA back end's
+write C text (:mod:`hyb.codegen.cuda`).
+"""
+from __future__ import annotations
+
+from ..dsl import tir
+from ..dsl import types
+from ..errors import HybridInternalError
+from ..schedule import loops
+from .abi import CheckSite
+
+# Tensors that live in a named slot (a scalar local, or a scalar parameter) rather than in a buffer.
+SLOT_KINDS = ("scalar", "param")
+
+
+class LoopWalker:
+    """Walks ``nest`` (loop IR, guards, typed-IR statements, addresses with their check sites).
+
+    Hooks a back end supplies:
+
+    * loop IR: ``for_loop(s)`` (the back end calls :meth:`block` on the body), ``loop_int(v)``,
+      ``loop_var(name)``, ``loop_op(op, args)`` for a :class:`~hyb.schedule.loops.LOp`;
+    * control: ``branch(cond, then, orelse)``, with ``then`` and ``orelse`` (or None) functions
+      emitting each side;
+    * statements: ``bind_statement(st, call, body)`` binds the statement's loop variables in
+      ``self.env`` while ``body()`` emits it; ``tir_loop_emit(s, start, stop, body)`` runs a
+      typed-IR loop from ``start`` while below ``stop`` (above, for a negative step) with its
+      variable bound in ``self.env``; ``memory_value(tensor, value)`` (a value as the tensor
+      holds it in memory: a bool as a byte), ``store_value(address, value)``;
+    * addresses: ``scalar_ref(tensor)`` for a scalar, ``to_index(value, dtype)`` (an index of the
+      address type), ``check_index(v, dim, axis, site)`` (leave with the site's code unless
+      ``0 <= v < dim``; returns the value to use), ``scale_index(v, stride)``,
+      ``add_index(flat, term)``, ``element(tensor, flat)`` (``flat`` None: the first element);
+    * expressions: ``expr(e)``.
+    """
+
+    def __init__(self, nest: loops.LoopNest):
+        self.nest = nest
+        self.k: tir.TypedKernel = nest.kernel
+        self.checked = nest.runtime_checked
+        self.sites: list = []  # CheckSite, numbered from 1
+        self.env: dict = {}  # typed-IR loop variable -> the back end's value for it
+
+    # ------------------------------------------------------------------ loop IR
+    def block(self, stmts):
+        for s in stmts:
+            if isinstance(s, loops.For):
+                self.for_loop(s)
+            elif isinstance(s, loops.If):
+                self.branch(self.lexpr(s.cond), lambda s=s: self.block(s.then),
+                            (lambda s=s: self.block(s.orelse)) if s.orelse else None)
+            elif isinstance(s, loops.StmtCall):
+                self.stmt_call(s)
+            else:
+                raise HybridInternalError(f"loop IR node {type(s).__name__}", "codegen")
+
+    def lexpr(self, e):
+        """A loop-IR expression (isl's AST: integers, counters, affine arithmetic, comparisons)."""
+        if isinstance(e, loops.LInt):
+            return self.loop_int(e.value)
+        if isinstance(e, loops.LVar):
+            return self.loop_var(e.name)
+        return self.loop_op(e.op, [self.lexpr(a) for a in e.args])
+
+    # ------------------------------------------------------------------ statements
+    def stmt_call(self, call: loops.StmtCall):
+        st = self.nest.statements[call.stmt]
+        self.bind_statement(st, call, lambda: self.guarded(st.guards, [st.stmt]))
+
+    def guarded(self, guards: list, stmts: list):
+        """``stmts`` under conditions evaluated outermost first, each only where the previous held."""
+        if not guards:
+            self.tir_block(stmts)
+            return
+        self.branch(self.expr(guards[0]), lambda: self.guarded(guards[1:], stmts), None)
+
+    def tir_block(self, stmts: list):
+        """Typed-IR statements run as written (a store, or an opaque statement's loops and branches)."""
+        for s in stmts:
+            if isinstance(s, tir.Store):
+                self.store(s)
+            elif isinstance(s, tir.If):
+                self.branch(self.expr(s.cond), lambda s=s: self.tir_block(s.body),
+                            (lambda s=s: self.tir_block(s.orelse)) if s.orelse else None)
+            elif isinstance(s, tir.Loop):
+                self.tir_loop(s)
+            else:
+                raise HybridInternalError(f"typed IR statement {type(s).__name__}", "codegen")
+
+    def tir_loop(self, s: tir.Loop):
+        start, stop = self.index(s.start), self.index(s.stop)
+        self.tir_loop_emit(s, start, stop, lambda: self.tir_block(s.body))
+
+    def store(self, s: tir.Store):
+        value = self.memory_value(self.k.tensors[s.tensor], self.expr(s.value))
+        self.store_value(self.address(s.tensor, s.indices, s), value)
+
+    # ------------------------------------------------------------------ addresses
+    def check_site(self, t: tir.Tensor, node) -> int:
+        """The number of a new check site for ``node``'s subscripts, or 0 where they need no check."""
+        if node is None or id(node) not in self.checked:
+            return 0
+        self.sites.append(CheckSite(t.source_name, t.shape, node.span))
+        return len(self.sites)
+
+    def address(self, tensor: str, indices: list, node=None):
+        """The element ``tensor[indices]`` (row-major, constant strides), each subscript checked
+        first where ``node`` (the load or store) is one the bounds proof left to run time."""
+        t = self.k.tensors[tensor]
+        if t.kind in SLOT_KINDS:
+            return self.scalar_ref(tensor)
+        site = self.check_site(t, node)
+        flat = None
+        stride = 1
+        axis = t.ndim
+        for dim, idx in reversed(list(zip(t.shape, indices))):
+            axis -= 1
+            v = self.index(idx)
+            if site:
+                v = self.check_index(v, dim, axis, site)
+            term = v if stride == 1 else self.scale_index(v, stride)
+            flat = term if flat is None else self.add_index(flat, term)
+            stride *= dim
+        return self.element(tensor, flat)
+
+    def index(self, e: tir.TExpr):
+        return self.to_index(self.expr(e), e.dtype)
+
+    @staticmethod
+    def is_bool(t: tir.Tensor) -> bool:
+        return types.concrete(t.dtype) == "bool"
