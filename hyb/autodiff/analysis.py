@@ -27,7 +27,7 @@ from ..dsl import ast as syntax
 from ..dsl.unparse import expr as unparse_expr
 from . import rules
 from .rules import name
-from .tree import _accumulation, _replace_expr, _replace_reads, _subst_expr, _target_name, unsupported, value_walk, walk
+from .tree import accumulation, replace_expr, replace_reads, subst_expr, target_name, unsupported, value_walk, walk
 
 
 class Analysis:
@@ -45,7 +45,7 @@ class Analysis:
             for s in self.assigns:
                 if not self.is_active(s.value):
                     continue
-                n = _target_name(s.target)
+                n = target_name(s.target)
                 if isinstance(s.target, syntax.Subscript):
                     t = self.tensors.get(n)
                     if t is None:
@@ -65,7 +65,7 @@ class Analysis:
         while changed:
             changed = False
             for s in self.assigns:
-                if _target_name(s.target) in useful:
+                if target_name(s.target) in useful:
                     for n in self.reads(s.value):
                         if n not in useful:
                             useful.add(n)
@@ -80,7 +80,7 @@ class Analysis:
     # ------------------------------------------------------------ pass 3: what the reverse part reads
     def chain(self, s: syntax.Assign, g):
         """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``."""
-        acc = _accumulation(s)
+        acc = accumulation(s)
         c = rules.Chain(self.is_active)
         if acc is not None:
             sign, f = acc
@@ -90,11 +90,11 @@ class Analysis:
         out = c.out
         subs = self.recompute.get(id(s))
         if subs:
-            out = [(r, _replace_reads(coef, subs)) for r, coef in out]
+            out = [(r, replace_reads(coef, subs)) for r, coef in out]
         if isinstance(s.target, syntax.Name) and acc is None and isinstance(s.value, syntax.Call) \
                 and s is self.scalars[s.target.id].decl:
             # exp(u), sigmoid(u), ... reappear in their own derivative: use the value computed.
-            out = [(r, _replace_expr(coef, unparse_expr(s.value), s.target)) for r, coef in out]
+            out = [(r, replace_expr(coef, unparse_expr(s.value), s.target)) for r, coef in out]
         return acc is not None, out
 
     # ------------------------------------------------------------ recomputation instead of tapes
@@ -164,7 +164,7 @@ class Analysis:
         value = self.inline_locals(w0.value, w0, set(own))
         if value is None:
             return None
-        return _subst_expr(value, mapping)
+        return subst_expr(value, mapping)
 
     def inline_locals(self, e, w0, own_vars, depth=0):
         """``e`` (read at ``w0``) with scalars local to ``w0``'s own loops replaced by their single
@@ -193,7 +193,7 @@ class Analysis:
                                   if lp in self.info[id(w0)].block.loops]
                         if self.info[id(a)].first > self.info[id(w0)].first or shared:
                             return None
-        return _subst_expr(e, subs) if subs else e
+        return subst_expr(e, subs) if subs else e
 
     # ------------------------------------------------------------ needed values
     def analyse(self):
@@ -203,7 +203,7 @@ class Analysis:
         g = name("__g")
         self.chains = {}
         for s in self.assigns:
-            n = _target_name(s.target)
+            n = target_name(s.target)
             active = (n in self.active_t) if isinstance(s.target, syntax.Subscript) else (n in self.active_s)
             if not active:
                 continue
@@ -230,7 +230,7 @@ class Analysis:
         while work:
             n = work.pop()
             for s in self.assigns:
-                if _target_name(s.target) != n:
+                if target_name(s.target) != n:
                     continue
                 more = self.reads(s.value) | (self.index_reads(s.target) if isinstance(s.target, syntax.Subscript) else set())
                 for c in self.enclosing(s):
@@ -268,7 +268,7 @@ class Analysis:
                 if isinstance(s.target, syntax.Subscript):
                     for i in s.target.indices:
                         add_reads(s, i)
-            n = _target_name(s.target)
+            n = target_name(s.target)
             if n in self.needed and self.decl_block(n).parent is not None:
                 # Replayed at the start of reversed iterations: what it reads from outside must be
                 # as it was at the start of the iteration.
@@ -295,7 +295,7 @@ class Analysis:
                 add_reads(c, c.cond)
         writers = {}
         for s in self.assigns:
-            writers.setdefault(_target_name(s.target), []).append(s)
+            writers.setdefault(target_name(s.target), []).append(s)
         # Stores whose old value a later-reversed read needs: saved on a tape, restored.
         self.store_tape = {}
         self.snap = {}  # id(assign) -> snapshot scalar name
@@ -315,7 +315,7 @@ class Analysis:
             if isinstance(c, syntax.For) and id(c) in self.need_at:
                 lp = self.loops[c.target.id]
                 for n in self.reads(lp.lo) | self.reads(lp.hi):
-                    if n in self.tensors or any(_target_name(a.target) == n and a is not self.scalars[n].decl
+                    if n in self.tensors or any(target_name(a.target) == n and a is not self.scalars[n].decl
                                                 for a in self.assigns):
                         raise unsupported("a loop bound that the kernel changes while it runs", c)
         # Scalars: saved before an assignment whose old value is read later in reverse, and on entry
@@ -339,7 +339,7 @@ class Analysis:
                 for c in self.enclosing(a):
                     assigned_in.setdefault(id(c), set()).add(a.target.id)
         for s, names in self.replay_scalar_reads:
-            b = self.decl_block(_target_name(s.target))
+            b = self.decl_block(target_name(s.target))
             for u in names:
                 if u not in self.scalars:
                     continue
@@ -358,7 +358,7 @@ class Analysis:
                 changed = set()
                 for s in self.walk_stmts(c.body + c.orelse):
                     if isinstance(s, syntax.Assign):
-                        changed.add(_target_name(s.target))
+                        changed.add(target_name(s.target))
                 if self.reads(c.cond) & changed:
                     self.cond_snap[id(c)] = self.fresh("cond")
         # A condition saved inside a loop or branch goes to a tape at the top, filled by the forward part.
@@ -371,7 +371,7 @@ class Analysis:
         t = sub.value.id
         if t not in self.tensors:
             return False
-        b = self.decl_block(_target_name(s.target))
+        b = self.decl_block(target_name(s.target))
         while b is not None and b.parent is not None:
             if not self.tensors[t].block.inside(b):
                 for w in self.assigns:
@@ -391,7 +391,7 @@ class Analysis:
         sc = self.scalars.get(n)
         if sc is None or n in self.active_s or depth > 20:
             return False
-        if sum(1 for a in self.assigns if _target_name(a.target) == n) != 1:
+        if sum(1 for a in self.assigns if target_name(a.target) == n) != 1:
             return False
         for x in value_walk(sc.decl.value):
             if isinstance(x, syntax.Subscript):

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from ..dsl import ast as syntax
-from ..dsl.unparse import expr as unparse_expr
-from . import rules
-from .tree import _aff_add, _aff_scale, value_walk, walk
+from .affine import affine_form
 
 
 class Dependence:
@@ -138,37 +135,10 @@ class Dependence:
         return pairs, rs, rw
 
     def affine(self, e):
-        """``e`` as {loop var: coef, (symbol text, ast): coef, None: const}, or None."""
-        if rules.is_num(e) and isinstance(e.value, int):
-            return {None: e.value}
-        if isinstance(e, syntax.Name) and e.id in self.loops:
-            return {e.id: 1}
-        if not any(isinstance(x, syntax.Name) and x.id in self.loops for x in walk(e)):
-            if any(isinstance(x, syntax.Subscript) and not isinstance(x.value, syntax.Attribute) for x in walk(e)):
-                return None
-            if any(isinstance(x, syntax.Name) and (x.id in self.scalar_params or
-                                              (x.id in self.scalars and not self.constant_like(x.id)))
-                   for x in value_walk(e)):
-                return None  # known only when the kernel runs
-            return {("sym", unparse_expr(e)): 1, ("ast", unparse_expr(e)): e}
-        if isinstance(e, syntax.BinOp) and e.op in ("+", "-"):
-            a, b = self.affine(e.left), self.affine(e.right)
-            if a is None or b is None:
-                return None
-            return _aff_add(a, b, 1 if e.op == "+" else -1)
-        if isinstance(e, syntax.BinOp) and e.op == "*":
-            a, b = self.affine(e.left), self.affine(e.right)
-            if a is None or b is None:
-                return None
-            if set(a) <= {None}:
-                return _aff_scale(b, a.get(None, 0))
-            if set(b) <= {None}:
-                return _aff_scale(a, b.get(None, 0))
-            return None
-        if isinstance(e, syntax.UnaryOp) and e.op == "-":
-            a = self.affine(e.operand)
-            return None if a is None else _aff_scale(a, -1)
-        return None
+        """``e`` as an affine form of the loop variables (``affine.affine_form``), or None.  Scalar
+        parameters and scalars that are not constant-like are known only when the kernel runs."""
+        return affine_form(e, self.loops, lambda n: n in self.scalar_params
+                           or (n in self.scalars and not self.constant_like(n)))
 
 
 class _IslSet:

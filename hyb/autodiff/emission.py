@@ -23,8 +23,9 @@ from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
 from . import rules
 from .rules import add, call, name, num
-from .tree import (Block, Gradient, Loop, _accumulation, _aff_add, _aff_expr, _aff_scale, _attr, _copy_loop, _increment,
-                   _sub, _target_name, subst, unsupported, value_walk)
+from .affine import aff_add, aff_expr, aff_scale
+from .tree import (Block, Gradient, Loop, accumulation, attr, copy_loop, increment, subscript, subst, target_name,
+                   unsupported, value_walk)
 
 
 class Emission:
@@ -52,8 +53,8 @@ class Emission:
             if o in self.tensor_params and o in self.needed:
                 copy = self.fresh(f"{o}_fwd")
                 self.fwd_names[o] = copy
-                body.append(syntax.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
-                body.extend(_copy_loop(copy, o, self.fresh("idx")))
+                body.append(syntax.Assign(None, name(copy), call("allocate", attr(o, "shape"), attr(o, "dtype"))))
+                body.extend(copy_loop(copy, o, self.fresh("idx")))
         self.passed = set()
         for o in self.outputs:
             if self.with_outputs and o not in self.restore and o not in self.tensor_params \
@@ -67,9 +68,9 @@ class Emission:
         for p in self.tensor_params:
             if p in self.active_t:
                 a = self.adj[p] = self.fresh(f"d_{p}")
-                body.append(syntax.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
+                body.append(syntax.Assign(None, name(a), call("output_tensor", attr(p, "shape"), attr(p, "dtype"))))
                 if p in self.outputs:
-                    body.extend(_copy_loop(a, douts[p], self.fresh("idx")))
+                    body.extend(copy_loop(a, douts[p], self.fresh("idx")))
         for o in self.outputs:
             if o in self.tensor_params or o not in self.active_t:
                 continue
@@ -78,7 +79,7 @@ class Emission:
                 t = self.tensors[o]
                 body.append(syntax.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
                                                          subst(t.dtype, self.fwd_names))))
-                body.extend(_copy_loop(a, douts[o], self.fresh("idx")))
+                body.extend(copy_loop(a, douts[o], self.fresh("idx")))
             else:
                 self.adj[o] = douts[o]
         body.extend(self.adjoint_decls(self.top, skip=set(self.outputs)))
@@ -120,7 +121,7 @@ class Emission:
 
     def read_anywhere(self, t) -> bool:
         for s in self.assigns:
-            acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
+            acc = accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
             for x in value_walk(s.value if acc is None else acc[1]):
                 if isinstance(x, syntax.Subscript) and x.value.id == t:
                     return True
@@ -167,7 +168,7 @@ class Emission:
             index = [self.iteration(lp) for lp in loops]
             # A temporary's tape takes its declared dtype when that is a literal: a sweep that replays
             # the stores to tape need not declare the temporary itself.
-            dtype = t.dtype if t.kind == "temp" and isinstance(t.dtype, syntax.Str) else _attr(self.fwd(t.name), "dtype")
+            dtype = t.dtype if t.kind == "temp" and isinstance(t.dtype, syntax.Str) else attr(self.fwd(t.name), "dtype")
             decl = syntax.Assign(None, name(tape), call("allocate", shape, dtype))
             self.tapes.append((tape, shape, dtype, f"old values of `{t.name}`"))
             self.store_tape[id(s)] = (tape, index)
@@ -183,7 +184,7 @@ class Emission:
                 loops = self.info[id(st)].block.loops
                 shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
                 tape = self.value_tape[id(st)]
-                n = _target_name(st.target)
+                n = target_name(st.target)
                 if n in self.tensors:
                     dtype = self.F(self.tensors[n].dtype)
                 else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
@@ -199,8 +200,8 @@ class Emission:
             lp = self.loops[c.target.id]
             for n, tape in names.items():
                 shape = syntax.Tuple(None, [self.trip_bound(lp)])
-                decl = syntax.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
-                self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
+                decl = syntax.Assign(None, name(tape), call("allocate", shape, attr(n, "dtype")))
+                self.tapes.append((tape, shape, attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
                 self.add_pending(self.info[cid].block, c, decl, needs=n)
 
     def max_over_loops(self, aff, loops):
@@ -213,14 +214,14 @@ class Emission:
                 bound = self.affine(lp.hi)
                 if bound is None:
                     raise unsupported("a loop with bounds that are not affine", lp.node)
-                bound = _aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
+                bound = aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
             else:
                 bound = self.affine(lp.lo)
                 if bound is None:
                     raise unsupported("a loop with bounds that are not affine", lp.node)
             rest = dict(aff)
             del rest[lp.var]
-            aff = _aff_add(rest, _aff_scale(bound, c), 1)
+            aff = aff_add(rest, aff_scale(bound, c), 1)
         if any(isinstance(k, str) for k in aff):
             raise unsupported("loop bounds the tape size cannot be bounded for")
         return aff
@@ -230,9 +231,9 @@ class Emission:
         lo, hi = self.affine(lp.lo), self.affine(lp.hi)
         if lo is None or hi is None:
             raise unsupported("a loop with bounds that are not affine", lp.node)
-        span = _aff_add(hi, lo, -1) if lp.step > 0 else _aff_add(lo, hi, -1)
+        span = aff_add(hi, lo, -1) if lp.step > 0 else aff_add(lo, hi, -1)
         outer = self.loops_around(lp)
-        m = _aff_expr(self.max_over_loops(span, outer))
+        m = aff_expr(self.max_over_loops(span, outer))
         k = abs(lp.step)
         if k != 1:
             m = syntax.BinOp(None, "//", add(m, num(k - 1)), num(k))
@@ -250,7 +251,7 @@ class Emission:
         return d if lp.step == -1 else syntax.BinOp(None, "//", d, num(-lp.step))
 
     def cond_ref(self, s):
-        return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
+        return subscript(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
 
     def find(self, cid):
         for c in self.walk_stmts(self.top.body):
@@ -281,7 +282,7 @@ class Emission:
                 if id(c) in self.cond_tape:
                     keep |= {m for m in self.reads(c.cond)}
                 if id(c) in self.value_tape:
-                    keep.add(_target_name(c.target))
+                    keep.add(target_name(c.target))
         typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
         for n, sc in self.scalars.items():
             # Constants such as `m = a.shape[1]`: shapes, bounds and tapes may use them.
@@ -292,7 +293,7 @@ class Emission:
         while work:
             n = work.pop()
             for a in self.assigns:
-                if _target_name(a.target) != n or not self.info[id(a)].block.inside(block):
+                if target_name(a.target) != n or not self.info[id(a)].block.inside(block):
                     continue
                 if n not in keep and a is not self.scalars[n].decl:
                     continue  # kept for its dtype only
@@ -345,8 +346,8 @@ class Emission:
         return out
 
     def forward_assign(self, s: syntax.Assign, keep, typed_only, replay=False) -> list:
-        if id(s) in self.value_tape and _target_name(s.target) in keep:
-            saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
+        if id(s) in self.value_tape and target_name(s.target) in keep:
+            saved = subscript(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
             if isinstance(s.target, syntax.Name):
                 # The assignment runs as written (it fixes the scalar's dtype), then takes the saved value.
                 plain = self.forward_assign_plain(s, keep, typed_only)
@@ -359,7 +360,7 @@ class Emission:
         return self.forward_assign_plain(s, keep, typed_only)
 
     def forward_assign_plain(self, s: syntax.Assign, keep, typed_only) -> list:
-        n = _target_name(s.target)
+        n = target_name(s.target)
         if n in typed_only and s is self.scalars[n].decl:
             return [syntax.Assign(s.span, name(n), self.F(s.value))]
         if n not in keep or n in self.passed:
@@ -370,7 +371,7 @@ class Emission:
         tgt = self.F(s.target)
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(syntax.Assign(None, _sub(tape, index), tgt))
+            out.append(syntax.Assign(None, subscript(tape, index), tgt))
         out.append(syntax.Assign(s.span, tgt, self.F(s.value)))
         return out
 
@@ -380,7 +381,7 @@ class Emission:
         rest = self.forward_block(inner, keep, typed_only, replay)
         if not any(not isinstance(x, Comment) for x in rest):
             return []
-        body = [syntax.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
+        body = [syntax.Assign(None, subscript(tape, [self.iteration(lp)]), name(n))
                 for n, tape in self.entry.get(id(s), {}).items() if n in keep]
         return [syntax.For(s.span, s.target, self.F(s.iter), body + rest)]
 
@@ -417,7 +418,7 @@ class Emission:
         for sc in self.scalars.values():
             if sc.block is block and sc.name in self.active_s:
                 a = self.adj[sc.name] = self.fresh(f"d_{sc.name}")
-                out.append(syntax.Assign(None, name(a), syntax.Call(None, _attr(sc.name, "dtype"), [num(0)])))
+                out.append(syntax.Assign(None, name(a), syntax.Call(None, attr(sc.name, "dtype"), [num(0)])))
         return out
 
     # ------------------------------------------------------------ reverse part
@@ -458,7 +459,7 @@ class Emission:
         out = []
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(syntax.Assign(None, self.F(s.target), _sub(tape, index)))
+            out.append(syntax.Assign(None, self.F(s.target), subscript(tape, index)))
         if id(s) in self.snap:
             out.append(syntax.Assign(None, name(s.target.id), name(self.snap[id(s)])))
         if id(s) not in self.chains:
@@ -489,11 +490,11 @@ class Emission:
         for read, coef in pairs:
             if isinstance(read, syntax.Subscript) and read.value.id not in self.active_t:
                 continue
-            out.append(_increment(self.adjoint_of(read), self.F(coef)))
+            out.append(increment(self.adjoint_of(read), self.F(coef)))
         return out
 
     def target_active(self, s) -> bool:
-        n = _target_name(s.target)
+        n = target_name(s.target)
         return n in self.active_t if isinstance(s.target, syntax.Subscript) else n in self.active_s
 
     def adjoint_of(self, ref):
@@ -509,7 +510,7 @@ class Emission:
         inner = self.blocks[id(s)]
         body = []
         for n, tape in self.entry.get(id(s), {}).items():
-            body.append(syntax.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
+            body.append(syntax.Assign(None, name(n), subscript(tape, [self.iteration(lp)])))
         body.extend(self.forward(inner, True, self.entry.get(id(s), {})))
         body.extend(self.adjoint_decls(inner))
         body.extend(self.reverse(inner))

@@ -22,7 +22,8 @@ from ..dsl.unparse import Comment
 from ..dsl.unparse import expr as unparse_expr
 from . import rules
 from .rules import add, call, name, num
-from .tree import _aff_add, _aff_expr, _aff_scale, _attr, _factors, _increment, _is_read_of, _subst_expr, rewrite, walk
+from .affine import aff_add, aff_expr, aff_scale, factors
+from .tree import attr, increment, is_read_of, rewrite, subst_expr, walk
 
 
 class Gathers:
@@ -76,7 +77,7 @@ class Gathers:
                 continue
             inc = syntax.AugAssign(None, self.adjoint_of(read), "+", self.F(coef))
             if not isinstance(read, syntax.Subscript):
-                plain.append(_increment(inc.target, inc.value))  # a scalar's adjoint: stays in the nest
+                plain.append(increment(inc.target, inc.value))  # a scalar's adjoint: stays in the nest
                 continue
             shift = self.shift_of(read, nest_vars)
             if shift is not None:
@@ -84,12 +85,12 @@ class Gathers:
                 continue
             nest = self.gathered(loops, read, inc, st.target)
             if nest is None:
-                plain.append(_increment(inc.target, inc.value))
+                plain.append(increment(inc.target, inc.value))
             else:
                 out.extend(nest)
         for (t, order), group in shifts.items():
             if all(not any(off) for off, _ in group):
-                plain.extend(_increment(inc.target, inc.value) for _, inc in group)  # no scatter
+                plain.extend(increment(inc.target, inc.value) for _, inc in group)  # no scatter
             else:
                 out.extend(self.merged_shifts(loops, order, group))
         if not out:
@@ -143,8 +144,8 @@ class Gathers:
             values = {v: rules.sub(name(h), num(o)) for v, h, o in zip(order, cells, offs)}
             conds = [syntax.Compare(None, ["<=", "<"], [self.F(by_var[v].lo), values[v], self.F(by_var[v].hi)])
                      for v in order]
-            stmt = _increment(syntax.Subscript(None, inc.target.value, [name(h) for h in cells]),
-                              _subst_expr(inc.value, values))
+            stmt = increment(syntax.Subscript(None, inc.target.value, [name(h) for h in cells]),
+                              subst_expr(inc.value, values))
             stmts.append((conds, stmt))
 
         def bound(k, side):
@@ -212,8 +213,8 @@ class Gathers:
                 lo_k, hi_k = self.affine(by_var[k].lo), self.affine(by_var[k].hi)
                 if lo_k is None or hi_k is None:
                     return None
-                lo, hi = _aff_add(lo, lo_k, 1), _aff_add(hi, hi_k, 1)
-            cells.append((h, self.F(_aff_expr(lo)), self.F(_aff_expr(hi))))
+                lo, hi = aff_add(lo, lo_k, 1), aff_add(hi, hi_k, 1)
+            cells.append((h, self.F(aff_expr(lo)), self.F(aff_expr(hi))))
             rest = [k for k in vs if k != v]
             value = rules.sub(name(h), num(c))
             for k in rest:
@@ -227,7 +228,7 @@ class Gathers:
             padded = self.padded_gather(inc, target, guards, cells, subst_map, new_index, inner)
             if padded is not None:
                 return padded
-        body_inc = _increment(syntax.Subscript(None, inc.target.value, new_index), _subst_expr(inc.value, subst_map))
+        body_inc = increment(syntax.Subscript(None, inc.target.value, new_index), subst_expr(inc.value, subst_map))
         if not guards and inner:
             split = self.window_partials(inc, body_inc, cells, new_index, inner, target_vars)
             if split is not None:
@@ -254,9 +255,9 @@ class Gathers:
         ``h - r``, and the gather reads it unguarded.  None where that does not hold."""
         g = self.adj[target.value.id]
         value = inc.value
-        if isinstance(value, rules.Guard) or not any(_is_read_of(f, g) for f in _factors(value)):
+        if isinstance(value, rules.Guard) or not any(is_read_of(f, g) for f in factors(value)):
             return None
-        reads = [x for x in walk(value) if _is_read_of(x, g)]
+        reads = [x for x in walk(value) if is_read_of(x, g)]
         if len({unparse_expr(x) for x in reads}) != 1:
             return None
         read = reads[0]
@@ -264,7 +265,7 @@ class Gathers:
         dims = {i.id: d for d, i in enumerate(read.indices) if isinstance(i, syntax.Name) and i.id in solved}
         if set(dims) != set(solved) or len(set(dims.values())) != len(dims):
             return None
-        elsewhere = rewrite(value, lambda x: num(0) if _is_read_of(x, g) else None)
+        elsewhere = rewrite(value, lambda x: num(0) if is_read_of(x, g) else None)
         if any(isinstance(x, syntax.Name) and x.id in solved for x in walk(elsewhere)):
             return None
         pad = self.fresh(f"{g}_pad")
@@ -275,7 +276,7 @@ class Gathers:
             i = self.fresh("i")
             src.append(name(i))
             if var is None:
-                shape.append(syntax.Subscript(None, _attr(g, "shape"), [num(d)]))
+                shape.append(syntax.Subscript(None, attr(g, "shape"), [num(d)]))
                 copy_loops.append((i, num(0), shape[-1]))
                 dst.append(name(i))
                 continue
@@ -288,9 +289,9 @@ class Gathers:
                 lo_k, hi_k = self.affine(k.lo), self.affine(k.hi)
                 if lo_k is None or hi_k is None:
                     return None
-                reach = _aff_add(reach, _aff_add(_aff_add(hi_k, lo_k, -1), {None: 1}, -1), 1)
-            shift[var] = self.F(_aff_expr(_aff_add(reach, lo, -1)))  # cell v sits at v + shift
-            shape.append(_count(self.F(_aff_expr(_aff_add(_aff_add(hi, lo, -1), _aff_scale(reach, 2), 1)))))
+                reach = aff_add(reach, aff_add(aff_add(hi_k, lo_k, -1), {None: 1}, -1), 1)
+            shift[var] = self.F(aff_expr(aff_add(reach, lo, -1)))  # cell v sits at v + shift
+            shape.append(_count(self.F(aff_expr(aff_add(aff_add(hi, lo, -1), aff_scale(reach, 2), 1)))))
             copy_loops.append((i, self.F(lp.lo), self.F(lp.hi)))
             dst.append(add(name(i), shift[var]))
         copy = [syntax.Assign(None, syntax.Subscript(None, name(pad), dst), syntax.Subscript(None, name(g), src))]
@@ -299,10 +300,10 @@ class Gathers:
         zero = _nest([(i, num(0), extent) for (i, _, _), extent in zip(copy_loops, shape)], zero)
         padded_read = syntax.Subscript(None, name(pad), [add(i, shift[i.id]) if isinstance(i, syntax.Name) and i.id in shift
                                                      else i for i in read.indices])
-        value = rewrite(value, lambda x: padded_read if _is_read_of(x, g) else None)
+        value = rewrite(value, lambda x: padded_read if is_read_of(x, g) else None)
         body = _nest(cells + self.spans(inner),
-                     [_increment(syntax.Subscript(None, inc.target.value, new_index), _subst_expr(value, subst_map))])
-        decl = syntax.Assign(None, name(pad), call("allocate", syntax.Tuple(None, shape), _attr(g, "dtype")))
+                     [increment(syntax.Subscript(None, inc.target.value, new_index), subst_expr(value, subst_map))])
+        decl = syntax.Assign(None, name(pad), call("allocate", syntax.Tuple(None, shape), attr(g, "dtype")))
         return [Comment(None, f"{g} with zeros around it: the gather below reads it without bounds conditions"),
                 decl, zero[0], copy[0], body[0]]
 
@@ -329,9 +330,9 @@ class Gathers:
         shape = [_count(rules.sub(hi, lo)) for _, lo, hi in cells] + [_count(rules.sub(self.F(u.hi), self.F(u.lo)))]
         body = _nest(cells + self.spans(inner),
                      [syntax.AugAssign(None, syntax.Subscript(None, name(part), index), "+", body_inc.value)])
-        total = _nest(cells + self.spans([u]), [_increment(syntax.Subscript(None, inc.target.value, new_index),
+        total = _nest(cells + self.spans([u]), [increment(syntax.Subscript(None, inc.target.value, new_index),
                                                            syntax.Subscript(None, name(part), list(index)))])
-        decl = syntax.Assign(None, name(part), call("allocate", syntax.Tuple(None, shape), _attr(d, "dtype")))
+        decl = syntax.Assign(None, name(part), call("allocate", syntax.Tuple(None, shape), attr(d, "dtype")))
         return [Comment(None, f"partial sums of {d}, one per `{u.var}`: the `{u.var}` loop vectorises"),
                 decl, body[0], total[0]]
 

@@ -17,7 +17,7 @@ from ..dsl import ast as syntax
 from ..dsl import types
 from . import rules
 from .rules import num
-from .tree import (TENSOR_MAKERS, Block, Info, Loop, ScalarDecl, TensorDecl, _int_typed, param_kinds, subst,
+from .tree import (TENSOR_MAKERS, Block, Info, Loop, ScalarDecl, TensorDecl, int_typed, param_kinds, subst,
                    unsupported, value_walk, walk)
 
 
@@ -198,7 +198,7 @@ class Normalise:
                 raise unsupported(f"an assignment to `{tgt.id}`", s)
             node = syntax.Assign(s.span, syntax.Name(tgt.span, u), value)
             if u not in self.scalars:
-                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value) or self.int_expr(value))
+                self.scalars[u] = ScalarDecl(u, block, node, int_typed(value) or self.int_expr(value))
         elif isinstance(tgt, syntax.Subscript):
             node = syntax.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
         else:
