@@ -33,50 +33,6 @@ from .tree import accumulation, replace_expr, replace_reads, subst_expr, target_
 class Analysis:
     """Passes 2 to 4 (a mixin of ``Reverser``): activity, needed values, recomputation and saves."""
 
-    # ------------------------------------------------------------ pass 2: activity
-    def activity(self):
-        """The active tensors (``active_t``) and scalars (``active_s``): those whose value depends
-        on a differentiable input, found by iterating over the assignments to a fixed point."""
-        self.active_t = {p for p in self.tensor_params if p not in self.inactive}
-        self.active_s = set()
-        changed = True
-        while changed:
-            changed = False
-            for s in self.assigns:
-                if not self.is_active(s.value):
-                    continue
-                n = target_name(s.target)
-                if isinstance(s.target, syntax.Subscript):
-                    t = self.tensors.get(n)
-                    if t is None:
-                        raise unsupported(f"a store to `{n}`, which is not a tensor", s)
-                    if not t.int_dtype and n not in self.active_t:
-                        self.active_t.add(n)
-                        changed = True
-                elif not self.scalars[n].int_typed and n not in self.active_s:
-                    self.active_s.add(n)
-                    changed = True
-
-    def usefulness(self):
-        """Drop from the active names those whose value reaches no output: their adjoint is zero
-        (and a derivative such as sqrt'(0) = inf must not turn it into nan)."""
-        useful = set(self.outputs)
-        changed = True
-        while changed:
-            changed = False
-            for s in self.assigns:
-                if target_name(s.target) in useful:
-                    for n in self.reads(s.value):
-                        if n not in useful:
-                            useful.add(n)
-                            changed = True
-        params = set(self.tensor_params)
-        self.active_t = {n for n in self.active_t if n in useful or n in params}
-        self.active_s = {n for n in self.active_s if n in useful}
-
-    def is_active(self, e) -> bool:
-        return rules.active(e, lambda n: n in self.active_s, lambda n: n in self.active_t)
-
     # ------------------------------------------------------------ pass 3: what the reverse part reads
     def chain(self, s: syntax.Assign, g):
         """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``."""

@@ -22,55 +22,48 @@ from __future__ import annotations
 
 from ..dsl import ast as syntax
 from ..errors import HybridUnsupportedError
+from .activity import activity
 from .analysis import Analysis
 from .dependence import Dependence
 from .emission import Emission
 from .gathers import Gathers
-from .normalise import Normalise
-from .tree import (TENSOR_MAKERS, Block, Gradient, Info, Loop, ScalarDecl, TensorDecl, param_kinds, rewrite, subst,
-                   unsupported, value_walk, walk)
+from .normalise import normalise, stmt_exprs, walk_stmts
+from .tree import (TENSOR_MAKERS, Block, Gradient, Info, Loop, Names, ScalarDecl, TensorDecl, param_kinds, rewrite,
+                   subst, unsupported, value_walk, walk)
 
 __all__ = ["Reverser", "Gradient", "param_kinds", "TENSOR_MAKERS", "TensorDecl", "ScalarDecl", "Loop", "Block",
            "Info", "walk", "value_walk", "rewrite", "subst", "unsupported"]
 
 
-class Reverser(Normalise, Analysis, Dependence, Emission, Gathers):
+class Reverser(Analysis, Dependence, Emission, Gathers):
     """The gradient of one kernel: ``Reverser(kdef, module, inactive, with_outputs).run()``."""
+
+    walk_stmts = staticmethod(walk_stmts)
+    stmt_exprs = staticmethod(stmt_exprs)
 
     def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs=False):
         self.kdef = kdef
         self.module = module
-        self.inactive = set(inactive)
+        self.inactive = frozenset(inactive)
         self.with_outputs = with_outputs
-        self.used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
-        for s in kdef.body:
-            for e in walk(s):
-                if isinstance(e, syntax.Name):
-                    self.used.add(e.id)
-        self.tensors: dict = {}
-        self.scalars: dict = {}
-        self.loops: dict = {}
-        self.info: dict = {}  # id(stmt) -> Info
-        self.blocks: dict = {}  # id(For) -> Block; id(If) -> (Block, Block)
-        self.assigns: list = []  # every scalar assignment and tensor store, program order
-        self.counter = 0
-        self.declared: set = set()
+
+    def __getattr__(self, n):
+        # The records of the passes already converted, read as if they were attributes.
+        for rec in ("nz", "act"):
+            r = self.__dict__.get(rec)
+            if r is not None and hasattr(r, n):
+                return getattr(r, n)
+        raise AttributeError(n)
 
     def fresh(self, base: str) -> str:
-        """A name nothing in the kernel or the gradient kernel uses yet: ``base``, else ``base_2``, ..."""
-        n, k = base, 1
-        while n in self.used:
-            k += 1
-            n = f"{base}_{k}"
-        self.used.add(n)
-        return n
+        return self.names.fresh(base)
 
     def run(self) -> Gradient:
         """Run the passes in order and return the gradient kernel."""
-        self.prepare()
-        self.activity()
-        self.usefulness()
-        if not self.active_t:
+        self.nz = normalise(self.kdef, self.module)
+        self.names = Names(self.nz.used)
+        self.act = activity(self.nz, self.inactive)
+        if not self.act.active_t:
             raise HybridUnsupportedError(f"no input of `{self.kdef.name}` has a gradient (no float tensor input)",
                                          self.kdef.span, None)
         self.recompute = {}

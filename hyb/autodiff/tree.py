@@ -84,6 +84,26 @@ class Gradient:
     params: list  # the gradient kernel's parameters
 
 
+class Names:
+    """The names taken so far in a kernel and the kernel derived from it.  A pass that makes up
+    names owns one, seeded from the names the passes before it took (``used`` of their record)."""
+
+    def __init__(self, used=()):
+        self.used = set(used)
+
+    def fresh(self, base: str) -> str:
+        """A name nothing uses yet: ``base``, else ``base_2``, ``base_3``, ..."""
+        n, k = base, 1
+        while n in self.used:
+            k += 1
+            n = f"{base}_{k}"
+        self.used.add(n)
+        return n
+
+    def take(self, n: str):
+        self.used.add(n)
+
+
 def walk(e):
     """Every node below ``e`` (``e`` first)."""
     yield e
