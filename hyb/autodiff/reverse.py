@@ -23,8 +23,8 @@ from __future__ import annotations
 from ..dsl import ast as syntax
 from ..errors import HybridUnsupportedError
 from .activity import activity
-from .analysis import Analysis
-from .dependence import Dependence
+from . import dependence
+from .analysis import chain, plan_saves
 from .emission import Emission
 from .gathers import Gathers
 from .normalise import normalise, stmt_exprs, walk_stmts
@@ -35,7 +35,7 @@ __all__ = ["Reverser", "Gradient", "param_kinds", "TENSOR_MAKERS", "TensorDecl",
            "Info", "walk", "value_walk", "rewrite", "subst", "unsupported"]
 
 
-class Reverser(Analysis, Dependence, Emission, Gathers):
+class Reverser(Emission, Gathers):
     """The gradient of one kernel: ``Reverser(kdef, module, inactive, with_outputs).run()``."""
 
     walk_stmts = staticmethod(walk_stmts)
@@ -49,7 +49,7 @@ class Reverser(Analysis, Dependence, Emission, Gathers):
 
     def __getattr__(self, n):
         # The records of the passes already converted, read as if they were attributes.
-        for rec in ("nz", "act"):
+        for rec in ("nz", "act", "plan"):
             r = self.__dict__.get(rec)
             if r is not None and hasattr(r, n):
                 return getattr(r, n)
@@ -66,8 +66,18 @@ class Reverser(Analysis, Dependence, Emission, Gathers):
         if not self.act.active_t:
             raise HybridUnsupportedError(f"no input of `{self.kdef.name}` has a gradient (no float tensor input)",
                                          self.kdef.span, None)
-        self.recompute = {}
-        self.plan_recompute()
-        self.analyse()
-        self.plan_saves()
+        self.plan = plan_saves(self.nz, self.act)
+        self.names = Names(self.plan.used)
         return self.emit()
+
+    def chain(self, s, g):
+        return chain(self.nz, self.act, self.plan.recompute, s, g)
+
+    def affine(self, e):
+        return dependence.affine(self.nz, self.act, e)
+
+    def may_follow(self, w, s, sub, n):
+        return dependence.may_follow(self.nz, self.act, w, s, sub, n)
+
+    def constant_like(self, n):
+        return dependence.constant_like(self.nz, self.act, n)
