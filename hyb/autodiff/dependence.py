@@ -1,11 +1,14 @@
 """Whether a store may overwrite a value after a statement reads it: the question behind every
 save and restore of the gradient kernel.
 
-Subscripts and loop bounds are turned into affine forms (``Dependence.affine``).  A quick
-syntactic check answers first (``may_follow_syntax``); where it cannot rule the overwrite out
-for a tensor, isl decides exactly over the iteration domains of the loops (``isl_follows``).
-``cells_may_meet`` asks isl the related question for replays: whether a store can hit the cell a
-statement reads within one iteration of the loops around both.  Both isl questions share the
+Each question is a function of the ``Normalised`` and ``Activity`` records (``nz``, ``act``),
+asked by the save plan and by emission.  Subscripts and loop bounds are turned into affine forms
+(``affine``: ``affine.affine_form`` with the scalars fixed while the kernel runs, those that are
+``constant_like``, as symbols).  A quick syntactic check answers first (``may_follow_syntax``);
+where it cannot rule the overwrite out for a tensor, isl decides exactly over the iteration
+domains of the loops (``isl_follows``).  ``cells_may_meet`` asks isl the related question for
+replays: whether a store can hit the cell a statement reads within one iteration of the loops
+around both.  Both isl questions share the
 set of instance pairs (loop domains, equal cells) built by ``instance_pairs``; where loops or
 subscripts are not affine, the answers err on the safe side.
 """
