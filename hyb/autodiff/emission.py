@@ -27,7 +27,7 @@ from ..dsl.unparse import Comment
 from . import dependence, rules
 from .activity import Activity
 from .affine import aff_add, aff_expr, aff_scale
-from .analysis import SavePlan, chain
+from .saves import SavePlan, chain
 from .gathers import gather_nest
 from .normalise import Normalised, stmt_exprs, walk_stmts
 from .rules import add, call, name, num

@@ -9,7 +9,7 @@ and returns a new one:
    numbered in program order, and every name it uses;
 2. ``activity(normalised, inactive) -> Activity`` (``activity.py``): which tensors and scalars
    carry a derivative (activity, then usefulness);
-3. ``plan_saves(normalised, activity) -> SavePlan`` (``analysis.py``): which reads of
+3. ``plan_saves(normalised, activity) -> SavePlan`` (``saves.py``): which reads of
    overwritten cells are recomputed, which forward values the reverse part needs, and which of
    them must be saved because the kernel overwrites them later (tapes, scalar copies, saved
    conditions), asking ``dependence.py`` whether a store may follow a read;
@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..dsl import ast as syntax
 from ..errors import HybridUnsupportedError
 from .activity import Activity, activity
-from .analysis import SavePlan, plan_saves
+from .saves import SavePlan, plan_saves
 from .emission import emit
 from .normalise import Normalised, normalise
 from .tree import (TENSOR_MAKERS, Block, Gradient, Info, Loop, ScalarDecl, TensorDecl, param_kinds, rewrite, subst,
