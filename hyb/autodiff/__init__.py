@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..dsl import ast as syntax
 from ..dsl import unparse
-from .reverse import Gradient, Reverser
+from .reverse import Gradient, reverse
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Derived:
 
 def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False) -> Derived:
     """The gradient of ``kdef``; ``inactive`` names parameters without a gradient (integer inputs)."""
-    g: Gradient = Reverser(kdef, module, frozenset(inactive), with_outputs).run()
+    g: Gradient = reverse(kdef, module, frozenset(inactive), with_outputs)
     lines = [f"# Gradient of `{kdef.name}`, derived by hyb from {module.filename}.", ""]
     for n, (value, _) in module.constants.items():
         lines.append(f"{n} = {unparse.expr(value)}")

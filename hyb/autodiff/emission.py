@@ -1,10 +1,13 @@
-"""Pass 5 of reverse mode: the text of the gradient kernel.
+"""Pass 4 of reverse mode: the gradient kernel itself.
 
+``emit(normalised, activity, save_plan, with_outputs)`` returns the ``Gradient``: a new syntax
+tree and the tapes it allocates.  It makes up names (adjoints, tapes, loop variables) with a
+``Names`` allocator of its own, seeded with every name the kernel and the save plan use.
 The gradient kernel has three parts:
 
 1. **forward**: the statements of the kernel that compute needed values (the rest is
-   dropped), with the saves planned by the analysis: old values pushed to tapes, scalars
-   copied before they are assigned again, conditions recorded;
+   dropped), with the saves of the save plan: old values pushed to tapes, scalars copied
+   before they are assigned again, conditions recorded;
 2. **adjoints**: ``d_<x>`` for every active tensor and scalar (an output's adjoint starts as
    its incoming gradient; one nothing writes is the incoming gradient itself);
 3. **reverse**: the statements in reverse order, loops run backwards.  For ``x[i] = e`` it
@@ -21,81 +24,118 @@ from __future__ import annotations
 
 from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
-from . import rules
+from . import dependence, rules
+from .activity import Activity
+from .affine import aff_add, aff_expr, aff_scale
+from .saves import SavePlan, chain
+from .gathers import gather_nest
+from .normalise import Normalised, stmt_exprs, walk_stmts
 from .rules import add, call, name, num
-from .tree import (Block, Gradient, Loop, _accumulation, _aff_add, _aff_expr, _aff_scale, _attr, _copy_loop, _increment,
-                   _sub, _target_name, subst, unsupported, value_walk)
+from .tree import (Block, Gradient, Loop, Names, accumulation, attr, copy_loop, increment, subscript, subst,
+                   target_name, unsupported, value_walk)
 
 
-class Emission:
-    """Pass 5 (a mixin of ``Reverser``): the forward, adjoint and reverse parts, and the tapes."""
+def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False) -> Gradient:
+    """Pass 4: the gradient kernel of the normalised kernel ``nz`` (taking its outputs too where
+    ``with_outputs``)."""
+    return _Emitter(nz, act, plan, with_outputs).run()
 
-    def emit(self) -> Gradient:
+
+class _Emitter:
+    """Builds one ``Gradient``; used once, by ``emit``.  Besides the records it reads, it holds
+    what it decides while writing: names (adjoints, tapes, copies), the tapes and where each
+    is declared.  ``gathers.py`` reads and adds to it too."""
+
+    def __init__(self, nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool):
+        self.nz = nz
+        self.act = act
+        self.plan = plan
+        self.with_outputs = with_outputs
+        self.names = Names(plan.used)
+
+    def fresh(self, base: str) -> str:
+        return self.names.fresh(base)
+
+    # ------------------------------------------------------------ questions of the other passes
+    def chain(self, s, g):
+        return chain(self.nz, self.act, self.plan.recompute, s, g)
+
+    def affine(self, e):
+        return dependence.affine(self.nz, self.act, e)
+
+    def may_follow(self, w, s, sub, n) -> bool:
+        return dependence.may_follow(self.nz, self.act, w, s, sub, n)
+
+    def constant_like(self, n) -> bool:
+        return dependence.constant_like(self.nz, self.act, n)
+
+    # ------------------------------------------------------------ the kernel
+    def run(self) -> Gradient:
         self.tapes = []
         self.fwd_names = {}  # forward name -> name in the gradient kernel
         self.adj = {}  # tensor or scalar -> its adjoint's name
         self.pending_tapes = {}  # id(block) -> [(stmt whose subtree needs it, Assign)]
-        params = list(self.params)
+        params = list(self.nz.params)
         out_params = {}
         if self.with_outputs:
-            for o in self.outputs:
+            for o in self.nz.outputs:
                 out_params[o] = self.fresh(f"{o}_out")
                 params.append(out_params[o])
-        single = len(self.outputs) == 1
+        single = len(self.nz.outputs) == 1
         douts = {}
-        for o in self.outputs:
+        for o in self.nz.outputs:
             douts[o] = self.fresh("dout" if single else f"dout_{o}")
             params.append(douts[o])
         body = []
         # In-place inputs: the forward part works on a copy.
-        for o in self.outputs:
-            if o in self.tensor_params and o in self.needed:
+        for o in self.nz.outputs:
+            if o in self.nz.tensor_params and o in self.plan.needed:
                 copy = self.fresh(f"{o}_fwd")
                 self.fwd_names[o] = copy
-                body.append(syntax.Assign(None, name(copy), call("allocate", _attr(o, "shape"), _attr(o, "dtype"))))
-                body.extend(_copy_loop(copy, o, self.fresh("idx")))
+                body.append(syntax.Assign(None, name(copy), call("allocate", attr(o, "shape"), attr(o, "dtype"))))
+                body.extend(copy_loop(copy, o, self.fresh("idx")))
         self.passed = set()
-        for o in self.outputs:
-            if self.with_outputs and o not in self.restore and o not in self.tensor_params \
+        for o in self.nz.outputs:
+            if self.with_outputs and o not in self.plan.restore and o not in self.nz.tensor_params \
                     and self.reads_see_final(o):
                 self.fwd_names[o] = out_params[o]
                 self.passed.add(o)
         self.plan_tapes()
-        body.extend(self.forward(self.top, replay=False))
+        body.extend(self.forward(self.nz.top, replay=False))
         # Adjoints of the top block.
         body.append(Comment(None, "adjoints"))
-        for p in self.tensor_params:
-            if p in self.active_t:
+        for p in self.nz.tensor_params:
+            if p in self.act.active_t:
                 a = self.adj[p] = self.fresh(f"d_{p}")
-                body.append(syntax.Assign(None, name(a), call("output_tensor", _attr(p, "shape"), _attr(p, "dtype"))))
-                if p in self.outputs:
-                    body.extend(_copy_loop(a, douts[p], self.fresh("idx")))
-        for o in self.outputs:
-            if o in self.tensor_params or o not in self.active_t:
+                body.append(syntax.Assign(None, name(a), call("output_tensor", attr(p, "shape"), attr(p, "dtype"))))
+                if p in self.nz.outputs:
+                    body.extend(copy_loop(a, douts[p], self.fresh("idx")))
+        for o in self.nz.outputs:
+            if o in self.nz.tensor_params or o not in self.act.active_t:
                 continue
             if self.adjoint_written(o):
                 a = self.adj[o] = self.fresh(f"d_{o}")
-                t = self.tensors[o]
+                t = self.nz.tensors[o]
                 body.append(syntax.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
                                                          subst(t.dtype, self.fwd_names))))
-                body.extend(_copy_loop(a, douts[o], self.fresh("idx")))
+                body.extend(copy_loop(a, douts[o], self.fresh("idx")))
             else:
                 self.adj[o] = douts[o]
-        body.extend(self.adjoint_decls(self.top, skip=set(self.outputs)))
+        body.extend(self.adjoint_decls(self.nz.top, skip=set(self.nz.outputs)))
         body.append(Comment(None, "reverse"))
-        body.extend(self.reverse(self.top))
-        grads = [p in self.active_t for p in self.params]
-        body.append(syntax.Return(None, [name(self.adj[p]) for p in self.params if p in self.active_t]))
-        kdef = syntax.KernelDef(self.kdef.span, f"{self.kdef.name}_grad", [syntax.Param(None, p) for p in params], body,
-                           f"Gradient of `{self.kdef.name}` (derived by hyb): takes its inputs"
+        body.extend(self.reverse(self.nz.top))
+        grads = [p in self.act.active_t for p in self.nz.params]
+        body.append(syntax.Return(None, [name(self.adj[p]) for p in self.nz.params if p in self.act.active_t]))
+        kdef = syntax.KernelDef(self.nz.kdef.span, f"{self.nz.kdef.name}_grad", [syntax.Param(None, p) for p in params], body,
+                           f"Gradient of `{self.nz.kdef.name}` (derived by hyb): takes its inputs"
                            f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
                            "returns one gradient per differentiable input.")
-        return Gradient(kdef, grads, list(self.outputs), self.tapes, params)
+        return Gradient(kdef, grads, list(self.nz.outputs), self.tapes, params)
 
     def reads_see_final(self, t) -> bool:
         """Whether every read of tensor ``t`` sees its final value (no store to the cell after it)."""
-        stores = [w for w in self.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
-        for s in self.assigns:
+        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
+        for s in self.nz.assigns:
             exprs = [s.value] + (list(s.target.indices) if isinstance(s.target, syntax.Subscript) else [])
             for e in exprs:
                 for x in value_walk(e):
@@ -107,48 +147,48 @@ class Emission:
     def adjoint_written(self, t) -> bool:
         """Whether the adjoint of tensor ``t`` is ever written (a read of ``t`` adds to it, or a store
         to ``t`` clears it): if not, the incoming gradient can serve as the adjoint."""
-        for s in self.assigns:
+        for s in self.nz.assigns:
             if isinstance(s.target, syntax.Subscript) and s.target.value.id == t and self.clears(s):
                 return True
-            if id(s) not in self.chains:
+            if id(s) not in self.plan.chains:
                 continue
-            acc, pairs = self.chains[id(s)]
+            acc, pairs = self.plan.chains[id(s)]
             for read, _ in pairs:
                 if isinstance(read, syntax.Subscript) and read.value.id == t:
                     return True
         return False
 
     def read_anywhere(self, t) -> bool:
-        for s in self.assigns:
-            acc = _accumulation(s) if id(s) in self.chains and self.chains[id(s)][0] else None
+        for s in self.nz.assigns:
+            acc = accumulation(s) if id(s) in self.plan.chains and self.plan.chains[id(s)][0] else None
             for x in value_walk(s.value if acc is None else acc[1]):
                 if isinstance(x, syntax.Subscript) and x.value.id == t:
                     return True
             for x in value_walk(s.target):
                 if isinstance(x, syntax.Subscript) and x is not s.target and x.value.id == t:
                     return True
-        for c in self.walk_stmts(self.top.body):
-            for e in self.stmt_exprs(c) if isinstance(c, (syntax.For, syntax.If)) else []:
-                if t in self.reads(e):
+        for c in walk_stmts(self.nz.top.body):
+            for e in stmt_exprs(c) if isinstance(c, (syntax.For, syntax.If)) else []:
+                if t in self.nz.reads(e):
                     return True
         return False
 
     def clears(self, s) -> bool:
         """Whether the adjoint of the target of store ``s`` must be cleared after its adjoint."""
-        acc = self.chains.get(id(s), (False, []))[0]
+        acc = self.plan.chains.get(id(s), (False, []))[0]
         if acc:
             return False
         if isinstance(s.target, syntax.Name):
-            return s is not self.scalars[s.target.id].decl
+            return s is not self.nz.scalars[s.target.id].decl
         t = s.target.value.id
-        if self.read_anywhere(t) or t in self.tensor_params:
+        if self.read_anywhere(t) or t in self.nz.tensor_params:
             return True  # (an input written in place: its adjoint is the input's gradient)
         # Nothing reads the tensor: its adjoint matters only to other stores of the same cell.
-        stores = [w for w in self.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
+        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
         if len(stores) > 1:
             return True
-        depth = len(self.tensors[t].block.loops)
-        for lp in self.info[id(s)].block.loops[depth:]:
+        depth = len(self.nz.tensors[t].block.loops)
+        for lp in self.nz.info[id(s)].block.loops[depth:]:
             if not any(self.affine(i) is not None and set(k for k in self.affine(i) if k is not None) == {lp.var}
                        and self.affine(i)[lp.var] == 1 for i in s.target.indices):
                 return True  # the loop writes one cell more than once
@@ -157,51 +197,51 @@ class Emission:
     # ------------------------------------------------------------ tapes
     def plan_tapes(self):
         self.store_tape = {}  # id(store) -> (tape name, index tuple)
-        for s in self.assigns:
-            if id(s) not in self.taped:
+        for s in self.nz.assigns:
+            if id(s) not in self.plan.taped:
                 continue
-            t = self.tensors[s.target.value.id]
-            loops = self.info[id(s)].block.loops[len(t.block.loops):]
+            t = self.nz.tensors[s.target.value.id]
+            loops = self.nz.info[id(s)].block.loops[len(t.block.loops):]
             tape = self.fresh(f"{t.name}_tape")
             shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
             index = [self.iteration(lp) for lp in loops]
             # A temporary's tape takes its declared dtype when that is a literal: a sweep that replays
             # the stores to tape need not declare the temporary itself.
-            dtype = t.dtype if t.kind == "temp" and isinstance(t.dtype, syntax.Str) else _attr(self.fwd(t.name), "dtype")
+            dtype = t.dtype if t.kind == "temp" and isinstance(t.dtype, syntax.Str) else attr(self.fwd(t.name), "dtype")
             decl = syntax.Assign(None, name(tape), call("allocate", shape, dtype))
             self.tapes.append((tape, shape, dtype, f"old values of `{t.name}`"))
             self.store_tape[id(s)] = (tape, index)
             self.add_pending(t.block, s, decl)
-        for c in self.walk_stmts(self.top.body):
-            if id(c) in self.cond_tape:
-                shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in self.cond_tape[id(c)]])
-                tape = self.cond_snap[id(c)]
+        for c in walk_stmts(self.nz.top.body):
+            if id(c) in self.plan.cond_tape:
+                shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in self.plan.cond_tape[id(c)]])
+                tape = self.plan.cond_snap[id(c)]
                 self.tapes.append((tape, shape, syntax.Str(None, "bool"), "a condition at each iteration"))
-                self.add_pending(self.top, c, syntax.Assign(None, name(tape), call("allocate", shape, syntax.Str(None, "bool"))))
-        for st in self.assigns:
-            if id(st) in self.value_tape:
-                loops = self.info[id(st)].block.loops
+                self.add_pending(self.nz.top, c, syntax.Assign(None, name(tape), call("allocate", shape, syntax.Str(None, "bool"))))
+        for st in self.nz.assigns:
+            if id(st) in self.plan.value_tape:
+                loops = self.nz.info[id(st)].block.loops
                 shape = syntax.Tuple(None, [self.trip_bound(lp) for lp in loops])
-                tape = self.value_tape[id(st)]
-                n = _target_name(st.target)
-                if n in self.tensors:
-                    dtype = self.F(self.tensors[n].dtype)
+                tape = self.plan.value_tape[id(st)]
+                n = target_name(st.target)
+                if n in self.nz.tensors:
+                    dtype = self.F(self.nz.tensors[n].dtype)
                 else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
-                    dtype = syntax.Str(None, "int64" if self.scalars[n].int_typed else "float64")
+                    dtype = syntax.Str(None, "int64" if self.nz.scalars[n].int_typed else "float64")
                 self.tapes.append((tape, shape, dtype, f"values of `{n}` computed on line "
                                                        f"{getattr(st.span, 'line', '?')}"))
-                self.add_pending(self.top, st, syntax.Assign(None, name(tape), call("allocate", shape, dtype)))
+                self.add_pending(self.nz.top, st, syntax.Assign(None, name(tape), call("allocate", shape, dtype)))
         self.scalar_tape = {}  # (id(For), scalar) -> tape name
-        for cid, names in self.entry.items():
+        for cid, names in self.plan.entry.items():
             c = self.find(cid)
             if not isinstance(c, syntax.For):
                 continue
-            lp = self.loops[c.target.id]
+            lp = self.nz.loops[c.target.id]
             for n, tape in names.items():
                 shape = syntax.Tuple(None, [self.trip_bound(lp)])
-                decl = syntax.Assign(None, name(tape), call("allocate", shape, _attr(n, "dtype")))
-                self.tapes.append((tape, shape, _attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
-                self.add_pending(self.info[cid].block, c, decl, needs=n)
+                decl = syntax.Assign(None, name(tape), call("allocate", shape, attr(n, "dtype")))
+                self.tapes.append((tape, shape, attr(n, "dtype"), f"`{n}` at each iteration of `{lp.var}`"))
+                self.add_pending(self.nz.info[cid].block, c, decl, needs=n)
 
     def max_over_loops(self, aff, loops):
         """Upper bound of affine ``aff`` over the iterations of ``loops`` (innermost eliminated first)."""
@@ -213,14 +253,14 @@ class Emission:
                 bound = self.affine(lp.hi)
                 if bound is None:
                     raise unsupported("a loop with bounds that are not affine", lp.node)
-                bound = _aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
+                bound = aff_add(bound, {None: -1 if lp.step > 0 else 1}, 1)
             else:
                 bound = self.affine(lp.lo)
                 if bound is None:
                     raise unsupported("a loop with bounds that are not affine", lp.node)
             rest = dict(aff)
             del rest[lp.var]
-            aff = _aff_add(rest, _aff_scale(bound, c), 1)
+            aff = aff_add(rest, aff_scale(bound, c), 1)
         if any(isinstance(k, str) for k in aff):
             raise unsupported("loop bounds the tape size cannot be bounded for")
         return aff
@@ -230,16 +270,16 @@ class Emission:
         lo, hi = self.affine(lp.lo), self.affine(lp.hi)
         if lo is None or hi is None:
             raise unsupported("a loop with bounds that are not affine", lp.node)
-        span = _aff_add(hi, lo, -1) if lp.step > 0 else _aff_add(lo, hi, -1)
+        span = aff_add(hi, lo, -1) if lp.step > 0 else aff_add(lo, hi, -1)
         outer = self.loops_around(lp)
-        m = _aff_expr(self.max_over_loops(span, outer))
+        m = aff_expr(self.max_over_loops(span, outer))
         k = abs(lp.step)
         if k != 1:
             m = syntax.BinOp(None, "//", add(m, num(k - 1)), num(k))
         return call("max", num(0), m)
 
     def loops_around(self, lp: Loop) -> list:
-        return self.info[id(lp.node)].block.loops
+        return self.nz.info[id(lp.node)].block.loops
 
     def iteration(self, lp: Loop):
         v = name(lp.var)
@@ -250,10 +290,10 @@ class Emission:
         return d if lp.step == -1 else syntax.BinOp(None, "//", d, num(-lp.step))
 
     def cond_ref(self, s):
-        return _sub(self.cond_snap[id(s)], [self.iteration(lp) for lp in self.cond_tape[id(s)]])
+        return subscript(self.plan.cond_snap[id(s)], [self.iteration(lp) for lp in self.plan.cond_tape[id(s)]])
 
     def find(self, cid):
-        for c in self.walk_stmts(self.top.body):
+        for c in walk_stmts(self.nz.top.body):
             if id(c) == cid:
                 return c
         raise KeyError(cid)
@@ -274,16 +314,16 @@ class Emission:
     def keep_names(self, block: Block, extra=()) -> set:
         """The names whose assignments the forward part of ``block`` (or its replay) runs: the
         needed values declared in ``block``, ``extra``, and what computing them reads inside it."""
-        keep = {n for n in self.needed if (n in self.tensors or n in self.scalars)
-                and self.decl_block(n) is block} | set(extra)
+        keep = {n for n in self.plan.needed if (n in self.nz.tensors or n in self.nz.scalars)
+                and self.nz.decl_block(n) is block} | set(extra)
         if block.parent is None:
-            for c in self.walk_stmts(block.body):
-                if id(c) in self.cond_tape:
-                    keep |= {m for m in self.reads(c.cond)}
-                if id(c) in self.value_tape:
-                    keep.add(_target_name(c.target))
-        typed = {n for n, sc in self.scalars.items() if sc.block is block and n in self.active_s}
-        for n, sc in self.scalars.items():
+            for c in walk_stmts(block.body):
+                if id(c) in self.plan.cond_tape:
+                    keep |= {m for m in self.nz.reads(c.cond)}
+                if id(c) in self.plan.value_tape:
+                    keep.add(target_name(c.target))
+        typed = {n for n, sc in self.nz.scalars.items() if sc.block is block and n in self.act.active_s}
+        for n, sc in self.nz.scalars.items():
             # Constants such as `m = a.shape[1]`: shapes, bounds and tapes may use them.
             if sc.block is block and self.constant_like(n):
                 keep.add(n)
@@ -291,19 +331,19 @@ class Emission:
         seen = set(work)
         while work:
             n = work.pop()
-            for a in self.assigns:
-                if _target_name(a.target) != n or not self.info[id(a)].block.inside(block):
+            for a in self.nz.assigns:
+                if target_name(a.target) != n or not self.nz.info[id(a)].block.inside(block):
                     continue
-                if n not in keep and a is not self.scalars[n].decl:
+                if n not in keep and a is not self.nz.scalars[n].decl:
                     continue  # kept for its dtype only
-                more = self.reads(a.value) | (self.index_reads(a.target) if isinstance(a.target, syntax.Subscript)
+                more = self.nz.reads(a.value) | (self.nz.index_reads(a.target) if isinstance(a.target, syntax.Subscript)
                                               else set())
-                for c in self.enclosing(a):
-                    if not self.info[id(c)].block.inside(block):
+                for c in self.nz.enclosing(a):
+                    if not self.nz.info[id(c)].block.inside(block):
                         break
-                    more |= self.compound_reads(c)
+                    more |= self.nz.compound_reads(c)
                 for m in more:
-                    if m not in seen and self.decl_block(m).inside(block):
+                    if m not in seen and self.nz.decl_block(m).inside(block):
                         seen.add(m)
                         keep.add(m)
                         work.append(m)
@@ -321,8 +361,8 @@ class Emission:
         for s in block.body:
             if isinstance(s, syntax.Return):
                 continue
-            if isinstance(s, syntax.Assign) and isinstance(s.target, syntax.Name) and s.target.id in self.tensors:
-                t = self.tensors[s.target.id]
+            if isinstance(s, syntax.Assign) and isinstance(s.target, syntax.Name) and s.target.id in self.nz.tensors:
+                t = self.nz.tensors[s.target.id]
                 made = []
                 if t.name in keep and t.name not in self.passed:
                     made = [syntax.Assign(s.span, name(t.name), call("allocate", self.F(t.shape), self.F(t.dtype)))]
@@ -337,7 +377,7 @@ class Emission:
             for stmt, decl, needs in self.pending_tapes.get(id(block), []):
                 if needs is not None and needs not in keep:
                     continue
-                i, j = self.info[id(s)], self.info[id(stmt)]
+                i, j = self.nz.info[id(s)], self.nz.info[id(stmt)]
                 if i.first <= j.first <= i.last and id(decl) not in declared:
                     declared.add(id(decl))
                     out.append(decl)
@@ -345,8 +385,8 @@ class Emission:
         return out
 
     def forward_assign(self, s: syntax.Assign, keep, typed_only, replay=False) -> list:
-        if id(s) in self.value_tape and _target_name(s.target) in keep:
-            saved = _sub(self.value_tape[id(s)], [self.iteration(lp) for lp in self.info[id(s)].block.loops])
+        if id(s) in self.plan.value_tape and target_name(s.target) in keep:
+            saved = subscript(self.plan.value_tape[id(s)], [self.iteration(lp) for lp in self.nz.info[id(s)].block.loops])
             if isinstance(s.target, syntax.Name):
                 # The assignment runs as written (it fixes the scalar's dtype), then takes the saved value.
                 plain = self.forward_assign_plain(s, keep, typed_only)
@@ -359,36 +399,36 @@ class Emission:
         return self.forward_assign_plain(s, keep, typed_only)
 
     def forward_assign_plain(self, s: syntax.Assign, keep, typed_only) -> list:
-        n = _target_name(s.target)
-        if n in typed_only and s is self.scalars[n].decl:
+        n = target_name(s.target)
+        if n in typed_only and s is self.nz.scalars[n].decl:
             return [syntax.Assign(s.span, name(n), self.F(s.value))]
         if n not in keep or n in self.passed:
             return []
         out = []
-        if id(s) in self.snap:
-            out.append(syntax.Assign(None, name(self.snap[id(s)]), name(n)))
+        if id(s) in self.plan.snap:
+            out.append(syntax.Assign(None, name(self.plan.snap[id(s)]), name(n)))
         tgt = self.F(s.target)
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(syntax.Assign(None, _sub(tape, index), tgt))
+            out.append(syntax.Assign(None, subscript(tape, index), tgt))
         out.append(syntax.Assign(s.span, tgt, self.F(s.value)))
         return out
 
     def forward_for(self, s: syntax.For, keep, typed_only, replay) -> list:
-        lp = self.loops[s.target.id]
-        inner = self.blocks[id(s)]
+        lp = self.nz.loops[s.target.id]
+        inner = self.nz.blocks[id(s)]
         rest = self.forward_block(inner, keep, typed_only, replay)
         if not any(not isinstance(x, Comment) for x in rest):
             return []
-        body = [syntax.Assign(None, _sub(tape, [self.iteration(lp)]), name(n))
-                for n, tape in self.entry.get(id(s), {}).items() if n in keep]
+        body = [syntax.Assign(None, subscript(tape, [self.iteration(lp)]), name(n))
+                for n, tape in self.plan.entry.get(id(s), {}).items() if n in keep]
         return [syntax.For(s.span, s.target, self.F(s.iter), body + rest)]
 
     def forward_if(self, s: syntax.If, keep, typed_only, replay) -> list:
-        then, orelse = self.blocks[id(s)]
+        then, orelse = self.nz.blocks[id(s)]
         a = self.forward_block(then, keep, typed_only, replay)
         b = self.forward_block(orelse, keep, typed_only, replay)
-        taped = id(s) in self.cond_tape
+        taped = id(s) in self.plan.cond_tape
         if not a and not b and not (taped and not replay):
             return []
         out = []
@@ -398,10 +438,10 @@ class Emission:
             if not replay:
                 out.append(syntax.Assign(None, ref, cond))
             cond = ref
-        elif id(s) in self.cond_snap:
-            out.append(syntax.Assign(None, name(self.cond_snap[id(s)]), cond))
-            cond = name(self.cond_snap[id(s)])
-        for n, snap in self.entry.get(id(s), {}).items():
+        elif id(s) in self.plan.cond_snap:
+            out.append(syntax.Assign(None, name(self.plan.cond_snap[id(s)]), cond))
+            cond = name(self.plan.cond_snap[id(s)])
+        for n, snap in self.plan.entry.get(id(s), {}).items():
             if n in keep:
                 out.append(syntax.Assign(None, name(snap), name(n)))
         out.append(syntax.If(s.span, cond, a or [syntax.Pass(None)], b))
@@ -410,14 +450,14 @@ class Emission:
     # ------------------------------------------------------------ adjoint declarations
     def adjoint_decls(self, block: Block, skip=()) -> list:
         out = []
-        for t in self.tensors.values():
-            if t.block is block and t.kind != "param" and t.name in self.active_t and t.name not in skip:
+        for t in self.nz.tensors.values():
+            if t.block is block and t.kind != "param" and t.name in self.act.active_t and t.name not in skip:
                 a = self.adj[t.name] = self.fresh(f"d_{t.name}")
                 out.append(syntax.Assign(None, name(a), call("allocate", self.F(t.shape), self.F(t.dtype))))
-        for sc in self.scalars.values():
-            if sc.block is block and sc.name in self.active_s:
+        for sc in self.nz.scalars.values():
+            if sc.block is block and sc.name in self.act.active_s:
                 a = self.adj[sc.name] = self.fresh(f"d_{sc.name}")
-                out.append(syntax.Assign(None, name(a), syntax.Call(None, _attr(sc.name, "dtype"), [num(0)])))
+                out.append(syntax.Assign(None, name(a), syntax.Call(None, attr(sc.name, "dtype"), [num(0)])))
         return out
 
     # ------------------------------------------------------------ reverse part
@@ -425,14 +465,14 @@ class Emission:
         """A comment quoting the source line of ``s``, put before its reverse code."""
         line = getattr(s.span, "line", None)
         text = ""
-        if line and self.module.lines and 0 < line <= len(self.module.lines):
-            text = self.module.lines[line - 1].strip()
+        if line and self.nz.module.lines and 0 < line <= len(self.nz.module.lines):
+            text = self.nz.module.lines[line - 1].strip()
         return Comment(None, f"line {line}: {text}" if line else "generated")
 
     def has_reverse(self, s) -> bool:
-        for x in self.walk_stmts([s]):
-            if isinstance(x, syntax.Assign) and (id(x) in self.chains or id(x) in self.snap or id(x) in self.store_tape
-                                            or (x in self.assigns and self.target_active(x) and self.clears(x))):
+        for x in walk_stmts([s]):
+            if isinstance(x, syntax.Assign) and (id(x) in self.plan.chains or id(x) in self.plan.snap or id(x) in self.store_tape
+                                            or (x in self.nz.assigns and self.target_active(x) and self.clears(x))):
                 return True
         return False
 
@@ -440,8 +480,8 @@ class Emission:
         out = []
         for s in reversed(block.body):
             if isinstance(s, syntax.Assign):
-                if not (id(s) in self.chains or id(s) in self.snap or id(s) in self.store_tape
-                        or (s in self.assigns and self.target_active(s) and self.clears(s))):
+                if not (id(s) in self.plan.chains or id(s) in self.plan.snap or id(s) in self.store_tape
+                        or (s in self.nz.assigns and self.target_active(s) and self.clears(s))):
                     continue
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_assign(s))
@@ -458,14 +498,14 @@ class Emission:
         out = []
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
-            out.append(syntax.Assign(None, self.F(s.target), _sub(tape, index)))
-        if id(s) in self.snap:
-            out.append(syntax.Assign(None, name(s.target.id), name(self.snap[id(s)])))
-        if id(s) not in self.chains:
+            out.append(syntax.Assign(None, self.F(s.target), subscript(tape, index)))
+        if id(s) in self.plan.snap:
+            out.append(syntax.Assign(None, name(s.target.id), name(self.plan.snap[id(s)])))
+        if id(s) not in self.plan.chains:
             if self.target_active(s) and self.clears(s):
                 out.append(syntax.Assign(None, self.adjoint_of(s.target), num(0.0)))
             return out
-        acc, pairs = self.chains[id(s)]
+        acc, pairs = self.plan.chains[id(s)]
         tgt_adj = self.adjoint_of(s.target)
         if acc:
             # `t[..] += e`: the target's adjoint passes through unchanged; a copy of it is needed only
@@ -487,14 +527,14 @@ class Emission:
             g = name(tmp)
         _, pairs = self.chain(s, g)
         for read, coef in pairs:
-            if isinstance(read, syntax.Subscript) and read.value.id not in self.active_t:
+            if isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t:
                 continue
-            out.append(_increment(self.adjoint_of(read), self.F(coef)))
+            out.append(increment(self.adjoint_of(read), self.F(coef)))
         return out
 
     def target_active(self, s) -> bool:
-        n = _target_name(s.target)
-        return n in self.active_t if isinstance(s.target, syntax.Subscript) else n in self.active_s
+        n = target_name(s.target)
+        return n in self.act.active_t if isinstance(s.target, syntax.Subscript) else n in self.act.active_s
 
     def adjoint_of(self, ref):
         if isinstance(ref, syntax.Name):
@@ -502,15 +542,15 @@ class Emission:
         return syntax.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
 
     def reverse_for(self, s: syntax.For) -> list:
-        gathered = self.gather_nest(s)
+        gathered = gather_nest(self, s)
         if gathered is not None:
             return gathered
-        lp = self.loops[s.target.id]
-        inner = self.blocks[id(s)]
+        lp = self.nz.loops[s.target.id]
+        inner = self.nz.blocks[id(s)]
         body = []
-        for n, tape in self.entry.get(id(s), {}).items():
-            body.append(syntax.Assign(None, name(n), _sub(tape, [self.iteration(lp)])))
-        body.extend(self.forward(inner, True, self.entry.get(id(s), {})))
+        for n, tape in self.plan.entry.get(id(s), {}).items():
+            body.append(syntax.Assign(None, name(n), subscript(tape, [self.iteration(lp)])))
+        body.extend(self.forward(inner, True, self.plan.entry.get(id(s), {})))
         body.extend(self.adjoint_decls(inner))
         body.extend(self.reverse(inner))
         lo, hi, st = self.F(lp.lo), self.F(lp.hi), lp.step
@@ -526,19 +566,19 @@ class Emission:
         return [syntax.For(s.span, name(lp.var), it, body)]
 
     def reverse_if(self, s: syntax.If) -> list:
-        then, orelse = self.blocks[id(s)]
+        then, orelse = self.nz.blocks[id(s)]
         branches = []
         for blk in (then, orelse):
             body = []
-            for n, snap in self.entry.get(id(s), {}).items():
+            for n, snap in self.plan.entry.get(id(s), {}).items():
                 body.append(syntax.Assign(None, name(n), name(snap)))
-            body.extend(self.forward(blk, True, self.entry.get(id(s), {})))
+            body.extend(self.forward(blk, True, self.plan.entry.get(id(s), {})))
             body.extend(self.adjoint_decls(blk))
             body.extend(self.reverse(blk))
             branches.append(body)
-        if id(s) in self.cond_tape:
+        if id(s) in self.plan.cond_tape:
             cond = self.cond_ref(s)
         else:
-            cond = name(self.cond_snap[id(s)]) if id(s) in self.cond_snap else self.F(s.cond)
+            cond = name(self.plan.cond_snap[id(s)]) if id(s) in self.plan.cond_snap else self.F(s.cond)
         return [syntax.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
                      else [])]

@@ -1,6 +1,6 @@
 """Pass 1 of reverse mode: the kernel rewritten into a form the later passes can reason about.
 
-``Normalise.prepare`` copies the kernel's body, dropping ``pass`` and docstrings, turning
+``normalise(kdef, module)`` copies the kernel's body, dropping ``pass`` and docstrings, turning
 ``x += e`` into ``x = x + e`` and renaming every name declared a second time (a loop variable
 reused by another loop, a scalar declared again in another block) so that each name has one
 declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
@@ -8,23 +8,129 @@ program order and notes the block (statement list with its enclosing loops) each
 Kernels the gradient cannot handle yet (calls of other kernels, ``grid`` loops, loop bounds
 read from tensors, tuple assignments, ...) are refused here with a clear message.
 
-The queries at the end (``reads``, ``enclosing``, ``decl_block``, ...) answer questions about
-the normalised kernel that every later pass asks.
+It returns a ``Normalised`` record; its methods (``reads``, ``enclosing``, ``decl_block``, ...)
+answer questions about the normalised kernel that every later pass asks.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..dsl import ast as syntax
 from ..dsl import types
 from . import rules
 from .rules import num
-from .tree import (TENSOR_MAKERS, Block, Info, Loop, ScalarDecl, TensorDecl, _int_typed, param_kinds, subst,
+from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, int_typed, param_kinds, subst,
                    unsupported, value_walk, walk)
 
 
-class Normalise:
-    """Pass 1 (a mixin of ``Reverser``): normalisation and the records it fills in."""
+@dataclass(frozen=True, eq=False)
+class Normalised:
+    """The normalised kernel (pass 1's record).  Statements are keyed by ``id()`` in ``info`` and
+    ``blocks``; the body they belong to is ``top.body``, kept alive by this record."""
+    kdef: syntax.KernelDef  # the kernel as written
+    module: syntax.Module
+    top: Block  # the normalised body
+    tensors: MappingProxyType  # name -> TensorDecl (parameters, outputs, temporaries)
+    scalars: MappingProxyType  # name -> ScalarDecl
+    loops: MappingProxyType  # loop variable -> Loop
+    info: MappingProxyType  # id(stmt) -> Info
+    blocks: MappingProxyType  # id(For) -> Block; id(If) -> (Block, Block)
+    assigns: tuple  # every scalar assignment and tensor store, program order
+    outputs: tuple  # the returned tensors, in order
+    params: tuple  # the kernel's parameter names
+    tensor_params: tuple  # those used as tensors
+    scalar_params: frozenset  # those used as numbers
+    used: frozenset  # every name the kernel (and its module) uses, after renaming
 
-    def prepare(self):
+    # ------------------------------------------------------------ queries
+    def reads(self, e) -> set:
+        """Names of scalars and tensors whose values ``e`` reads."""
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, syntax.Name) and (x.id in self.scalars or x.id in self.tensors):
+                out.add(x.id)
+        return out
+
+    def index_reads(self, e) -> set:
+        """Names read by the subscripts inside ``e``."""
+        out = set()
+        for x in value_walk(e):
+            if isinstance(x, syntax.Subscript):
+                for i in x.indices:
+                    out |= self.reads(i)
+        return out
+
+    def enclosing(self, s):
+        """The For / If statements around ``s``, innermost first."""
+        b = self.info[id(s)].block
+        while b is not None and b.owner is not None:
+            yield b.owner
+            b = b.parent
+
+    def compound_reads(self, c) -> set:
+        """What a loop's bounds or a branch's condition read."""
+        if isinstance(c, syntax.For):
+            lp = self.loops[c.target.id]
+            return self.reads(lp.lo) | self.reads(lp.hi)
+        return self.reads(c.cond)
+
+    def decl_block(self, n) -> Block:
+        """The block declaring tensor or scalar ``n``."""
+        return self.tensors[n].block if n in self.tensors else self.scalars[n].block
+
+
+def normalise(kdef: syntax.KernelDef, module: syntax.Module) -> Normalised:
+    """Pass 1: the normalised kernel and the records of its declarations, loops and statements."""
+    return _Normaliser(kdef, module).run()
+
+
+def walk_stmts(body):
+    """Every statement in ``body``, nested ones after the loop or branch holding them."""
+    for s in body:
+        yield s
+        if isinstance(s, syntax.For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, syntax.If):
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.orelse)
+
+
+def stmt_exprs(s):
+    """The expressions a statement evaluates itself (not those of the statements inside it)."""
+    if isinstance(s, syntax.Assign):
+        return [s.target, s.value]
+    if isinstance(s, syntax.For):
+        return [s.iter]
+    if isinstance(s, syntax.If):
+        return [s.cond]
+    if isinstance(s, syntax.Return):
+        return list(s.values)
+    return []
+
+
+class _Normaliser:
+    """Builds one ``Normalised`` record; used once, by ``normalise``."""
+
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module):
+        self.kdef = kdef
+        self.module = module
+        used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
+        for s in kdef.body:
+            for e in walk(s):
+                if isinstance(e, syntax.Name):
+                    used.add(e.id)
+        self.names = Names(used)
+        self.tensors: dict = {}
+        self.scalars: dict = {}
+        self.loops: dict = {}
+        self.info: dict = {}
+        self.blocks: dict = {}
+        self.assigns: list = []
+        self.counter = 0
+        self.declared: set = set()
+
+    def run(self) -> Normalised:
         """Normalise the kernel's body and record its parameters, outputs and declarations."""
         params = [p.name for p in self.kdef.params]
         self.top = Block(None, [])
@@ -41,27 +147,10 @@ class Normalise:
         self.scalar_params = set(params) - set(self.tensor_params)
         for p in self.tensor_params:
             self.tensors[p] = TensorDecl(p, "param", self.top)
-
-    def walk_stmts(self, body):
-        for s in body:
-            yield s
-            if isinstance(s, syntax.For):
-                yield from self.walk_stmts(s.body)
-            elif isinstance(s, syntax.If):
-                yield from self.walk_stmts(s.body)
-                yield from self.walk_stmts(s.orelse)
-
-    @staticmethod
-    def stmt_exprs(s):
-        if isinstance(s, syntax.Assign):
-            return [s.target, s.value]
-        if isinstance(s, syntax.For):
-            return [s.iter]
-        if isinstance(s, syntax.If):
-            return [s.cond]
-        if isinstance(s, syntax.Return):
-            return list(s.values)
-        return []
+        return Normalised(self.kdef, self.module, self.top, MappingProxyType(self.tensors),
+                          MappingProxyType(self.scalars), MappingProxyType(self.loops), MappingProxyType(self.info),
+                          MappingProxyType(self.blocks), tuple(self.assigns), tuple(self.outputs), tuple(params),
+                          tuple(self.tensor_params), frozenset(self.scalar_params), frozenset(self.names.used))
 
     def lookup(self, scope, n):
         for d in reversed(scope):
@@ -81,9 +170,9 @@ class Normalise:
         return subst(e, mapping)
 
     def declare(self, scope, n) -> str:
-        u = n if n not in self.declared else self.fresh(n)
+        u = n if n not in self.declared else self.names.fresh(n)
         self.declared.add(u)
-        self.used.add(u)
+        self.names.take(u)
         scope[-1][n] = u
         return u
 
@@ -198,7 +287,7 @@ class Normalise:
                 raise unsupported(f"an assignment to `{tgt.id}`", s)
             node = syntax.Assign(s.span, syntax.Name(tgt.span, u), value)
             if u not in self.scalars:
-                self.scalars[u] = ScalarDecl(u, block, node, _int_typed(value) or self.int_expr(value))
+                self.scalars[u] = ScalarDecl(u, block, node, int_typed(value) or self.int_expr(value))
         elif isinstance(tgt, syntax.Subscript):
             node = syntax.Assign(s.span, tgt if resolved else self.resolve(tgt, scope), value)
         else:
@@ -227,39 +316,3 @@ class Normalise:
 
     def kdef_param_names(self):
         return {p.name for p in self.kdef.params}
-
-    # ------------------------------------------------------------ queries on the normalised kernel
-    def reads(self, e) -> set:
-        """Names of scalars and tensors whose values ``e`` reads."""
-        out = set()
-        for x in value_walk(e):
-            if isinstance(x, syntax.Name) and (x.id in self.scalars or x.id in self.tensors):
-                out.add(x.id)
-        return out
-
-    def index_reads(self, e) -> set:
-        """Names read by the subscripts inside ``e``."""
-        out = set()
-        for x in value_walk(e):
-            if isinstance(x, syntax.Subscript):
-                for i in x.indices:
-                    out |= self.reads(i)
-        return out
-
-    def enclosing(self, s):
-        """The For / If statements around ``s``, innermost first."""
-        b = self.info[id(s)].block
-        while b is not None and b.owner is not None:
-            yield b.owner
-            b = b.parent
-
-    def compound_reads(self, c) -> set:
-        """What a loop's bounds or a branch's condition read."""
-        if isinstance(c, syntax.For):
-            lp = self.loops[c.target.id]
-            return self.reads(lp.lo) | self.reads(lp.hi)
-        return self.reads(c.cond)
-
-    def decl_block(self, n) -> Block:
-        """The block declaring tensor or scalar ``n``."""
-        return self.tensors[n].block if n in self.tensors else self.scalars[n].block

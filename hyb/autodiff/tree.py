@@ -4,9 +4,9 @@ The records (``TensorDecl``, ``ScalarDecl``, ``Loop``, ``Block``, ``Info``) desc
 normalised kernel: where each name is declared, which loops surround each statement and each
 statement's position in program order.  ``Gradient`` is what the whole derivation returns.
 The functions walk and rebuild syntax trees (``walk``, ``value_walk``, ``rewrite``, ``subst``),
-build small pieces of the gradient kernel (``_increment``, ``_attr``, ``_sub``, ``_copy_loop``)
-and do arithmetic on affine forms (``_aff_*``): dicts mapping a loop variable, a symbol or
-``None`` (the constant) to its coefficient.
+build small pieces of the gradient kernel (``increment``, ``attr``, ``subscript``, ``copy_loop``)
+and read assignments (``accumulation``, ``target_name``, ``int_typed``).  Affine forms are in
+``affine.py``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..dsl import types
 from ..dsl.unparse import expr as unparse_expr
 from ..errors import HybridUnsupportedError
 from . import rules
-from .rules import add, call, name, num
+from .rules import call, name
 
 TENSOR_MAKERS = ("output_tensor", "allocate")
 
@@ -82,6 +82,26 @@ class Gradient:
     outputs: list  # the forward outputs, in `return` order
     tapes: list  # (name, shape tuple AST, dtype AST, why)
     params: list  # the gradient kernel's parameters
+
+
+class Names:
+    """The names taken so far in a kernel and the kernel derived from it.  A pass that makes up
+    names owns one, seeded from the names the passes before it took (``used`` of their record)."""
+
+    def __init__(self, used=()):
+        self.used = set(used)
+
+    def fresh(self, base: str) -> str:
+        """A name nothing uses yet: ``base``, else ``base_2``, ``base_3``, ..."""
+        n, k = base, 1
+        while n in self.used:
+            k += 1
+            n = f"{base}_{k}"
+        self.used.add(n)
+        return n
+
+    def take(self, n: str):
+        self.used.add(n)
 
 
 def walk(e):
@@ -175,7 +195,7 @@ def unsupported(what: str, node=None, hint=None):
                                   getattr(node, "span", None), hint)
 
 
-def _int_typed(value) -> bool:
+def int_typed(value) -> bool:
     """Whether a scalar's first value is an integer (then it carries no derivative)."""
     if isinstance(value, syntax.Num):
         return isinstance(value.value, (int, bool))
@@ -187,7 +207,7 @@ def _int_typed(value) -> bool:
     return isinstance(value, (syntax.Compare, syntax.BoolOp))
 
 
-def _accumulation(s: syntax.Assign):
+def accumulation(s: syntax.Assign):
     """For ``x = x + f`` / ``x = x - f`` (same target, f not reading it): (sign, f); else None."""
     v = s.value
     if isinstance(v, syntax.BinOp) and v.op in ("+", "-") and _same(v.left, s.target):
@@ -208,86 +228,46 @@ def _same(a, b) -> bool:
     return False
 
 
-def _target_name(t) -> str:
+def target_name(t) -> str:
     return t.id if isinstance(t, syntax.Name) else t.value.id
 
 
 # ---------------------------------------------------------------- pieces of the gradient kernel, affine forms
-def _is_read_of(e, t: str) -> bool:
+def is_read_of(e, t: str) -> bool:
     return isinstance(e, syntax.Subscript) and isinstance(e.value, syntax.Name) and e.value.id == t
 
 
-def _factors(e) -> list:
-    """The factors of a product (``a * b / c`` -> a, b): each is zero only if the whole is."""
-    if isinstance(e, syntax.BinOp) and e.op == "*":
-        return _factors(e.left) + _factors(e.right)
-    if isinstance(e, syntax.BinOp) and e.op == "/":
-        return _factors(e.left)
-    if isinstance(e, syntax.UnaryOp) and e.op == "-":
-        return _factors(e.operand)
-    return [e]
-
-
-def _subst_expr(e, values: dict):
+def subst_expr(e, values: dict):
     """``e`` with loop variables replaced by expressions."""
     return rewrite(e, lambda x: values[x.id] if isinstance(x, syntax.Name) and x.id in values else None)
 
 
-def _increment(target, coef):
+def increment(target, coef):
     """``target += coef``, under ``if`` for guarded coefficients."""
     if isinstance(coef, rules.Guard):
-        return syntax.If(None, coef.cond, [_increment(target, coef.body)], [])
+        return syntax.If(None, coef.cond, [increment(target, coef.body)], [])
     return syntax.AugAssign(None, target, "+", coef)
 
 
-def _replace_expr(e, text: str, by):
+def replace_expr(e, text: str, by):
     """``e`` with every call that reads as ``text`` replaced by ``by``."""
     return rewrite(e, lambda x: by if isinstance(x, syntax.Call) and unparse_expr(x) == text else None)
 
 
-def _replace_reads(e, subs: dict):
+def replace_reads(e, subs: dict):
     """``e`` with tensor reads (keyed by their text) replaced by expressions."""
     return rewrite(e, lambda x: subs.get(unparse_expr(x)) if isinstance(x, syntax.Subscript) else None)
 
 
-def _attr(n: str, a: str):
+def attr(n: str, a: str):
     return syntax.Attribute(None, name(n), a)
 
 
-def _sub(t: str, index: list):
+def subscript(t: str, index: list):
     return syntax.Subscript(None, name(t), list(index) if index else [syntax.Tuple(None, [])])
 
 
-def _copy_loop(dst: str, src: str, idx: str) -> list:
-    return [syntax.For(None, name(idx), call("grid", _attr(dst, "shape")),
+def copy_loop(dst: str, src: str, idx: str) -> list:
+    return [syntax.For(None, name(idx), call("grid", attr(dst, "shape")),
                   [syntax.Assign(None, syntax.Subscript(None, name(dst), [name(idx)]),
                             syntax.Subscript(None, name(src), [name(idx)]))])]
-
-
-def _aff_add(a: dict, b: dict, sign: int) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        if isinstance(k, tuple) and k[0] == "ast":
-            out[k] = v
-            continue
-        out[k] = out.get(k, 0) + sign * v
-    return out
-
-
-def _aff_scale(a: dict, c: int) -> dict:
-    return {k: (v if isinstance(k, tuple) and k[0] == "ast" else v * c) for k, v in a.items()}
-
-
-def _aff_expr(aff: dict):
-    e = None
-    for k, v in aff.items():
-        if v != 0 and (isinstance(k, str) or (isinstance(k, tuple) and k[0] == "sym")):
-            term = rules.mul(num(abs(v)), name(k) if isinstance(k, str) else aff[("ast", k[1])])
-            if e is None:
-                e = term if v > 0 else rules.neg(term)
-            else:
-                e = add(e, term) if v > 0 else rules.sub(e, term)
-    c = aff.get(None, 0)
-    if e is None:
-        return num(c)
-    return add(e, num(c)) if c > 0 else (rules.sub(e, num(-c)) if c < 0 else e)
