@@ -37,6 +37,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from hyb.dsl.check import widened_type
+
 WI, WF = "int", "float"  # weak kinds
 FLOAT_DT = ("float16", "float32", "float64")
 SIGNED_DT = ("int8", "int16", "int32", "int64")
@@ -598,10 +600,14 @@ class Gen:
                 return [f"{sc.name} = not {sc.name}"]
             return [f"{sc.name} = ({sc.name} {k} {c.text})"]
         target = self.scalar_value(sc)
-        return [f"{sc.name} {self.assign(target, env)}"]
+        return [f"{sc.name} {self.assign(target, env, scalar=True)}"]
 
-    def assign(self, target: E, env):
-        """`op value` for an assignment to something holding `target` (a tensor element or a scalar)."""
+    def assign(self, target: E, env, scalar=False):
+        """`op value` for an assignment to something holding `target` (a tensor element or a scalar).
+
+        A scalar local takes the promoted type of every value assigned to it: where a value would
+        widen the scalar, it is cast to the scalar's type explicitly, which converts it as the
+        assignment to a narrower type does."""
         exact = not is_float(target.dtype)
         for _ in range(3):
             val = self.expr(env, self.cfg.expr_depth - 1, exact=exact)
@@ -616,11 +622,16 @@ class Gen:
                     ops += ["**="]
             op = self.pick(ops)
             if op == "=":
-                return f"= {self.fit(val, target.dtype).text}"
+                val = self.fit(val, target.dtype)
+                if scalar and widened_type(target.dtype, concrete(val.dtype)) != target.dtype:
+                    return f"= {target.dtype}({val.text})"
+                return f"= {val.text}"
             if op == "**=":
                 val = self.exponent(env, target)
             res = self.binop(op[:-1], target, val)
             if res is not None and self.meets(res, target.dtype):
+                if scalar and widened_type(target.dtype, concrete(res.dtype)) != target.dtype:
+                    return f"= {target.dtype}({target.text} {op[:-1]} ({val.text}))"
                 return f"{op} {val.text}"
         return f"= {self.fit(lit(1), target.dtype).text}"
 

@@ -13,7 +13,7 @@ answer questions about the normalised kernel that every later pass asks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..dsl import ast as syntax
@@ -140,6 +140,7 @@ class _Normaliser:
         if not body or not isinstance(body[-1], syntax.Return):
             raise unsupported("no `return` at its end", self.kdef)
         self.outputs = [v.id for v in body[-1].values]
+        self.settle_int_types()
         self.params = params
         # A parameter used as a number is a scalar parameter; one never used counts as a tensor
         # (its gradient is zero; passed a scalar, it gets None at the call).
@@ -151,6 +152,22 @@ class _Normaliser:
                           MappingProxyType(self.scalars), MappingProxyType(self.loops), MappingProxyType(self.info),
                           MappingProxyType(self.blocks), tuple(self.assigns), tuple(self.outputs), tuple(params),
                           tuple(self.tensor_params), frozenset(self.scalar_params), frozenset(self.names.used))
+
+    def settle_int_types(self):
+        """A scalar is an integer (and carries no derivative) only if every value assigned to it
+        is: a scalar local takes the promoted type of all its values.  Whether a value is an
+        integer can depend on other scalars, so this repeats until nothing changes."""
+        values: dict = {}
+        for a in self.assigns:
+            if isinstance(a.target, syntax.Name) and a.target.id in self.scalars:
+                values.setdefault(a.target.id, []).append(a.value)
+        changed = True
+        while changed:
+            changed = False
+            for u, decl in self.scalars.items():
+                if decl.int_typed and not all(int_typed(v) or self.int_expr(v) for v in values.get(u, ())):
+                    self.scalars[u] = replace(decl, int_typed=False)
+                    changed = True
 
     def lookup(self, scope, n):
         for d in reversed(scope):
@@ -299,7 +316,7 @@ class _Normaliser:
     def int_expr(self, e) -> bool:
         """Whether ``e`` is integer-valued whatever the arguments' dtypes: integer literals, loop
         variables, shapes and integer scalars combined without `/` (the language's types follow
-        NumPy: such a first value makes the scalar an integer)."""
+        NumPy: a scalar all of whose values are such is an integer)."""
         for x in value_walk(e):
             if isinstance(x, syntax.Num) and not isinstance(x.value, (int, bool)):
                 return False

@@ -54,7 +54,7 @@ GRID_STRIDE_BLOCKS = 1024  # blocks of a grid whose trip count the host cannot c
 
 
 # No contraction of a * b + c into fma (LLVM without fast-math contracts nothing); no remarks on the
-# user's own comparisons of unsigned values with 0 (#186).
+# user's own comparisons of unsigned values with 0 (nvcc's diagnostic 186).
 NVCC_OPTIONS = ["-fmad=false", "-diag-suppress=186"]
 NVCC_FASTMATH_OPTIONS = ["--use_fast_math", "-diag-suppress=186"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (HybridArgumentError, HybridNameError, HybridTypeError,
+from ..errors import (HybridArgumentError, HybridInternalError, HybridNameError, HybridTypeError,
                       HybridUnsupportedError, Span)
 from . import ast as syntax
 from . import tir
@@ -52,16 +52,46 @@ def arg_spec(value) -> ArgSpec:
 
 
 def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> tir.TypedKernel:
+    """The typed kernel for one signature.
+
+    A scalar local takes the type of every value assigned to it, promoted together (as Python and
+    Numba do: `acc = 0` then `acc += a[i]` with float `a` makes `acc` a float).  The checker runs
+    again with the wider types until no assignment widens one; types only widen, so this ends."""
+    widened: dict = {}
     try:
-        return _Checker(kdef, module).run(args)
+        for _ in range(_MAX_WIDENINGS):
+            checker = _Checker(kdef, module, widened)
+            typed = checker.run(args)
+            if not checker.widen:
+                return typed
+            widened.update(checker.widen)
+        raise HybridInternalError(f"the scalar types of `{kdef.name}` do not settle", "check")
     except RecursionError:
         raise HybridUnsupportedError(f"kernel `{kdef.name}` is nested too deeply to check", kdef.span,
                                      "split long expressions into several statements") from None
 
 
+_MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens at most 3 times
+
+
+def widened_type(current: str, value: str) -> str:
+    """The type of a scalar of type ``current`` that is also assigned a ``value`` (a concrete dtype):
+    their promotion, except that two integer types that only meet in a float (int64 and uint64)
+    keep the scalar's type, the value being cast to it as a store into a tensor would be."""
+    value = types.concrete(value)
+    if value == current:
+        return current
+    p = types.promote(current, value)
+    if p in types.FLOATS and current not in types.FLOATS and value not in types.FLOATS:
+        return current
+    return p
+
+
 class _Checker(ExpressionChecker):
-    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module):
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, widened: dict | None = None):
         self.kdef = kdef
+        self.widened = widened or {}  # unique scalar name -> the type earlier rounds found it needs
+        self.widen: dict = {}  # what this round found: unique scalar name -> a wider type
         self.module = module
         self.tensors: dict = {}
         self.scopes: list = [{}]
@@ -257,15 +287,15 @@ class _Checker(ExpressionChecker):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))
                 return None
-            dtype = types.concrete(value.dtype)
             uname = self.unique(name)
+            dtype = self.widened.get(uname, types.concrete(value.dtype))
             self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", tgt.span, name,
                                            private_to=tuple(self.loop_stack))
             self.declare(name, Sym("scalar", uname))
             return tir.Store(uname, [], self.coerce(value, dtype), s.span)
         if sym.kind == "scalar":
             self.not_a_param(sym, tgt)
-            return tir.Store(sym.name, [], self.coerce(self.expr(s.value), self.tensors[sym.name].dtype), s.span)
+            return self.scalar_store(sym.name, self.expr(s.value), s.span)
         if sym.kind == "loop":
             raise HybridTypeError(f"cannot assign to loop variable `{name}`", tgt.span,
                                   "use a new scalar name, e.g. `j = " + name + " + 1`")
@@ -290,9 +320,18 @@ class _Checker(ExpressionChecker):
             raise HybridTypeError("cannot assign to this expression", tgt.span, None)
         value = self.binop(s.op, load, self.expr(s.value), s.span)
         if isinstance(tgt, syntax.Name):
-            sym = self.lookup(tgt.id)
-            return tir.Store(sym.name, [], self.coerce(value, self.tensors[sym.name].dtype), s.span)
+            return self.scalar_store(self.lookup(tgt.id).name, value, s.span)
         return self.store(tgt, value, s.span)
+
+    def scalar_store(self, uname: str, value: tir.TExpr, span: Span):
+        """``value`` assigned to the scalar local ``uname``; a value of a wider type widens the scalar
+        (in the next round of checking)."""
+        t = self.tensors[uname]
+        if t.kind == "scalar":
+            wider = widened_type(self.widen.get(uname, t.dtype), value.dtype)
+            if wider != t.dtype:
+                self.widen[uname] = wider
+        return tir.Store(uname, [], self.coerce(value, t.dtype), span)
 
     def store(self, tgt: syntax.Subscript, value: tir.TExpr, span: Span):
         t = self.tensor_of(tgt.value)

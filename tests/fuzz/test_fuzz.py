@@ -171,7 +171,7 @@ def test_regression_gradient_of_overwritten_store_with_shifted_read():
     np.testing.assert_array_equal(k.grad()(x, dout), [0.0, 0.0])
 
 
-INT_SCALAR_TRUNCATES = '''
+INT_THEN_FLOAT_SCALAR = '''
 def k(x0, x1):
     y0 = output_tensor((x0.shape[0],), "float64")
     for i in range(x0.shape[0]):
@@ -182,14 +182,16 @@ def k(x0, x1):
 '''
 
 
-def test_regression_scalar_first_assigned_a_loop_variable_is_an_integer():
-    # Shrunk from the gradient campaign: `s1 = i` makes s1 an int64, so `s1 = x0[i]` truncates and
-    # y0 does not depend on x0 smoothly (finite differences: 0); the gradient took s1 for a float (1.0).
-    k = hyb.compile_source(INT_SCALAR_TRUNCATES).k
+def test_regression_scalar_first_assigned_a_loop_variable_then_a_float():
+    # Shrunk from the gradient campaign: `s1 = i` then `s1 = x0[i]`.  A scalar takes the promoted type
+    # of all its values, so s1 is a float64, y0 is x0, and the gradient must agree with that: it once
+    # took s1 for an integer from its first value alone (derivative 0).
+    k = hyb.compile_source(INT_THEN_FLOAT_SCALAR).k
     x = np.array([0.3, 1.7])
-    np.testing.assert_array_equal(k(x, x), [0.0, 1.0])
+    np.testing.assert_array_equal(k(x, x), x)
+    np.testing.assert_array_equal(k.emulate(x, x), x)
     dx0, dx1 = k.grad()(x, x, np.ones(2))
-    np.testing.assert_array_equal(dx0, [0.0, 0.0])
+    np.testing.assert_array_equal(dx0, [1.0, 1.0])
     np.testing.assert_array_equal(dx1, [0.0, 0.0])
 
 
