@@ -1,6 +1,12 @@
-"""Typed-IR expressions rendered as CUDA C for :mod:`hyb.codegen.cuda`."""
+"""Typed-IR expressions rendered as CUDA C for :mod:`hyb.codegen.cuda`.
+
+The expressions are legalised (:mod:`hyb.codegen.legalise`): NumPy's ``//``, ``%``, max/min,
+integer ``**`` and float16 arithmetic arrive as primitives (``Let``, ``Pick``, ``Bits``,
+``Prim``), each a C operator, a CUDA math function or (``ipow``) a prelude helper.  float16
+(``__half``) values are only loaded, stored, converted and selected here."""
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -19,6 +25,8 @@ CTYPES = {
 _UNSIGNED_OF = {"int8": "unsigned int", "uint8": "unsigned int", "int16": "unsigned int", "uint16": "unsigned int",
                 "int32": "unsigned int", "uint32": "unsigned int", "int64": "unsigned long long",
                 "uint64": "unsigned long long"}
+
+_INF = {"float32": "__int_as_float(0x7f800000)", "float64": "__longlong_as_double(0x7ff0000000000000ll)"}
 
 _INT_BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
 
@@ -94,75 +102,62 @@ class CudaExpressions:
         a = self.expr(e.a)
         b = self.expr(e.b)
         if dt in types.FLOATS:
-            if dt == "float16":
-                fa, fb = f"hyb_h2f({a})", f"hyb_h2f({b})"
-                return f"hyb_f2h({self._float_bin(e.op, fa, fb, 'float32')})"
-            return self._float_bin(e.op, a, b, dt)
-        if dt == "bool":  # i1 arithmetic, as LLVM does it: + and - are xor, * is and
+            if e.op in ("+", "-", "*", "/"):
+                return f"({a} {e.op} {b})"
+            if e.op == "**":
+                return f"pow(({CTYPES[dt]})({a}), ({CTYPES[dt]})({b}))"
+        elif dt == "bool":  # i1 arithmetic, as LLVM does it: + and - are xor, * is and
             if e.op in ("+", "-"):
                 return f"({a} != {b})"
             if e.op == "*":
                 return f"({a} && {b})"
             raise HybridUnsupportedError(f"`{e.op}` on bool", e.span, "cast to an integer type first")
-        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
-        if e.op in ("+", "-", "*"):
+        elif e.op in ("+", "-", "*"):
+            ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
             return f"(({ct})(({ut}){a} {e.op} ({ut}){b}))"
-        if e.op in ("//", "%"):
-            return self._int_divmod(e.op, a, b, dt)
-        if e.op == "**":
-            if isinstance(e.b, tir.Const):
-                return self._power_const(a, int(e.b.value), dt)
-            uns = "true" if dt in types.UNSIGNED else "false"
-            return f"hyb_ipow<{ct}, {ut}>({a}, {b}, {uns})"
         raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
 
-    def _float_bin(self, op: str, a: str, b: str, dt: str) -> str:
-        if op in ("+", "-", "*", "/"):
-            return f"({a} {op} {b})"
-        if op == "//":
-            return f"hyb_ffloordiv<{CTYPES[dt]}>({a}, {b})"
-        if op == "%":
-            return f"hyb_fremainder<{CTYPES[dt]}>({a}, {b})"
-        if op == "**":
-            return f"pow(({CTYPES[dt]})({a}), ({CTYPES[dt]})({b}))"
-        raise HybridUnsupportedError(f"`{op}` on {dt}", None, None)
+    # ------------------------------------------------------------- primitives (hyb.codegen.legalise)
+    def e_Let(self, e: tir.Let) -> str:
+        value = self.expr(e.value)
+        if not re.fullmatch(r"[A-Za-z_]\w*", value):  # not already a name (a load, a counter)
+            value = self.value(value, types.concrete(e.value.dtype))
+        saved = dict(self.env)
+        self.env[e.name] = value
+        body = self.expr(e.body)
+        self.env = saved
+        return body
 
-    def _int_divmod(self, op: str, a: str, b: str, dt: str) -> str:
-        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
-        if dt in types.UNSIGNED:
-            return f"hyb_ufloor{'div' if op == '//' else 'mod'}<{ct}>({a}, {b})"
-        return f"hyb_sfloor{'div' if op == '//' else 'mod'}<{ct}, {ut}>({a}, {b})"
+    def e_Pick(self, e: tir.Pick) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
 
-    def _power_const(self, a: str, n: int, dt: str) -> str:
-        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
-        if n < 0:
-            return f"hyb_ipow<{ct}, {ut}>({a}, ({ct})({n}), {'true' if dt in types.UNSIGNED else 'false'})"
-        base = self.value(a, dt)
-        result = None
-        while n:
-            if n & 1:
-                result = base if result is None else self.value(f"(({ct})(({ut}){result} * ({ut}){base}))", dt)
-            n >>= 1
-            if n:
-                base = self.value(f"(({ct})(({ut}){base} * ({ut}){base}))", dt)
-        return result if result is not None else f"(({ct})1)"
+    def e_Bits(self, e: tir.Bits) -> str:
+        return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+
+    def e_Prim(self, e: tir.Prim) -> str:
+        dt = types.concrete(e.dtype)
+        args = [self.expr(a) for a in e.args]
+        if e.name in ("div", "rem") and dt not in types.FLOATS:
+            return f"(({CTYPES[dt]})({args[0]} {'/' if e.name == 'div' else '%'} {args[1]}))"
+        if e.name in ("rem", "copysign"):
+            return self.math("fmod" if e.name == "rem" else "copysign", dt, args)
+        if e.name == "odd":
+            return f"(({args[0]} & 1) != 0)"
+        if e.name == "ipow":
+            return f"hyb_ipow<{CTYPES[dt]}, {_UNSIGNED_OF[dt]}>({args[0]}, {args[1]})"
+        raise HybridUnsupportedError(f"primitive `{e.name}` on {dt}", e.span, None)
 
     def e_Unary(self, e: tir.Unary) -> str:
         a = self.expr(e.a)
         if e.op == "not":
             return f"(!{a})"
         dt = types.concrete(e.dtype)
-        if dt == "float16":
-            return f"hyb_f2h(-hyb_h2f({a}))"
         if dt in types.FLOATS:
             return f"(-{a})"
         return f"(({CTYPES[dt]})(({_UNSIGNED_OF[dt]})0 - ({_UNSIGNED_OF[dt]}){a}))"
 
     def e_Cmp(self, e: tir.Cmp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
-        dt = types.concrete(e.a.dtype)
-        if dt == "float16":
-            a, b = f"hyb_h2f({a})", f"hyb_h2f({b})"
         return f"({a} {e.op} {b})"  # C's != is unordered, the others ordered: as the CPU path
 
     def e_Logic(self, e: tir.Logic) -> str:
@@ -229,9 +224,7 @@ class CudaExpressions:
              "tanh": "tanh", "atan": "atan", "atan2": "atan2", "erf": "erf"}
 
     def math(self, fn: str, dt: str, args: list) -> str:
-        """A math function through CUDA's library: float16 computed in float and rounded back."""
-        if dt == "float16":
-            return f"hyb_f2h({self.math(fn, 'float32', [f'hyb_h2f({a})' for a in args])})"
+        """A math function of float or double values through CUDA's library."""
         name = fn + ("f" if dt == "float32" else "")
         return f"{name}({', '.join(args)})"
 
@@ -246,22 +239,10 @@ class CudaExpressions:
             return f"(({CTYPES[want]})({r}))"
         return r
 
-    def _f(self, dt, x):
-        """(value as float/double, C type, wrap back to dt)."""
-        if dt == "float16":
-            return f"hyb_h2f({x})", "float", lambda r: f"hyb_f2h({r})"
-        return x, CTYPES[dt], lambda r: r
-
     def i_rsqrt(self, dt, x):
-        if dt == "float16":
-            s = self.math("sqrt", dt, [x])
-            return f"hyb_f2h(1.0f / hyb_h2f({s}))"
         return f"(({CTYPES[dt]})1 / {self.math('sqrt', dt, [x])})"
 
     def i_sigmoid(self, dt, x):
-        if dt == "float16":
-            ex = self.math("exp", dt, [f"hyb_f2h(-hyb_h2f({x}))"])
-            return f"hyb_f2h(1.0f / hyb_h2f(hyb_f2h(1.0f + hyb_h2f({ex}))))"
         one = f"(({CTYPES[dt]})1)"
         return f"({one} / ({one} + {self.math('exp', dt, [f'(-{x})'])}))"
 
@@ -275,47 +256,22 @@ class CudaExpressions:
 
     def i_sign(self, dt, x):
         if dt in types.FLOATS:
-            v, ft, back = self._f(dt, x)
-            return back(f"hyb_sign<{ft}>({v})")
+            return f"hyb_sign<{CTYPES[dt]}>({x})"
         ct = CTYPES[dt]
         if dt in types.UNSIGNED:
             return f"(({ct})({x} != 0))"
         return f"(({ct})(({x} > 0) - ({x} < 0)))"
 
     def i_isnan(self, dt, x):
-        v, _, _ = self._f(dt, x)
-        return f"({v} != {v})"
+        return f"({x} != {x})"
 
     def i_isinf(self, dt, x):
-        v, ft, _ = self._f(dt, x)
-        inf = "__int_as_float(0x7f800000)" if ft == "float" else "__longlong_as_double(0x7ff0000000000000ll)"
-        return f"({v} == {inf} || {v} == -{inf})"
+        inf = _INF[dt]
+        return f"({x} == {inf} || {x} == -{inf})"
 
     def i_isfinite(self, dt, x):
-        v, ft, _ = self._f(dt, x)
-        inf = "__int_as_float(0x7f800000)" if ft == "float" else "__longlong_as_double(0x7ff0000000000000ll)"
-        return f"({v} == {v} && {v} != {inf} && {v} != -{inf})"
-
-    def i_max(self, dt, x, y):
-        return self._extremum("max", dt, x, y)
-
-    def i_min(self, dt, x, y):
-        return self._extremum("min", dt, x, y)
-
-    def _extremum(self, which, dt, x, y):
-        if dt in types.FLOATS:
-            vx, ft, back = self._f(dt, x)
-            vy = self._f(dt, y)[0]
-            eq = "true" if dt == "float16" else "false"
-            return back(f"hyb_f{which}<{ft}>({vx}, {vy}, {eq})")
-        op = ">" if which == "max" else "<"
-        return f"({x} {op} {y} ? {x} : {y})"
-
-    def i_ceil_div(self, dt, x, y):
-        q = self._int_divmod("//", x, y, dt)
-        r = self._int_divmod("%", x, y, dt)
-        ct, ut = CTYPES[dt], _UNSIGNED_OF[dt]
-        return f"(({ct})(({ut}){q} + ({ut})({r} != 0)))"
+        inf = _INF[dt]
+        return f"({x} == {x} && {x} != {inf} && {x} != -{inf})"
 
     def i_popcount(self, dt, x):
         mag = self.value(self.i_abs(dt, x), dt)

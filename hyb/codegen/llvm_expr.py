@@ -1,4 +1,9 @@
-"""Typed-IR expressions emitted as LLVM IR for :mod:`hyb.codegen.llvm`."""
+"""Typed-IR expressions emitted as LLVM IR for :mod:`hyb.codegen.llvm`.
+
+The expressions are legalised (:mod:`hyb.codegen.legalise`): NumPy's ``//``, ``%``, max/min,
+integer ``**`` and float16 arithmetic arrive as primitives (``Let``, ``Pick``, ``Bits``,
+``Prim``), each one instruction, a libm call or (``ipow``) one small loop.  float16 values
+are only loaded, stored, converted and selected here."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +22,7 @@ _MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos",
 _LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
 # Math functions that are single instructions on x86 (the rest become calls, one per vector lane).
 _NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
+_UNBOUND = object()
 
 class LlvmExpressions:
     """Typed-IR expressions as LLVM IR: arithmetic with NumPy's semantics, casts, math calls, intrinsics.
@@ -49,8 +55,6 @@ class LlvmExpressions:
     def e_Bin(self, e: tir.Bin):
         a, b_ = self.expr(e.a), self.expr(e.b)
         if types.is_float(e.dtype):
-            if e.op in ("//", "%"):
-                return self.float_divmod(e.op, e.dtype, a, b_)
             if e.op == "**":
                 return self.math("pow", e.dtype, [a, b_])
             return self.farith(e.op, a, b_)
@@ -60,70 +64,55 @@ class LlvmExpressions:
             return self.b.sub(a, b_)
         if e.op == "*":
             return self.b.mul(a, b_)
-        if e.op in ("//", "%"):
-            return self.int_divmod(e.op, a, b_, is_unsigned(e.dtype))
-        if e.op == "**":
-            return self.int_power(a, b_, e.b, is_unsigned(e.dtype))
         raise HybridUnsupportedError(f"`{e.op}` on {e.dtype}", e.span, None)
 
     def farith(self, op: str, a, b_):
         f = {"+": self.b.fadd, "-": self.b.fsub, "*": self.b.fmul, "/": self.b.fdiv}[op]
         return f(a, b_, flags=self.flags)
 
-    def int_divmod(self, op: str, a, b_, unsigned: bool):
-        # Division by zero gives 0, as NumPy does, instead of trapping; so does MIN // -1
-        # (it wraps to MIN), which x86 would also trap on: -1 is handled apart as well.
-        b = self.b
-        zero = ir.Constant(a.type, 0)
-        one = ir.Constant(a.type, 1)
-        is_zero = b.icmp_unsigned("==", b_, zero)
-        if unsigned:
-            safe = b.select(is_zero, one, b_)
-            r = b.udiv(a, safe) if op == "//" else b.urem(a, safe)
-            return b.select(is_zero, zero, r)
-        is_m1 = b.icmp_signed("==", b_, ir.Constant(a.type, -1))
-        safe = b.select(b.or_(is_zero, is_m1), one, b_)
-        if op == "//":
-            r = b.select(is_m1, b.sub(zero, a), self._floordiv_int(a, safe, signed=True))
-        else:
-            r = b.select(is_m1, zero, self._floormod_int(a, safe))
-        return b.select(is_zero, zero, r)
+    # ---------------------------------------------------------- primitives (hyb.codegen.legalise)
+    def e_Let(self, e: tir.Let):
+        value = self.expr(e.value)
+        outer = self.env.get(e.name, _UNBOUND)
+        self.env[e.name] = value
+        try:
+            return self.expr(e.body)
+        finally:
+            if outer is _UNBOUND:
+                del self.env[e.name]
+            else:
+                self.env[e.name] = outer
 
-    def float_divmod(self, op: str, dtype: str, a, b_):
-        """NumPy's floor_divide / remainder (npy_divmod): the remainder has the divisor's sign, the
-        quotient is snapped to an integer; a zero divisor gives a / b and fmod's nan."""
-        if types.concrete(dtype) == "float16":
-            r = self.float_divmod(op, "float32", self.b.fpext(a, F32), self.b.fpext(b_, F32))
-            return self.b.fptrunc(r, F16)
-        b = self.b
-        t = a.type
-        zero, one, half = (ir.Constant(t, v) for v in (0.0, 1.0, 0.5))
-        mod = b.frem(a, b_, flags=self.flags)
-        b_zero = b.fcmp_ordered("==", b_, zero)
-        mod_nonzero = b.fcmp_unordered("!=", mod, zero)
-        fix = b.and_(mod_nonzero, b.xor(b.fcmp_ordered("<", b_, zero), b.fcmp_ordered("<", mod, zero)))
-        if op == "%":
-            m = b.select(fix, self.farith("+", mod, b_), mod)
-            m = b.select(mod_nonzero, m, self.math("copysign", dtype, [zero, b_]))
-            return b.select(b_zero, mod, m)
-        div = self.farith("/", self.farith("-", a, mod), b_)
-        div = b.select(fix, self.farith("-", div, one), div)
-        fl = self.math("floor", dtype, [div])
-        fl = b.select(b.fcmp_ordered(">", self.farith("-", div, fl), half), self.farith("+", fl, one), fl)
-        quotient = self.farith("/", a, b_)
-        q = b.select(b.fcmp_unordered("!=", div, zero), fl, self.math("copysign", dtype, [zero, quotient]))
-        return b.select(b_zero, quotient, q)
+    def e_Pick(self, e: tir.Pick):
+        return self.b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
 
-    def int_power(self, a, n, n_expr: tir.TExpr, unsigned: bool):
-        """a ** n by repeated squaring, wrapping; a negative n gives 1 / a**-n truncated toward zero
-        (1 for a == 1, ±1 for a == -1, else 0), where NumPy raises."""
-        if isinstance(n_expr, tir.Const):
-            return self._power_const(a, int(n_expr.value))
+    def e_Bits(self, e: tir.Bits):
+        a, b_ = self.expr(e.a), self.expr(e.b)
+        return {"&": self.b.and_, "|": self.b.or_, "^": self.b.xor}[e.op](a, b_)
+
+    def e_Prim(self, e: tir.Prim):
+        args = [self.expr(a) for a in e.args]
+        return getattr(self, "p_" + e.name)(types.concrete(e.args[0].dtype), *args)
+
+    def p_div(self, dt, a, d):
+        return self.b.udiv(a, d) if is_unsigned(dt) else self.b.sdiv(a, d)
+
+    def p_rem(self, dt, a, d):
+        if dt in types.FLOATS:
+            return self.b.frem(a, d, flags=self.flags)
+        return self.b.urem(a, d) if is_unsigned(dt) else self.b.srem(a, d)
+
+    def p_odd(self, dt, n):
+        return self.b.trunc(n, I1)
+
+    def p_copysign(self, dt, x, y):
+        return self.math("copysign", dt, [x, y])
+
+    def p_ipow(self, dt, a, n):
+        """a ** n by repeated squaring, wrapping, n read as unsigned."""
         b = self.b
         t = a.type
         zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
-        negative = None if unsigned else b.icmp_signed("<", n, zero)
-        start = n if unsigned else b.select(negative, zero, n)
         pre = b.block
         header = self.fn.append_basic_block("pow.loop")
         body = self.fn.append_basic_block("pow.body")
@@ -131,7 +120,7 @@ class LlvmExpressions:
         b.branch(header)
         b.position_at_end(header)
         acc, base, rest = b.phi(t), b.phi(t), b.phi(t)
-        for phi, v in ((acc, one), (base, a), (rest, start)):
+        for phi, v in ((acc, one), (base, a), (rest, n)):
             phi.add_incoming(v, pre)
         b.cbranch(b.icmp_unsigned("!=", rest, zero), body, done)
         b.position_at_end(body)
@@ -140,25 +129,10 @@ class LlvmExpressions:
         rest.add_incoming(b.lshr(rest, one), body)
         b.branch(header)
         b.position_at_end(done)
-        if unsigned:
-            return acc
-        minus_one = ir.Constant(t, -1)
-        odd = b.trunc(n, I1)
-        inverse = b.select(b.icmp_signed("==", a, one), one,
-                           b.select(b.icmp_signed("==", a, minus_one), b.select(odd, minus_one, one), zero))
-        return b.select(negative, inverse, acc)
-
-    def _power_const(self, a, n: int):
-        result, base = None, a
-        while n:
-            if n & 1:
-                result = base if result is None else self.b.mul(result, base)
-            n >>= 1
-            if n:
-                base = self.b.mul(base, base)
-        return result if result is not None else ir.Constant(a.type, 1)
+        return acc
 
     def _floordiv_int(self, a, d, signed=True):
+        """Floor division of loop counters (the loop IR's fdiv_q; ``d`` is a positive constant)."""
         b = self.b
         q = b.sdiv(a, d)
         r = b.srem(a, d)
@@ -166,14 +140,6 @@ class LlvmExpressions:
         adjust = b.and_(b.icmp_signed("!=", r, zero),
                         b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
         return b.sub(q, b.zext(adjust, a.type))
-
-    def _floormod_int(self, a, d):
-        b = self.b
-        r = b.srem(a, d)
-        zero = ir.Constant(a.type, 0)
-        adjust = b.and_(b.icmp_signed("!=", r, zero),
-                        b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)))
-        return b.select(adjust, b.add(r, d), r)
 
     def e_Unary(self, e: tir.Unary):
         a = self.expr(e.a)
@@ -313,12 +279,8 @@ class LlvmExpressions:
         return fn
 
     def math(self, name: str, dtype: str, args: list):
-        """A math function of float values: an LLVM intrinsic or a libm call.  float16 is computed
-        in float32 and rounded back, as NumPy does."""
+        """A math function of float32 or float64 values: an LLVM intrinsic or a libm call."""
         dt = types.concrete(dtype)
-        if dt == "float16":
-            r = self.math(name, "float32", [self.b.fpext(a, F32) for a in args])
-            return self.b.fptrunc(r, F16)
         t = value_type(dt)
         if name not in _NATIVE_MATH:
             self.scalar_calls = True
@@ -376,28 +338,6 @@ class LlvmExpressions:
     def i_isfinite(self, dt, x):
         inf, minus_inf = ir.Constant(x.type, float("inf")), ir.Constant(x.type, float("-inf"))
         return self.b.and_(self.b.fcmp_ordered("!=", x, inf), self.b.fcmp_ordered("!=", x, minus_inf))
-
-    def i_max(self, dt, x, y):
-        return self._extremum(">", dt, x, y)
-
-    def i_min(self, dt, x, y):
-        return self._extremum("<", dt, x, y)
-
-    def _extremum(self, op, dt, x, y):
-        # NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
-        # equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=.
-        b = self.b
-        if dt in types.FLOATS:
-            beats = b.fcmp_ordered(op + "=" if dt == "float16" else op, x, y)
-            return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
-        cmp = b.icmp_unsigned if dt in types.UNSIGNED or dt == "bool" else b.icmp_signed
-        return b.select(cmp(op, x, y), x, y)
-
-    def i_ceil_div(self, dt, x, y):
-        unsigned = dt in types.UNSIGNED
-        q = self.int_divmod("//", x, y, unsigned)
-        r = self.int_divmod("%", x, y, unsigned)
-        return self.b.add(q, self.b.zext(self.b.icmp_unsigned("!=", r, ir.Constant(x.type, 0)), x.type))
 
     def i_popcount(self, dt, x):
         # NumPy's bitwise_count: the bits of |x|.

@@ -3,6 +3,10 @@
 Every name is resolved to a unique symbol, every shape is a concrete tuple of ints, every
 expression carries its dtype and every implicit conversion is an explicit :class:`Cast`.
 The interpreter, the polyhedral extractor and the printers all read this form.
+
+:class:`Let`, :class:`Pick`, :class:`Bits` and :class:`Prim` are never made by the checker: they
+are the primitives :mod:`hyb.codegen.legalise` lowers NumPy's operators to before a back end
+renders a kernel (see that module for their meaning).
 """
 from __future__ import annotations
 
@@ -110,6 +114,42 @@ class Intrinsic(TExpr):
     args: list
 
 
+# ------------------------------------------- primitives (only after hyb.codegen.legalise)
+@dataclass
+class Let(TExpr):
+    """``body`` with ``value`` evaluated once and bound to ``name`` (read by :class:`Var` nodes)."""
+
+    name: str
+    value: TExpr
+    body: TExpr
+
+
+@dataclass
+class Pick(TExpr):
+    """``a if cond else b`` with both sides evaluated (a select; :class:`Select` branches)."""
+
+    cond: TExpr
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Bits(TExpr):
+    """Bitwise ``&``, ``|`` or ``^`` of two values of one dtype (on bool: eager and, or, xor)."""
+
+    op: str
+    a: TExpr
+    b: TExpr
+
+
+@dataclass
+class Prim(TExpr):
+    """A primitive operation of :mod:`hyb.codegen.legalise`'s set: ``div``, ``rem``, ``copysign``, ``ipow``, ``odd``."""
+
+    name: str
+    args: list
+
+
 # ---------------------------------------------------------------- statements
 @dataclass
 class Loop:
@@ -172,15 +212,18 @@ def walk_expr(e: TExpr):
     if isinstance(e, Load):
         for i in e.indices:
             yield from walk_expr(i)
-    elif isinstance(e, (Bin, Cmp, Logic)):
+    elif isinstance(e, (Bin, Cmp, Logic, Bits)):
         yield from walk_expr(e.a)
         yield from walk_expr(e.b)
     elif isinstance(e, (Unary, Cast)):
         yield from walk_expr(e.a)
-    elif isinstance(e, Select):
+    elif isinstance(e, (Select, Pick)):
         yield from walk_expr(e.cond)
         yield from walk_expr(e.a)
         yield from walk_expr(e.b)
-    elif isinstance(e, Intrinsic):
+    elif isinstance(e, (Intrinsic, Prim)):
         for a in e.args:
             yield from walk_expr(a)
+    elif isinstance(e, Let):
+        yield from walk_expr(e.value)
+        yield from walk_expr(e.body)

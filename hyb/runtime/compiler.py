@@ -70,7 +70,7 @@ class CompiledKernel:
         target = host_cpu(options.get("threads"))
         middle = pipeline.middle_end(typed, options, target)
         pipeline.emit_warnings(middle.warnings, stacklevel=5)
-        code, loaded = pipeline.generate_code(middle.nest, options, target)
+        code, loaded = pipeline.generate_code(middle.code, options, target)
         return cls(typed, specs, options, replace(code, warnings=middle.warnings), middle, loaded, target)
 
     @classmethod
@@ -114,7 +114,7 @@ class CompiledKernel:
         if self.code.llvm_ir is not None:
             return self.code.llvm_ir
         return self._stage("llvm", lambda: llvm_codegen.generate_ir(
-            self.nest, llvm_codegen.Options(fastmath=bool(self.options.get("fastmath")),
+            self.middle.code, llvm_codegen.Options(fastmath=bool(self.options.get("fastmath")),
                                             target=self.target_machine)).ir)
 
     def _stage(self, name, make):

@@ -74,7 +74,7 @@ class CudaCompiledKernel(CompiledKernel):
         emit_warnings(self._middle.warnings, stacklevel=6)
         self._stages: dict = {}
         self._asm = None
-        self.generated = cuda_codegen.generate(self.nest, fastmath=bool(options.get("fastmath")))
+        self.generated = cuda_codegen.generate(self._middle.code, fastmath=bool(options.get("fastmath")))
         self._stages["cuda"] = self.generated.source
         self.check_sites = self.generated.sites
         self.buffers = self.generated.buffers

@@ -10,6 +10,8 @@ Each stage is a function from immutable records to a new immutable record::
                                                         (the original order where it breaks one)
       -> marks         mark_escaping, vector marks,     a new LoopNest each, plus decisions
                        the GPU's grid loops
+      -> legalise      codegen.legalise.legalise        the LoopNest in primitive operations, which
+                                                        every back end renders (MiddleEnd.code)
       -> code          generate_code                    NativeCode (LLVM IR, object code, check sites)
 
 :func:`middle_end` runs the polyhedral stages and returns them all in a :class:`MiddleEnd`;
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from ..codegen import abi, jit
+from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
@@ -44,6 +47,7 @@ class MiddleEnd:
     nest: loops.LoopNest  # the loops the code follows, after the marks
     schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
     warnings: tuple  # HybridWarnings about the kernel
+    code: loops.LoopNest  # ``nest`` legalised: the loops and primitive operations every back end renders
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
 
 
 def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
-    """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest."""
+    """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest, and
+    that nest legalised for the back ends (``code``)."""
     plan_opts, loop_opts = schedule_options(options, target)
     poly = extract.extract(typed)
     d = deps.compute(poly)
@@ -128,11 +133,13 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
         decisions += more
-    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d))
+    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
+                     legalise(nest))
 
 
 def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
-    """LLVM IR, optimised and compiled: ``(NativeCode, the loaded JitFunction)``."""
+    """LLVM IR of a legalised nest (``MiddleEnd.code``), optimised and compiled:
+    ``(NativeCode, the loaded JitFunction)``."""
     generated = llvm_codegen.generate_ir(nest, llvm_codegen.Options(fastmath=bool(options.get("fastmath")),
                                                                     target=target))
     module = jit.optimize(generated.ir)

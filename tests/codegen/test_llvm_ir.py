@@ -35,7 +35,7 @@ def ir_of(name, *args, target=None):
     typed = hyb.compile_source(SRC).kernels[name].typed(*args)
     target = target or host_cpu(1)
     middle = pipeline.middle_end(typed, {}, target)
-    return llvm_codegen.generate_ir(middle.nest, llvm_codegen.Options(target=target)), typed
+    return llvm_codegen.generate_ir(middle.code, llvm_codegen.Options(target=target)), typed
 
 
 def test_a_subscript_checked_at_run_time_branches_to_its_check_site():

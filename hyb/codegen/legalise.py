@@ -1,0 +1,325 @@
+"""Legalisation: NumPy's operators lowered to primitive operations, once for every back end.
+
+:func:`legalise` takes the loop nest the middle end made and returns a new one whose
+statements and guards use only operations each back end renders directly (an instruction or a
+C operator); the input nest is not changed.  It runs in one place,
+:func:`hyb.runtime.pipeline.middle_end` (the ``MiddleEnd.code`` record), before both the LLVM
+and the CUDA back end.
+
+Lowered here:
+
+* integer ``//`` and ``%`` (NumPy's floor division and its remainder; a zero divisor gives 0,
+  ``MIN // -1`` wraps), and ``ceil_div``: truncating ``div``/``rem`` on a divisor made safe
+  (never 0, never -1 for signed types), corrected by selects;
+* float ``//`` and ``%`` (``npy_divmod``: the remainder takes the divisor's sign, the quotient
+  is snapped to an integer; a zero divisor gives ``a / b`` and fmod's nan);
+* ``max`` and ``min``: NumPy's maximum/minimum, the first argument where it wins or is nan
+  (float16 compares with ``>=``/``<=``, as NumPy's float16 loops do);
+* integer ``**``: a constant exponent by repeated squaring, a variable one by the ``ipow``
+  primitive with the rule for negative exponents around it (1 for a == 1, ±1 for a == -1,
+  else 0, where NumPy raises);
+* float16 arithmetic, comparisons, math functions and intrinsics: computed in float32
+  between casts (as NumPy does); float16 remains only in loads, stores, constants, casts and
+  the values a ``Pick`` chooses between.
+
+The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.tir`):
+
+* ``Let(name, value, body)``: ``value`` evaluated once, read in ``body`` as ``Var(name)``
+  (names ``legal.<n>``, which no kernel name can be);
+* ``Pick(cond, a, b)``: a select, both sides evaluated (``Select`` stays lazy: it branches);
+* ``Bits(op, a, b)``: ``&``, ``|``, ``^`` (on bool: eager and, or, xor; ``Logic`` short-circuits);
+* ``Prim("div" | "rem", a, b)``: truncating integer division and remainder (C's ``/`` and ``%``,
+  LLVM's sdiv/udiv, srem/urem) on a divisor that is neither 0 nor, when signed, -1; on floats
+  ``rem`` is fmod (LLVM's frem);
+* ``Prim("copysign", x, y)``: the magnitude of ``x`` with the sign of ``y``;
+* ``Prim("ipow", a, n)``: ``a ** n`` wrapping, for ``n >= 0`` read as unsigned;
+* ``Prim("odd", n)``: the lowest bit of an integer, as bool (LLVM's trunc to i1);
+* the existing nodes on non-float16 values: ``Bin`` with ``+ - * /`` (and ``**`` on floats:
+  pow), ``Cmp``, ``Unary``, ``Cast``, ``Intrinsic`` (``floor``, ``isnan``, the math functions;
+  ``max``, ``min`` and ``ceil_div`` no longer occur).
+
+Subscripts checked at run time (``LoopNest.runtime_checked``, ``id()`` of ``Load``/``Store``
+nodes) stay checked on the nodes that replace them; an operand a lowering reads twice is bound
+by ``Let``, so no load is ever evaluated twice.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..dsl import tir
+from ..dsl import types
+from ..schedule import loops
+
+# The intrinsic-table rows no back end renders: they are lowered here.
+LOWERED = ("max", "min", "ceil_div")
+
+F32 = "float32"
+
+
+def legalise(nest: loops.LoopNest) -> loops.LoopNest:
+    """``nest`` with every statement and guard in primitive operations (see the module doc)."""
+    lg = _Legaliser(nest.runtime_checked)
+    statements = {name: replace(st, stmt=lg.stmt(st.stmt), guards=[lg.expr(g) for g in st.guards])
+                  for name, st in nest.statements.items()}
+    return replace(nest, statements=statements, runtime_checked=frozenset(id(n) for n in lg.checked))
+
+
+def _const(value, dtype: str) -> tir.Const:
+    return tir.Const(dtype, value)
+
+
+def _f32(e: tir.TExpr) -> tir.TExpr:
+    return tir.Cast(F32, e, span=e.span)
+
+
+def _f16(e: tir.TExpr) -> tir.TExpr:
+    return tir.Cast("float16", e, span=e.span)
+
+
+def _is_half(dtype: str) -> bool:
+    return types.concrete(dtype) == "float16"
+
+
+class _Legaliser:
+    def __init__(self, checked: frozenset):
+        self.old_checked = checked
+        self.checked: list = []  # the new Load/Store nodes that are checked (kept alive with the nest)
+        self.count = 0
+
+    # ------------------------------------------------------------- statements
+    def stmt(self, s):
+        if isinstance(s, tir.Store):
+            new = replace(s, indices=[self.expr(i) for i in s.indices], value=self.expr(s.value))
+            if id(s) in self.old_checked:
+                self.checked.append(new)
+            return new
+        if isinstance(s, tir.If):
+            return replace(s, cond=self.expr(s.cond), body=[self.stmt(x) for x in s.body],
+                           orelse=[self.stmt(x) for x in s.orelse])
+        return replace(s, start=self.expr(s.start), stop=self.expr(s.stop), body=[self.stmt(x) for x in s.body])
+
+    # ------------------------------------------------------------- bindings
+    def let(self, value: tir.TExpr, body):
+        """``body(v)`` with ``v`` standing for ``value`` evaluated once: a ``Let`` unless ``value``
+        is a constant or a variable (which cost nothing to read again)."""
+        if isinstance(value, (tir.Const, tir.Var)):
+            return body(value)
+        self.count += 1
+        name = f"legal.{self.count}"
+        inner = body(tir.Var(value.dtype, name, span=value.span))
+        return tir.Let(inner.dtype, name, value, inner, span=value.span)
+
+    def lets(self, values: list, body):
+        """``body(vs)`` with every value of ``values`` bound in order."""
+        if not values:
+            return body([])
+        return self.let(values[0], lambda v: self.lets(values[1:], lambda rest: body([v] + rest)))
+
+    # ------------------------------------------------------------- expressions
+    def expr(self, e: tir.TExpr) -> tir.TExpr:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e):
+        return replace(e)
+
+    def e_Var(self, e):
+        return replace(e)
+
+    def e_Load(self, e):
+        new = replace(e, indices=[self.expr(i) for i in e.indices])
+        if id(e) in self.old_checked:
+            self.checked.append(new)
+        return new
+
+    def e_Bin(self, e):
+        return self.bin(e.op, self.expr(e.a), self.expr(e.b), e.dtype, e)
+
+    def e_Unary(self, e):
+        a = self.expr(e.a)
+        if e.op == "neg" and _is_half(e.dtype):
+            return _f16(replace(e, dtype=F32, a=_f32(a)))
+        return replace(e, a=a)
+
+    def e_Cmp(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        if _is_half(e.a.dtype):
+            return self.lets([a, b], lambda v: replace(e, a=_f32(v[0]), b=_f32(v[1])))
+        return replace(e, a=a, b=b)
+
+    def e_Logic(self, e):
+        return replace(e, a=self.expr(e.a), b=self.expr(e.b))
+
+    def e_Select(self, e):
+        return replace(e, cond=self.expr(e.cond), a=self.expr(e.a), b=self.expr(e.b))
+
+    def e_Cast(self, e):
+        return replace(e, a=self.expr(e.a))
+
+    def e_Intrinsic(self, e):
+        return self.intrinsic(e.name, [self.expr(a) for a in e.args], e)
+
+    # ------------------------------------------------------------- operators
+    def bin(self, op: str, a, b, dtype: str, like=None):
+        """``a op b`` of legalised operands, lowered."""
+        dt = types.concrete(dtype)
+        span = like.span if like is not None else a.span
+        if dt == "float16":  # both operands evaluated before either is converted, as before
+            return self.lets([a, b], lambda v: _f16(self.bin(op, _f32(v[0]), _f32(v[1]), F32, like)))
+        if dt == "bool":  # the checker makes no bool arithmetic; a back end says what it supports
+            return tir.Bin(dtype, op, a, b, span=span)
+        if op in ("//", "%"):
+            if dt in types.FLOATS:
+                return self.float_divmod(op, a, b, dtype, span)
+            return self.int_divmod(op, a, b, dtype, span)
+        if op == "**" and dt not in types.FLOATS:
+            return self.int_power(a, b, dtype, span)
+        return tir.Bin(dtype, op, a, b, span=span)
+
+    def int_divmod(self, op, a, b, dtype, span):
+        zero, one = _const(0, dtype), _const(1, dtype)
+        div = "div" if op == "//" else "rem"
+
+        def unsigned(x, y):
+            return self.let(tir.Cmp("bool", "==", y, zero), lambda is_zero: tir.Pick(
+                dtype, is_zero, zero, tir.Prim(dtype, div, [x, tir.Pick(dtype, is_zero, one, y)]), span=span))
+
+        def signed(x, y):
+            # a zero divisor gives 0 and MIN // -1 wraps (x86 would trap on both): -1 apart too
+            return self.lets([tir.Cmp("bool", "==", y, zero), tir.Cmp("bool", "==", y, _const(-1, dtype))],
+                             lambda v: self.let(tir.Pick(dtype, tir.Bits("bool", "|", v[0], v[1]), one, y),
+                                                lambda safe: tir.Pick(dtype, v[0], zero, tir.Pick(
+                                                    dtype, v[1], tir.Unary(dtype, "neg", x) if op == "//" else zero,
+                                                    self.floor_divmod(op, x, safe, dtype)), span=span)))
+
+        lower = unsigned if types.concrete(dtype) in types.UNSIGNED else signed
+        return self.lets([a, b], lambda v: lower(*v))
+
+    def floor_divmod(self, op, x, d, dtype):
+        """Floor division or modulo of ``x`` by a safe signed ``d``, from the truncating ones."""
+        zero = _const(0, dtype)
+
+        def adjust(r):  # the remainder is not zero and its sign is not the divisor's
+            return tir.Bits("bool", "&", tir.Cmp("bool", "!=", r, zero),
+                            tir.Cmp("bool", "!=", tir.Cmp("bool", "<", r, zero), tir.Cmp("bool", "<", d, zero)))
+
+        if op == "//":
+            return self.lets([tir.Prim(dtype, "div", [x, d]), tir.Prim(dtype, "rem", [x, d])],
+                             lambda v: tir.Bin(dtype, "-", v[0], tir.Cast(dtype, adjust(v[1]))))
+        return self.let(tir.Prim(dtype, "rem", [x, d]), lambda r: self.let(
+            adjust(r), lambda fix: tir.Pick(dtype, fix, tir.Bin(dtype, "+", r, d), r)))
+
+    def float_divmod(self, op, a, b, dtype, span):
+        """NumPy's npy_divmod: the remainder has the divisor's sign, the quotient is snapped to an
+        integer; a zero divisor gives a / b and fmod's nan."""
+        zero, one, half = (_const(v, dtype) for v in (0.0, 1.0, 0.5))
+
+        def f(o, x, y):
+            return tir.Bin(dtype, o, x, y)
+
+        def pick(c, x, y):
+            return tir.Pick(dtype, c, x, y)
+
+        def lt0(x):
+            return tir.Cmp("bool", "<", x, zero)
+
+        def remainder(x, y, mod, b_zero, nonzero, fix):
+            m = pick(fix, f("+", mod, y), mod)
+            return pick(b_zero, mod, pick(nonzero, m, tir.Prim(dtype, "copysign", [zero, y])))
+
+        def floordiv(x, y, mod, b_zero, nonzero, fix):
+            def snapped(div, fl, quotient):
+                return pick(b_zero, quotient, pick(tir.Cmp("bool", "!=", div, zero), fl,
+                                                   tir.Prim(dtype, "copysign", [zero, quotient])))
+
+            return self.let(f("/", f("-", x, mod), y), lambda d0: self.let(
+                pick(fix, f("-", d0, one), d0), lambda div: self.let(
+                    tir.Intrinsic(dtype, "floor", [div]), lambda fl0: self.let(
+                        pick(tir.Cmp("bool", ">", f("-", div, fl0), half), f("+", fl0, one), fl0), lambda fl: self.let(
+                            f("/", x, y), lambda quotient: snapped(div, fl, quotient))))))
+
+        def lower(x, y):
+            return self.lets([tir.Prim(dtype, "rem", [x, y]), tir.Cmp("bool", "==", y, zero)], lambda v: self.let(
+                tir.Cmp("bool", "!=", v[0], zero), lambda nonzero: self.let(
+                    tir.Bits("bool", "&", nonzero, tir.Bits("bool", "^", lt0(y), lt0(v[0]))),
+                    lambda fix: (remainder if op == "%" else floordiv)(x, y, v[0], v[1], nonzero, fix))))
+
+        return self.lets([a, b], lambda v: lower(*v))
+
+    def int_power(self, a, n, dtype, span):
+        """a ** n wrapping; a negative n gives 1 / a**-n truncated toward zero (1 for a == 1, ±1 for
+        a == -1, else 0), where NumPy raises."""
+        if isinstance(n, tir.Const) and int(n.value) >= 0:
+            # a is bound even when n == 0: it is evaluated once, as before (its loads may be checked)
+            return self.let(a, lambda base: self.power_const(None, base, int(n.value), dtype))
+        if types.concrete(dtype) in types.UNSIGNED:
+            return tir.Prim(dtype, "ipow", [a, n], span=span)
+        zero, one, minus_one = (_const(v, dtype) for v in (0, 1, -1))
+
+        def lower(x, m):
+            def result(negative, acc, odd):
+                inverse = tir.Pick(dtype, tir.Cmp("bool", "==", x, one), one, tir.Pick(
+                    dtype, tir.Cmp("bool", "==", x, minus_one), tir.Pick(dtype, odd, minus_one, one), zero))
+                return tir.Pick(dtype, negative, inverse, acc, span=span)
+
+            return self.let(tir.Cmp("bool", "<", m, zero), lambda negative: self.let(
+                tir.Prim(dtype, "ipow", [x, tir.Pick(dtype, negative, zero, m)]),
+                lambda acc: self.let(tir.Prim("bool", "odd", [m]), lambda odd: result(negative, acc, odd))))
+
+        return self.lets([a, n], lambda v: lower(*v))
+
+    def power_const(self, result, base, n: int, dtype):
+        """``result * base ** n`` (``result`` None: 1) by repeated squaring, each product bound once."""
+        if not n:
+            return result if result is not None else _const(1, dtype)
+
+        def squared(result):
+            if not n >> 1:
+                return result
+            return self.let(tir.Bin(dtype, "*", base, base), lambda b2: self.power_const(result, b2, n >> 1, dtype))
+
+        if not n & 1:
+            return squared(result)
+        if result is None:
+            return squared(base)
+        return self.let(tir.Bin(dtype, "*", result, base), squared)
+
+    # ------------------------------------------------------------- intrinsics
+    def intrinsic(self, name: str, args: list, e: tir.Intrinsic):
+        dt = types.concrete(e.args[0].dtype)
+        if name in ("max", "min"):
+            return self.extremum(name, args[0], args[1], e.dtype, e.span)
+        if name == "ceil_div":
+            return self.lets(args, lambda v: tir.Bin(e.dtype, "+", self.bin("//", v[0], v[1], e.dtype, e), tir.Cast(
+                e.dtype, tir.Cmp("bool", "!=", self.bin("%", v[0], v[1], e.dtype, e), _const(0, e.dtype))),
+                span=e.span))
+        if dt != "float16":
+            return replace(e, args=args)
+        if name == "rsqrt":  # 1 / sqrt(x), each rounded to float16
+            sqrt = tir.Intrinsic("float16", "sqrt", args, span=e.span)
+            return self.bin("/", _const(1.0, "float16"), self.intrinsic("sqrt", args, sqrt), "float16", e)
+        if name == "sigmoid":  # 1 / (1 + exp(-x)), each rounded to float16
+            neg = _f16(tir.Unary(F32, "neg", _f32(args[0])))
+            ex = tir.Intrinsic("float16", "exp", [neg], span=e.span)
+            one = _const(1.0, "float16")
+            return self.bin("/", one, self.bin("+", one, self.intrinsic("exp", [neg], ex), "float16", e), "float16", e)
+        def computed(v):
+            r = tir.Intrinsic(F32 if _is_half(e.dtype) else e.dtype, name, [_f32(a) for a in v], span=e.span)
+            return _f16(r) if _is_half(e.dtype) else r
+
+        return self.lets(args, computed)
+
+    def extremum(self, name: str, a, b, dtype: str, span):
+        """NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
+        equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=."""
+        dt = types.concrete(dtype)
+        op = ">" if name == "max" else "<"
+
+        def lower(x, y):
+            if dt not in types.FLOATS:
+                return tir.Pick(dtype, tir.Cmp("bool", op, x, y), x, y, span=span)
+            cx, cy = (_f32(x), _f32(y)) if dt == "float16" else (x, y)
+            beats = tir.Cmp("bool", op + "=" if dt == "float16" else op, cx, cy)
+            nan = tir.Intrinsic("bool", "isnan", [cx])
+            return tir.Pick(dtype, tir.Bits("bool", "|", beats, nan), x, y, span=span)
+
+        return self.lets([a, b], lambda v: lower(*v))
