@@ -63,9 +63,6 @@ class CudaExpressions:
     Mixed into the CUDA generator, whose state (names, the writer, the kernel) it uses."""
 
     # ------------------------------------------------------------- expressions
-    def expr(self, e: tir.TExpr) -> str:
-        return getattr(self, "e_" + type(e).__name__)(e)
-
     def e_Const(self, e: tir.Const) -> str:
         dt = types.concrete(e.dtype)
         if dt == "bool":

@@ -29,10 +29,6 @@ class LlvmExpressions:
 
     Mixed into the LLVM function builder, whose state (the IR builder, the kernel, scopes) it uses."""
 
-    def expr(self, e: tir.TExpr):
-        m = getattr(self, "e_" + type(e).__name__)
-        return m(e)
-
     def e_Const(self, e: tir.Const):
         t = value_type(e.dtype)
         if t is I1:

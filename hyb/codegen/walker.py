@@ -42,7 +42,8 @@ class LoopWalker:
       address type), ``check_index(v, dim, axis, site)`` (leave with the site's code unless
       ``0 <= v < dim``; returns the value to use), ``scale_index(v, stride)``,
       ``add_index(flat, term)``, ``element(tensor, flat)`` (``flat`` None: the first element);
-    * expressions: ``expr(e)``.
+    * expressions: an ``e_<Node>`` method for each node of the typed IR (``e_Load``, ``e_Bin``, ...,
+      and the primitives of :mod:`hyb.codegen.legalise`), which :meth:`expr` dispatches to.
     """
 
     def __init__(self, nest: loops.LoopNest):
@@ -133,6 +134,10 @@ class LoopWalker:
             flat = term if flat is None else self.add_index(flat, term)
             stride *= dim
         return self.element(tensor, flat)
+
+    def expr(self, e: tir.TExpr):
+        """A typed-IR expression, by the back end's emitter for its node."""
+        return getattr(self, "e_" + type(e).__name__)(e)
 
     def index(self, e: tir.TExpr):
         return self.to_index(self.expr(e), e.dtype)
