@@ -90,8 +90,9 @@ def widened_type(current: str, value: str) -> str:
 class _Checker(ExpressionChecker):
     def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, widened: dict | None = None):
         self.kdef = kdef
-        self.widened = widened or {}  # unique scalar name -> the type earlier rounds found it needs
-        self.widen: dict = {}  # what this round found: unique scalar name -> a wider type
+        # unique scalar name -> (the type earlier rounds found it needs, the assignment that widened it)
+        self.widened = widened or {}
+        self.widen: dict = {}  # what this round found, as widened
         self.module = module
         self.tensors: dict = {}
         self.scopes: list = [{}]
@@ -288,7 +289,7 @@ class _Checker(ExpressionChecker):
                 self.declare(name, Sym("const", name, value))
                 return None
             uname = self.unique(name)
-            dtype = self.widened.get(uname, types.concrete(value.dtype))
+            dtype = self.widened[uname][0] if uname in self.widened else types.concrete(value.dtype)
             self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", tgt.span, name,
                                            private_to=tuple(self.loop_stack))
             self.declare(name, Sym("scalar", uname))
@@ -328,9 +329,10 @@ class _Checker(ExpressionChecker):
         (in the next round of checking)."""
         t = self.tensors[uname]
         if t.kind == "scalar":
-            wider = widened_type(self.widen.get(uname, t.dtype), value.dtype)
-            if wider != t.dtype:
-                self.widen[uname] = wider
+            so_far = self.widen[uname][0] if uname in self.widen else t.dtype
+            wider = widened_type(so_far, value.dtype)
+            if wider != so_far:
+                self.widen[uname] = (wider, span)
         return tir.Store(uname, [], self.coerce(value, t.dtype), span)
 
     def store(self, tgt: syntax.Subscript, value: tir.TExpr, span: Span):

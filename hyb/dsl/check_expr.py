@@ -166,9 +166,20 @@ class ExpressionChecker:
             v = self.expr(ie)
             if not types.is_int(v.dtype):
                 raise HybridTypeError(f"an index must be an integer, this is {v.dtype}", ie.span,
-                                      "convert it with int32(...)")
+                                      self.index_hint(v))
             out.append(v)
         return out
+
+    def index_hint(self, v: tir.TExpr) -> str:
+        """The hint for a non-integer index: where a scalar it reads became a float, if one did."""
+        for sub in tir.walk_expr(v):
+            if isinstance(sub, tir.Load) and sub.tensor in self.widened:
+                t = self.tensors[sub.tensor]
+                dtype, span = self.widened[sub.tensor]
+                if types.is_float(dtype) and span is not None:
+                    return (f"`{t.source_name}` is a {dtype} because line {span.line} assigns it a {dtype} value "
+                            f"(a scalar takes the type of all its values); convert that value with int64(...)")
+        return "convert it with int32(...)"
 
     def v_BinOp(self, e: syntax.BinOp):
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.span)
