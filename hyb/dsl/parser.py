@@ -79,6 +79,12 @@ _TOKEN_NAMES = {
 }
 
 
+def _starts_line(text: str, tok) -> bool:
+    """Whether ``tok`` is the first thing on its line."""
+    start = text.rfind("\n", 0, tok.start_pos) + 1
+    return not text[start:tok.start_pos].strip()
+
+
 def _describe_token(tok) -> str:
     if tok is None or tok.type == "$END":
         return "end of file"
@@ -109,11 +115,12 @@ def _expected_hint(expected) -> str | None:
     return "expected " + ", ".join(names)
 
 
-def _unclosed_bracket(text: str):
-    """(line, col) of the first bracket that is never closed, ignoring strings and comments."""
+def _unclosed_bracket(text: str, end: int | None = None):
+    """(line, col) of the innermost bracket still open at offset ``end`` (the end of the text if
+    None), ignoring strings and comments."""
     stack = []
     pairs = {")": "(", "]": "[", "}": "{"}
-    line, col, i, n = 1, 0, 0, len(text)
+    line, col, i, n = 1, 0, 0, len(text) if end is None else min(end, len(text))
     while i < n:
         ch = text[i]
         col += 1
@@ -152,13 +159,20 @@ def parse_text(text: str, smap: SourceMap) -> syntax.Module:
                                 "split long expressions into several statements") from None
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
+        open_at = None
         if tok.type in ("$END", "_DEDENT", "_NEWLINE"):
             open_at = _unclosed_bracket(text)
-            if open_at is not None:
-                line, col = open_at
-                ch = text.split("\n")[line - 1][col - 1]
-                raise HybridSyntaxError(f"`{ch}` is never closed", smap.span(line, col),
-                                        "add the matching closing bracket") from None
+        elif tok.line is not None and getattr(tok, "start_pos", None) is not None and _starts_line(text, tok):
+            # A statement's first token inside a bracket opened on an earlier line: the bracket is
+            # the mistake (`c = f(a, b` then `for ...` on the next line).
+            open_at = _unclosed_bracket(text, tok.start_pos)
+            if open_at is not None and open_at[0] >= tok.line:
+                open_at = None
+        if open_at is not None:
+            line, col = open_at
+            ch = text.split("\n")[line - 1][col - 1]
+            raise HybridSyntaxError(f"`{ch}` is never closed", smap.span(line, col),
+                                    "add the matching closing bracket") from None
         if tok.type == "$END" or tok.line is None:
             lines = text.rstrip("\n").split("\n")
             span = smap.span(len(lines), len(lines[-1]) + 1)

@@ -27,6 +27,11 @@ CASES = [
      HybridSyntaxError, 2, 41, "unexpected character '$'"),
     ("unclosed paren", "def k(a):\n    c = output_tensor(a.shape, a.dtype\n", HybridSyntaxError, 2, 22,
      "`(` is never closed"),
+    ("unclosed paren before a statement", "def k(a):\n    c = output_tensor(a.shape, a.dtype\n"
+     "    for i in range(a.shape[0]):\n        c[i] = a[i]\n    return c\n", HybridSyntaxError, 2, 22,
+     "`(` is never closed"),
+    ("unclosed inner paren", "def k(a):\n    c = output_tensor((a.shape[0], a.dtype)\n    return c\n",
+     HybridSyntaxError, 2, 22, "`(` is never closed"),
     ("unexpected token", "def k(a):\n    c = = 1\n    return c\n", HybridSyntaxError, 2, 9, "unexpected '='"),
     ("non-ASCII name", LOOP + "        t\u00e9 = a[i]\n        c[i] = t\u00e9\n    return c\n", HybridSyntaxError, 4, 9,
      "name `t\u00e9` has characters other than ASCII letters, digits and `_`"),
