@@ -43,6 +43,9 @@ class Attribute(Node):
 class Subscript(Node):
     value: "Expr"
     indices: list
+    # n > 0: made from a tuple assignment to n targets (``x, y = a.shape``); the checker says so
+    # when the value does not have n items
+    unpack: int = field(default=0, compare=False)
 
 
 @dataclass

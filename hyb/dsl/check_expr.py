@@ -123,6 +123,8 @@ class ExpressionChecker:
 
     def v_Subscript(self, e: syntax.Subscript):
         base = self.value(e.value)
+        if e.unpack:
+            self.check_unpack(base, e)
         if isinstance(base, TensorRef):
             t = base.tensor
             return tir.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
@@ -145,6 +147,23 @@ class ExpressionChecker:
                 return tir.Const(types.WEAK_INT, item, span=e.span)
             return item
         self.not_indexable(base, e.value)
+
+    def check_unpack(self, base, e: syntax.Subscript):
+        """``x, y = value``: ``value`` must be a shape, a tuple or a grid index of as many items."""
+        if isinstance(base, GridVal):
+            n = len(base.vars)
+        elif isinstance(base, ShapeVal):
+            n = len(base.dims)
+        elif isinstance(base, TupleVal):
+            n = len(base.items)
+        else:
+            what = "a tensor" if isinstance(base, TensorRef) else "this value"
+            raise HybridTypeError(f"cannot unpack {what} into {e.unpack} names", e.value.span,
+                                  "unpack a shape (`n, m = a.shape`), a tuple or a grid index; "
+                                  "read a tensor's elements one by one")
+        if n != e.unpack:
+            raise HybridTypeError(f"{n} value{'s' if n != 1 else ''} assigned to {e.unpack} targets", e.value.span,
+                                  "write as many targets on the left as the value has items")
 
     def indices(self, t: tir.Tensor, e: syntax.Subscript) -> list:
         if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Tuple) and not e.indices[0].elts:

@@ -22,6 +22,7 @@ from lark.indenter import DedentError, Indenter
 
 from ..errors import HybridSyntaxError, HybridUnsupportedError, Span
 from . import ast as syntax
+from .desugar import desugar
 
 
 class _HybIndenter(Indenter):
@@ -207,7 +208,8 @@ def parse_text(text: str, smap: SourceMap) -> syntax.Module:
             raise HybridSyntaxError(f"name `{tok}` has characters other than ASCII letters, digits and `_`",
                                     smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
         with _PARSE_LOCK:  # the tree builder uses Python's ast module, not thread-safe in CPython 3.11
-            return _TreeBuilder(smap, text).module(tree)
+            module = _TreeBuilder(smap, text).module(tree)
+        return desugar(module)
     except RecursionError:
         raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
                                 "split long expressions into several statements") from None
@@ -471,6 +473,8 @@ class _TreeBuilder:
 
     def _ends_with_comma(self, node) -> bool:
         m = node.meta
+        if getattr(m, "end_pos", None) is not None and self.text[m.start_pos:m.end_pos].rstrip().endswith(","):
+            return True
         lines = self.text.split("\n")
         try:
             tail = lines[m.end_line - 1][m.end_column - 1:]
