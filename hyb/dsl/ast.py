@@ -165,6 +165,9 @@ class Module:
     kernels: dict  # name -> KernelDef, in file order
     constants: dict  # name -> (value, Span); ints, floats and tuples of them
     lines: list = field(default_factory=list)  # the lines of the user's file
+    # names the Python code around a decorated kernel defines (module globals, closure variables),
+    # with what each is ("a NumPy array"): an unknown name that is one of them gets a better hint
+    outside: dict = field(default_factory=dict)
 
 
 class NodeVisitor:

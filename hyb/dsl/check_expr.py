@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..errors import HybridNameError, HybridTypeError, HybridUnsupportedError, Span
+from ..errors import HybridIndexError, HybridNameError, HybridTypeError, HybridUnsupportedError, Span
 from . import ast as syntax
 from . import tir
 from . import types
@@ -14,6 +14,12 @@ from .folding import convert_const, fold, fold_intrinsic, negate
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
 from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
                      TensorRef, TupleVal)
+
+# Modules users reach for out of habit, and the NumPy/math names of built-in functions.
+FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
+FOREIGN_FUNCTIONS = {"maximum": "max", "minimum": "min", "fabs": "abs", "absolute": "abs", "arctan": "atan",
+                     "arctan2": "atan2", "round_": "round", "rint": "round"}
+
 
 class ExpressionChecker:
     """Expressions of the kernel language to typed IR: names, subscripts, operators with NumPy's
@@ -54,12 +60,38 @@ class ExpressionChecker:
     def v_Tuple(self, e: syntax.Tuple):
         return TupleVal([self.value(x) for x in e.elts])
 
+    def foreign_module(self, e: syntax.Attribute, call=None):
+        """`np.float64`, `np.exp(x)`, `math.sqrt(x)`: NumPy's and Python's spellings of what kernels
+        write as a string dtype or a built-in function."""
+        if not (isinstance(e.value, syntax.Name) and e.value.id in FOREIGN_MODULES and self.lookup(e.value.id) is None):
+            return
+        mod, attr = e.value.id, e.attr
+        if attr in types.ALL_DTYPES or attr in ("float", "int", "bool_"):
+            dt = {"float": "float64", "int": "int64", "bool_": "bool"}.get(attr, attr)
+            if call is not None:
+                raise HybridNameError(f"`{mod}.{attr}(...)` is NumPy's spelling of a cast", e.span,
+                                      f"write `{dt}(x)`")
+            raise HybridNameError(f"`{mod}.{attr}` is NumPy's name of a dtype; kernels write dtypes as strings",
+                                  e.span, f'write "{dt}"')
+        name = FOREIGN_FUNCTIONS.get(attr, attr)
+        if name in INTRINSICS or name in ("abs", "max", "min"):
+            raise HybridNameError(f"`{mod}.{attr}` is not available inside kernels", e.span,
+                                  f"write `{name}(...)`: the built-in `{name}` computes what NumPy's does")
+        raise HybridNameError(f"`{mod}` is not available inside kernels", e.value.span,
+                              "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
+                              "see the README's list")
+
     def unknown_name(self, e: syntax.Name):
         if e.id in self.closed:
             decl = self.closed[e.id]
             raise HybridNameError(f"`{e.id}` is not visible here", e.span,
                                   f"it was declared on line {decl.line} inside a block that has ended; "
                                   "assign it before that block to use it after")
+        outside = getattr(self.module, "outside", {}).get(e.id)
+        if outside is not None:
+            raise HybridNameError(f"unknown name `{e.id}`", e.span,
+                                  f"`{e.id}` is {outside} outside the kernel, which kernels cannot read: "
+                                  "pass it as an argument")
         candidates = [n for scope in self.scopes for n in scope] + list(BUILTIN_NAMES)
         close = difflib.get_close_matches(e.id, candidates, 1)
         raise HybridNameError(f"unknown name `{e.id}`", e.span,
@@ -104,6 +136,7 @@ class ExpressionChecker:
         return v
 
     def v_Attribute(self, e: syntax.Attribute):
+        self.foreign_module(e)
         base = self.value(e.value)
         if isinstance(base, TensorRef):
             t = base.tensor
@@ -181,8 +214,14 @@ class ExpressionChecker:
                 f"with {len(e.indices)}", e.span,
                 f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
         out = []
-        for ie in e.indices:
+        for axis, ie in enumerate(e.indices):
             v = self.expr(ie)
+            if isinstance(v, tir.Const) and types.is_int(v.dtype) and v.value < 0:
+                last = f"{t.source_name}.shape[{axis}] - {-v.value}"
+                if len(e.indices) == 1:
+                    last = f"{t.source_name}[{last}]"
+                raise HybridIndexError(f"index {v.value} is negative: indices do not wrap around in kernels", ie.span,
+                                       f"to count from the end, write `{last}`")
             if not types.is_int(v.dtype):
                 raise HybridTypeError(f"an index must be an integer, this is {v.dtype}", ie.span,
                                       self.index_hint(v))
@@ -283,6 +322,14 @@ class ExpressionChecker:
     def v_Call(self, e: syntax.Call):
         if isinstance(e.func, syntax.Attribute) and e.func.attr == "dtype":
             return self.dtype_call(e)
+        if isinstance(e.func, syntax.Attribute):
+            self.foreign_module(e.func, call=e)
+            if e.func.attr == "astype":
+                target = e.args[0] if e.args else None
+                dt = (target.value if isinstance(target, syntax.Str) else
+                      target.attr if isinstance(target, syntax.Attribute) else "float32")
+                raise HybridTypeError("`.astype(...)` is NumPy's; kernels convert one value at a time", e.span,
+                                      f"write `{dt}(x)`")
         if not isinstance(e.func, syntax.Name):
             raise HybridTypeError("only built-in functions can be called", e.func.span, None)
         name = e.func.id

@@ -14,7 +14,7 @@ import threading
 import inspect
 import os
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lark
 from lark import Lark, Token
@@ -269,7 +269,28 @@ def parse_function(fn) -> syntax.Module:
     except OSError:
         file_lines = [""] * (first - 1) + src.split("\n")
     smap = SourceMap(filename, file_lines, line_offset=first - 1 + def_line - 1, col_offset=col_offset)
-    return parse_text("\n".join(body_lines), smap)
+    module = parse_text("\n".join(body_lines), smap)
+    return replace(module, outside=_outside_names(fn))
+
+
+def _outside_names(fn) -> dict:
+    """The values a decorated function could see in Python (its closure and its module's globals)
+    that a kernel cannot: name -> what it is, for the hint of an unknown name."""
+    seen = dict(getattr(fn, "__globals__", {}) or {})
+    try:
+        seen.update(inspect.getclosurevars(fn).nonlocals)
+    except (TypeError, ValueError):
+        pass
+    out = {}
+    for name, value in seen.items():
+        if name.startswith("__"):
+            continue
+        kind = type(value).__module__.split(".")[0]
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            out[name] = f"an array ({kind})" if kind != "numpy" else "a NumPy array"
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = "a Python number"
+    return out
 
 
 def _indent_width(line: str) -> int:

@@ -32,6 +32,20 @@ CASES = [
      "`(` is never closed"),
     ("unclosed inner paren", "def k(a):\n    c = output_tensor((a.shape[0], a.dtype)\n    return c\n",
      HybridSyntaxError, 2, 22, "`(` is never closed"),
+    ("numpy dtype", "def k(a):\n    c = output_tensor(a.shape, np.float64)\n    return c\n", HybridNameError, 2, 32,
+     "`np.float64` is NumPy's name of a dtype; kernels write dtypes as strings"),
+    ("numpy cast", LOOP + "        c[i] = np.float32(a[i])\n    return c\n", HybridNameError, 4, 16,
+     "`np.float32(...)` is NumPy's spelling of a cast"),
+    ("numpy function", LOOP + "        c[i] = np.exp(a[i])\n    return c\n", HybridNameError, 4, 16,
+     "`np.exp` is not available inside kernels"),
+    ("math function", LOOP + "        c[i] = math.sqrt(a[i])\n    return c\n", HybridNameError, 4, 16,
+     "`math.sqrt` is not available inside kernels"),
+    ("numpy without a kernel spelling", LOOP + "        c[i] = np.cumsum(a[i])\n    return c\n", HybridNameError, 4,
+     16, "`np` is not available inside kernels"),
+    ("astype", LOOP + "        c[i] = a[i].astype('float32')\n    return c\n", HybridTypeError, 4, 16,
+     "`.astype(...)` is NumPy's; kernels convert one value at a time"),
+    ("negative index", LOOP + "        c[i] = a[-1]\n    return c\n", HybridIndexError, 4, 18,
+     "index -1 is negative: indices do not wrap around in kernels"),
     ("unexpected token", "def k(a):\n    c = = 1\n    return c\n", HybridSyntaxError, 2, 9, "unexpected '='"),
     ("non-ASCII name", LOOP + "        t\u00e9 = a[i]\n        c[i] = t\u00e9\n    return c\n", HybridSyntaxError, 4, 9,
      "name `t\u00e9` has characters other than ASCII letters, digits and `_`"),
@@ -327,3 +341,41 @@ def test_dtype_cast_takes_one_argument(call, got):
     assert (e.span.line, e.span.col) == (4, 16)
     assert str(e).startswith(f"g.hyb:4:16: error: a dtype takes 1 argument, got {got}")
     assert "x.dtype(0) is a zero of x's dtype" in str(e)
+
+
+# NumPy habits get the kernel spelling as their hint.
+HABIT_HINTS = [
+    ("def k(a):\n    c = output_tensor(a.shape, np.float64)\n    return c\n", 'write "float64"'),
+    (LOOP + "        c[i] = np.float32(a[i])\n    return c\n", "write `float32(x)`"),
+    (LOOP + "        c[i] = np.exp(a[i])\n    return c\n", "write `exp(...)`"),
+    (LOOP + "        c[i] = np.maximum(a[i], 0.0)\n    return c\n", "write `max(...)`"),
+    (LOOP + "        c[i] = a[i].astype(np.int32)\n    return c\n", "write `int32(x)`"),
+    (LOOP + "        c[i] = a[-1]\n    return c\n", "write `a[a.shape[0] - 1]`"),
+    (LOOP + "        c[i] = a[i - 2]\n    return c\n", "guard the access"),  # not a constant: the bounds error
+]
+
+
+@pytest.mark.parametrize("src,hint", HABIT_HINTS)
+def test_numpy_habits_get_the_kernel_spelling(src, hint):
+    with pytest.raises(HybridError) as info:
+        hyb.compile_source(src, "bad.hyb").k(np.arange(4, dtype=np.float32))
+    assert hint in (info.value.hint or ""), info.value.render()
+
+
+GLOBAL_W = np.ones(4)
+
+
+def test_a_captured_global_array_is_to_be_passed_as_an_argument():
+    @hyb.hybrid
+    def uses_global(a):
+        c = output_tensor(a.shape, a.dtype)  # noqa: F821 - a kernel built-in
+        for i in range(a.shape[0]):
+            c[i] = a[i] * GLOBAL_W[i]
+        return c
+
+    with pytest.raises(HybridNameError) as info:
+        uses_global(np.zeros(4))
+    e = info.value
+    assert e.message == "unknown name `GLOBAL_W`"
+    assert e.hint == "`GLOBAL_W` is a NumPy array outside the kernel, which kernels cannot read: pass it as an argument"
+    assert e.filename.endswith("test_errors.py") and e.col == 27 and "GLOBAL_W[i]" in e.span.source_line
