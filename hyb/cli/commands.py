@@ -88,10 +88,16 @@ def kernel_options(args) -> dict:
 def load_module(path: str, args):
     """The kernels of a .hyb file (a missing file or a syntax error is an error in the kernel: exit 1)."""
     options = kernel_options(args)
+    if path.endswith((".npy", ".npz")):
+        raise UsageError(f"{path} is an input, not a kernel file",
+                         "give the kernel file (.hyb) first or anywhere among the inputs, e.g. "
+                         "`hyb run kernels.hyb x.npy`")
     try:
         return load(path, **options)
     except OSError as e:
         raise HybridError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise HybridError(f"cannot read {path}: it is not a text file (a .hyb file is UTF-8 text)") from None
 
 
 def select_kernel(mod, name: str | None, path: str):
@@ -264,7 +270,17 @@ def _show(name: str, value) -> str:
     return prefix + text.replace("\n", "\n" + " " * len(prefix))
 
 
+def kernel_file_first(file: str, inputs: list) -> tuple:
+    """``(kernel file, inputs)`` wherever among the positional arguments the .hyb file was given."""
+    if not file.endswith(".hyb"):
+        for k, item in enumerate(inputs):
+            if item.endswith(".hyb") and "=" not in item:
+                return item, [file] + inputs[:k] + inputs[k + 1:]
+    return file, list(inputs)
+
+
 def cmd_run(args) -> int:
+    args.file, args.inputs = kernel_file_first(args.file, args.inputs)
     mod = load_module(args.file, args)
     kernel = select_kernel(mod, args.kernel, args.file)
     values = gather_inputs(kernel, list(args.inputs) + list(args.input or []))

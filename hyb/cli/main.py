@@ -11,6 +11,7 @@ import sys
 import warnings
 
 from ..errors import HybridError, HybridWarning
+from ..version import __version__
 from . import commands
 from .argspec import UsageError
 
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `hyb COMMAND --help` for a command's options and an example.\n"
                "Exit status: 0 done, 1 an error in a kernel (compiler format), 2 a mistake on the command line.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hyb {__version__}",
+                        help="print hyb's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = _sub(sub, "check", "parse .hyb files and report errors",
@@ -140,9 +143,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser, name):
+    """The parser of the subcommand ``name``."""
+    for action in parser._subparsers._group_actions:  # argparse keeps them here; no public accessor
+        if name in action.choices:
+            return action.choices[name]
+    return None
+
+
+def parse(parser, argv):
+    """The arguments, with a subcommand's options and positionals in any order (``hyb run k.hyb -k k
+    x.npy`` as ``hyb run -k k k.hyb x.npy``); the rest, for a subcommand that passes it on."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(argv)
+    command = getattr(args, "command", None)
+    if command is None or getattr(args, "passthrough", False):
+        return args, rest
+    sub = _subparser(parser, command)
+    at = argv.index(command)
+    sub_args, rest = sub.parse_known_intermixed_args(argv[at + 1:])
+    for key, value in vars(sub_args).items():
+        setattr(args, key, value)
+    return args, rest
+
+
 def main(argv=None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
+    args, rest = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

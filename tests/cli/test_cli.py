@@ -373,6 +373,50 @@ def test_run_errors(cli, env, files, tmp_path, monkeypatch):
     assert "mix.hyb:6:9: error: kernel `mix`: index 7 is out of bounds for axis 0 of `acc`" in r.stderr
 
 
+def test_run_takes_options_and_inputs_in_any_order(cli, tmp_path, monkeypatch):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", a * 0 + 1)
+    monkeypatch.chdir(tmp_path)
+    want = "c = array([[1., 2., 3.],\n           [4., 5., 6.]], dtype=float32)\n"
+    orders = [
+        ("run", EXAMPLES / "add.hyb", "a.npy", "b.npy"),
+        ("run", EXAMPLES / "add.hyb", "-k", "add", "a.npy", "b.npy"),
+        ("run", EXAMPLES / "add.hyb", "a.npy", "-k", "add", "--fastmath", "b.npy"),
+        ("run", "-k", "add", "a.npy", EXAMPLES / "add.hyb", "b.npy"),
+        ("run", "a.npy", "b.npy", EXAMPLES / "add.hyb", "--threads", "1"),
+    ]
+    for argv in orders:
+        r = cli(*argv)
+        assert r.returncode == 0, (argv, r.stderr)
+        assert r.stdout == want, argv
+
+
+def test_version_and_exit_statuses(cli, tmp_path, monkeypatch):
+    from hyb.version import __version__
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"hyb {__version__}"
+    np.save(tmp_path / "a.npy", np.zeros(3, np.float32))
+    (tmp_path / "bad.hyb").write_text("def k(a):\n    c = output_tensor(a.shape, a.dtype\n    return c\n")
+    (tmp_path / "binary.hyb").write_bytes(np.zeros(3).tobytes() + b"\x93\xff")
+    monkeypatch.chdir(tmp_path)
+    usage = [(("run", "a.npy"), "a.npy is an input, not a kernel file"),
+             (("run", EXAMPLES / "add.hyb", "a.npy", "--bogus"), "unrecognized arguments: --bogus"),
+             (("compile",), "the following arguments are required"),
+             (("run", EXAMPLES / "add.hyb", "--threads", "0", "a.npy", "a.npy"), "give a positive number")]
+    for argv, message in usage:
+        r = cli(*argv)
+        assert r.returncode == 2, (argv, r.stderr)
+        assert message in r.stderr, (argv, r.stderr)
+    kernel_errors = [(("check", "bad.hyb"), "bad.hyb:2:22: error: `(` is never closed"),
+                     (("check", "binary.hyb"), "cannot read binary.hyb: it is not a text file"),
+                     (("check", "missing.hyb"), "cannot read missing.hyb")]
+    for argv, message in kernel_errors:
+        r = cli(*argv)
+        assert r.returncode == 1, (argv, r.stderr)
+        assert message in r.stderr, (argv, r.stderr)
+
+
 # ------------------------------------------------------------------ grad
 
 def test_grad_writes_a_kernel_that_runs(env, tmp_path):
