@@ -12,7 +12,7 @@
     add(x, y)            # compiled through isl and LLVM for this signature
     add.emulate(x, y)    # the reference interpreter
 """
-from .errors import (HybridArgumentError, HybridCompileError, HybridError, HybridIndexError,
+from .errors import (HybridArgumentError, HybridAssertionError, HybridCompileError, HybridError, HybridIndexError,
                      HybridInternalError, HybridNameError, HybridSyntaxError, HybridTypeError,
                      HybridUnsupportedError, HybridWarning)
 from .runtime.compiler import CompiledKernel
@@ -23,7 +23,7 @@ from .version import __version__
 __all__ = [
     "hybrid", "load", "compile_source", "Kernel", "CompiledKernel", "HybModule",
     "HybridError", "HybridSyntaxError", "HybridNameError", "HybridTypeError", "HybridIndexError",
-    "HybridArgumentError", "HybridUnsupportedError", "HybridCompileError", "HybridInternalError", "HybridWarning",
+    "HybridArgumentError", "HybridAssertionError", "HybridUnsupportedError", "HybridCompileError", "HybridInternalError", "HybridWarning",
     "__version__",
 ]
 

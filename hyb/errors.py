@@ -117,6 +117,11 @@ class HybridUnsupportedError(HybridError, NotImplementedError):
     """A construct hyb recognises but does not (yet, or ever) compile."""
 
 
+class HybridAssertionError(HybridError, AssertionError):
+    """A kernel's ``assert`` failed: at compile time where its condition is known then (shapes,
+    constants), or when the kernel ran."""
+
+
 class HybridCompileError(HybridError):
     """An internal failure while compiling a valid kernel (a bug in hyb)."""
 

@@ -1,6 +1,6 @@
 """Pass 1 of reverse mode: the kernel rewritten into a form the later passes can reason about.
 
-``normalise(kdef, module)`` copies the kernel's body, dropping ``pass`` and docstrings, turning
+``normalise(kdef, module)`` copies the kernel's body, dropping ``pass``, ``assert`` and docstrings, turning
 ``x += e`` into ``x = x + e`` and renaming every name declared a second time (a loop variable
 reused by another loop, a scalar declared again in another block) so that each name has one
 declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
@@ -206,8 +206,8 @@ class _Normaliser:
         return out
 
     def norm_stmt(self, s, block, scope) -> list:
-        if isinstance(s, syntax.Pass):
-            return []
+        if isinstance(s, (syntax.Pass, syntax.Assert)):
+            return []  # an assert changes no value: the forward kernel checks it, the gradient leaves it out
         if isinstance(s, syntax.ExprStmt):
             if isinstance(s.value, syntax.Str):
                 return []

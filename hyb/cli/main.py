@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
              "           void *stream, void *extra)\n"
              "params: the inputs, then the outputs (preallocated by the caller, C-contiguous). Returns 0, or\n"
              "1 wrong nparam, 2 wrong dtype, 3 wrong ndims, 4 wrong shape, 5 null pointer, 6 out of memory,\n"
-             "7 index out of bounds at run time; NAME_last_error() says more, NAME_signature() gives the signature.",
+             "7 index out of bounds at run time, 8 an assert failed at run time; NAME_last_error() says more,\n"
+             "NAME_signature() gives the signature.",
              "  hyb aot examples/add.hyb --args \"a=float32[4,8] b=float32[4,8]\" -o libadd.so\n"
              "  then in Python: hyb.ops.Custom(\"./libadd.so:add\", out_shape=..., out_dtype=..., func_type=\"aot\")",
              (color, kernel, signature, options))

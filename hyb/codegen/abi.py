@@ -3,8 +3,9 @@
 A kernel's native function takes one pointer per non-scalar tensor, in :func:`buffer_order`
 (inputs in parameter order, then outputs and temporaries in order of declaration); the LLVM
 function is named :func:`function_name`.  A subscript checked at run time has a
-:class:`CheckSite`; a failed check returns the site's number (1-based) so that the runtime can
-raise an error at the user's line.
+:class:`CheckSite`, an ``assert`` checked at run time an :class:`AssertSite`; a failed check
+returns the site's number (1-based, one numbering for both) so that the runtime can raise an
+error at the user's line.
 """
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ class CheckSite:
 
     tensor: str
     shape: tuple
+    span: object
+
+
+@dataclass(frozen=True)
+class AssertSite:
+    """A kernel's ``assert`` checked at run time: its message and place."""
+
+    message: str
     span: object
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from ..dsl import types
 from ..errors import HybridArgumentError, HybridCompileError
 from . import llvm as llvm_codegen
+from .abi import AssertSite
 
 #: The non-zero values the exported function returns.
 RETURN_CODES = {
@@ -216,8 +217,11 @@ def wrapper_source(typed, sig: AotSignature, check_sites: list, kernel_symbol: s
         entries.append(f"    {{{_c_string(p.name)}, {_c_string(p.dtype)}, {_c_string(alias) if alias else 'NULL'}, "
                        f"{len(p.shape)}, {f'shape_{i}' if p.shape else 'NULL'}, {p.nbytes}}},")
     lines.append(f"static const struct param PARAMS[{n_par}] = {{\n" + "\n".join(entries) + "\n};")
-    sites = [f"`{x.tensor}` (shape {tuple(x.shape)})" + (f" at {x.span}" if x.span else "") for x in check_sites]
+    sites = [(f"assertion failed: {x.message}" if isinstance(x, AssertSite) else
+              f"`{x.tensor}` (shape {tuple(x.shape)})") + (f" at {x.span}" if x.span else "") for x in check_sites]
+    asserts = [str(int(isinstance(x, AssertSite))) for x in check_sites]
     lines.append(f"static const char *const SITES[] = {{{', '.join(_c_string(t) for t in sites) or '0'}}};")
+    lines.append(f"static const char ASSERTS[] = {{{', '.join(asserts) or '0'}}};")
     lines.append(f"""
 const char *{s}_signature(void) {{ return {_c_string(str(sig))}; }}
 
@@ -250,6 +254,8 @@ int {s}(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
     lines.append(f"    int32_t status = {kernel_symbol}({args});")
     if owned:
         lines.append("    " + " ".join(f"free(buf[{k}]);" for k in owned))
+    lines.append("    if (status && ASSERTS[status - 1])")
+    lines.append(f"        return fail(8, \"{s}: %s\", SITES[status - 1]);")
     lines.append("    if (status)")
     lines.append(f"        return fail(7, \"{s}: index %lld is out of bounds for axis %lld of %s\", (long long)rt[0], "
                  "(long long)rt[1], SITES[status - 1]);")

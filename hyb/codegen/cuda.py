@@ -188,6 +188,8 @@ def _vars_used(nodes) -> set:
             stack += [n.start, n.stop] + list(n.body)
         elif isinstance(n, tir.If):
             stack += [n.cond] + list(n.body) + list(n.orelse)
+        elif isinstance(n, tir.Assert):
+            stack.append(n.cond)
         elif isinstance(n, tir.TExpr):
             out |= {e.name for e in tir.walk_expr(n) if isinstance(e, tir.Var)}
     return out
@@ -473,6 +475,9 @@ class _Generator(LoopWalker, CudaExpressions):
         self.w.line(f"if ((unsigned long long){name} >= {dim}ull) "
                     f"{{ hyb_fail(hyb_err, {name}, {axis}, {site}); return; }}")
         return name
+
+    def fail_unless(self, cond: str, site: int):
+        self.w.line(f"if (!({cond})) {{ hyb_fail(hyb_err, 0, 0, {site}); return; }}")
 
     def scale_index(self, v: str, stride: int) -> str:
         return f"{v} * {stride}ll"

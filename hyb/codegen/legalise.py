@@ -96,6 +96,8 @@ class _Legaliser:
         if isinstance(s, tir.If):
             return replace(s, cond=self.expr(s.cond), body=[self.stmt(x) for x in s.body],
                            orelse=[self.stmt(x) for x in s.orelse])
+        if isinstance(s, tir.Assert):
+            return replace(s, cond=self.expr(s.cond))
         return replace(s, start=self.expr(s.start), stop=self.expr(s.stop), body=[self.stmt(x) for x in s.body])
 
     # ------------------------------------------------------------- bindings

@@ -234,8 +234,14 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
 
     def check_index(self, v, dim: int, axis: int, site: int):
         """Leave the function with code ``site`` unless ``0 <= v < dim``."""
+        self.fail_unless(self.b.icmp_unsigned("<", v, ir.Constant(I64, dim)), site, v, axis)
+        return v
+
+    def fail_unless(self, ok, site: int, v=None, axis: int = 0):
+        """Leave the function with code ``site`` (after writing ``v`` and ``axis`` for the error
+        message) unless ``ok``."""
         b = self.b
-        ok = b.icmp_unsigned("<", v, ir.Constant(I64, dim))
+        v = ir.Constant(I64, 0) if v is None else v
         fail = self.fn.append_basic_block("oob")
         cont = self.fn.append_basic_block("inbounds")
         b.cbranch(ok, cont, fail)
@@ -249,7 +255,6 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         else:
             b.ret(ir.Constant(I32, site))
         b.position_at_end(cont)
-        return v
 
     def scale_index(self, v, stride: int):
         return self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))
@@ -320,7 +325,7 @@ def _first_float16(k: tir.TypedKernel):
         if isinstance(s, (tir.Loop, tir.If)):
             stack.extend(s.body + getattr(s, "orelse", []))
             continue
-        for e in (s.value, *s.indices):
+        for e in ((s.cond,) if isinstance(s, tir.Assert) else (s.value, *s.indices)):
             for sub in tir.walk_expr(e):
                 if sub.dtype == "float16":
                     return sub.span

@@ -18,7 +18,7 @@ from ..dsl import tir
 from ..dsl import types
 from ..errors import HybridInternalError
 from ..schedule import loops
-from .abi import CheckSite
+from .abi import AssertSite, CheckSite
 
 # Tensors that live in a named slot (a scalar local, or a scalar parameter) rather than in a buffer.
 SLOT_KINDS = ("scalar", "param")
@@ -40,7 +40,8 @@ class LoopWalker:
       holds it in memory: a bool as a byte), ``store_value(address, value)``;
     * addresses: ``scalar_ref(tensor)`` for a scalar, ``to_index(value, dtype)`` (an index of the
       address type), ``check_index(v, dim, axis, site)`` (leave with the site's code unless
-      ``0 <= v < dim``; returns the value to use), ``scale_index(v, stride)``,
+      ``0 <= v < dim``; returns the value to use), ``fail_unless(cond, site)`` (leave with the
+      site's code unless ``cond``: an ``assert``), ``scale_index(v, stride)``,
       ``add_index(flat, term)``, ``element(tensor, flat)`` (``flat`` None: the first element);
     * expressions: an ``e_<Node>`` method for each node of the typed IR (``e_Load``, ``e_Bin``, ...,
       and the primitives of :mod:`hyb.codegen.legalise`), which :meth:`expr` dispatches to.
@@ -96,12 +97,20 @@ class LoopWalker:
                             (lambda s=s: self.tir_block(s.orelse)) if s.orelse else None)
             elif isinstance(s, tir.Loop):
                 self.tir_loop(s)
+            elif isinstance(s, tir.Assert):
+                self.assertion(s)
             else:
                 raise HybridInternalError(f"typed IR statement {type(s).__name__}", "codegen")
 
     def tir_loop(self, s: tir.Loop):
         start, stop = self.index(s.start), self.index(s.stop)
         self.tir_loop_emit(s, start, stop, lambda: self.tir_block(s.body))
+
+    def assertion(self, s: tir.Assert):
+        """Leave with a new site's code where the condition does not hold."""
+        cond = self.expr(s.cond)
+        self.sites.append(AssertSite(s.message, s.span))
+        self.fail_unless(cond, len(self.sites))
 
     def store(self, s: tir.Store):
         value = self.memory_value(self.k.tensors[s.tensor], self.expr(s.value))

@@ -138,7 +138,13 @@ class Pass(Node):
     pass
 
 
-Stmt = Union[Assign, AugAssign, For, If, Return, ExprStmt, Pass]
+@dataclass
+class Assert(Node):
+    test: "Expr"
+    msg: Optional["Expr"] = None
+
+
+Stmt = Union[Assign, AugAssign, For, If, Return, ExprStmt, Pass, Assert]
 
 
 # ---------------------------------------------------------------- top level

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (HybridArgumentError, HybridInternalError, HybridNameError, HybridTypeError,
+from ..errors import (HybridArgumentError, HybridAssertionError, HybridInternalError, HybridNameError, HybridTypeError,
                       HybridUnsupportedError, Span)
 from . import ast as syntax
 from . import tir
 from . import types
 from .check_expr import ExpressionChecker
+from .folding import known_condition
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal
 
@@ -214,6 +215,8 @@ class _Checker(ExpressionChecker):
             return self.return_stmt(s)
         if isinstance(s, syntax.Pass):
             return None
+        if isinstance(s, syntax.Assert):
+            return self.assertion(s)
         if isinstance(s, syntax.ExprStmt):
             if isinstance(s.value, syntax.Str):
                 return None  # docstring or comment string
@@ -223,6 +226,23 @@ class _Checker(ExpressionChecker):
             raise HybridTypeError("this expression is computed and thrown away", s.value.span,
                                   "assign it to a tensor element or a scalar")
         raise HybridUnsupportedError(f"unsupported statement {type(s).__name__}", s.span, None)
+
+    def assertion(self, s: syntax.Assert):
+        """``assert cond, "message"``: decided now when the condition is (shapes, constants), else a
+        check when it runs."""
+        if s.msg is not None and not isinstance(s.msg, syntax.Str):
+            raise HybridTypeError("the message of an `assert` is a string literal", s.msg.span,
+                                  'write `assert n > 0, "n must be positive"`')
+        message = s.msg.value if s.msg is not None else ""
+        cond = self.condition(s.test)
+        known = known_condition(cond)
+        if known is not None:
+            if known:
+                return None
+            what = f": {message}" if message else ""
+            raise HybridAssertionError(f"assertion failed{what}", s.test.span,
+                                       "decided at compile time: the condition depends only on shapes and constants")
+        return tir.Assert(cond, message, s.span)
 
     def return_stmt(self, s: syntax.Return):
         if self.depth > self.base_depth:

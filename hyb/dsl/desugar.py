@@ -87,6 +87,8 @@ class _Rewriter:
             return [replace(s, values=[self.expr(v) for v in s.values])]
         if isinstance(s, syntax.ExprStmt):
             return [replace(s, value=self.expr(s.value))]
+        if isinstance(s, syntax.Assert):
+            return [replace(s, test=self.expr(s.test))]
         return [s]
 
     def kernel_call(self, e) -> bool:

@@ -43,6 +43,35 @@ def fold_intrinsic(name: str, vals: list):
     return None
 
 
+_COMPARE = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def known_condition(e: tir.TExpr):
+    """The value of a condition made of constants only (shapes, literals, compile-time constants:
+    comparisons joined by and/or/not), or None when it depends on values known at run time."""
+    if isinstance(e, tir.Const):
+        return bool(e.value)
+    if isinstance(e, tir.Cmp):
+        a, b = e.a, e.b
+        while isinstance(a, tir.Cast) and isinstance(a.a, tir.Const):
+            a = tir.Const(a.dtype, convert_const(a.a.value, a.a.dtype, a.dtype))
+        while isinstance(b, tir.Cast) and isinstance(b.a, tir.Const):
+            b = tir.Const(b.dtype, convert_const(b.a.value, b.a.dtype, b.dtype))
+        if isinstance(a, tir.Const) and isinstance(b, tir.Const):
+            return bool(_COMPARE[e.op](a.value, b.value))
+        return None
+    if isinstance(e, tir.Logic):
+        x, y = known_condition(e.a), known_condition(e.b)
+        if e.op == "and":
+            return False if x is False or y is False else (True if x and y else None)
+        return True if x is True or y is True else (False if x is False and y is False else None)
+    if isinstance(e, tir.Unary) and e.op == "not":
+        x = known_condition(e.a)
+        return None if x is None else not x
+    return None
+
+
 def negate(c: tir.Const):
     if types.is_weak(c.dtype):
         return -c.value

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from ..errors import HybridIndexError
+from ..errors import HybridAssertionError, HybridIndexError
 from . import tir
 from . import types
 from .intrinsics import TABLE
@@ -27,6 +27,7 @@ class _Emitter:
         self.lines: list = []
         self.spans: dict = {}  # generated line number -> Span
         self.sites: list = []  # (tensor, shape, axis, span) of each checked subscript
+        self.asserts: list = []  # the tir.Assert of each run-time assertion
         self.consts: dict = {}
         self.hoisted: list = []  # `_hN = ...` lines to emit before the current statement
         self.n_hoisted = 0
@@ -170,6 +171,11 @@ class _Emitter:
                     line = f"{self.subscript(s)} = {value}"
                 self.flush(depth)
                 self.emit(depth, line, s.span)
+            elif isinstance(s, tir.Assert):
+                self.asserts.append(s)
+                line = f"if not {self.expr(s.cond)}: raise _AssertFailed({len(self.asserts) - 1})"
+                self.flush(depth)
+                self.emit(depth, line, s.span)
             else:
                 raise NotImplementedError(type(s).__name__)
 
@@ -199,6 +205,18 @@ def _literal(value) -> str:
 class _OutOfBounds(Exception):
     def __init__(self, index, site):
         self.index, self.site = index, site
+
+
+class _AssertFailed(Exception):
+    def __init__(self, site):
+        self.site = site
+
+
+def assertion_error(kernel: str, message: str, span) -> HybridAssertionError:
+    """The error of a kernel's ``assert`` that failed when it ran (the interpreter's and compiled code's)."""
+    what = f": {message}" if message else ""
+    return HybridAssertionError(f"kernel `{kernel}`: assertion failed{what}", span,
+                                "checked when the kernel ran: the condition depends on the arguments' values")
 
 
 def _ix(i, n, site):
@@ -261,7 +279,7 @@ def run(k: tir.TypedKernel, arrays: list) -> tuple:
     """Run the kernel on numpy arrays (one per input); returns the outputs as a tuple."""
     em = _Emitter(k)
     src, nheader = em.source()
-    namespace = {"np": np, "_ix": _ix, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
+    namespace = {"np": np, "_ix": _ix, "_AssertFailed": _AssertFailed, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
                  "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf}
     code = compile(src, f"<emulate {k.name}>", "exec")
     with np.errstate(all="ignore"):
@@ -271,6 +289,9 @@ def run(k: tir.TypedKernel, arrays: list) -> tuple:
     try:
         with np.errstate(all="ignore"):
             return fn(*arrays)
+    except _AssertFailed as e:
+        s = em.asserts[e.site]
+        raise assertion_error(k.name, s.message, s.span) from None
     except _OutOfBounds as e:
         tensor, shape, axis, span = em.sites[e.site]
         raise HybridIndexError(f"kernel `{k.name}`: index {e.index} is out of bounds for axis {axis} of "

@@ -479,6 +479,9 @@ class _TreeBuilder:
             return syntax.Return(span, list(e.elts) if isinstance(e, syntax.Tuple) else [e])
         if d == "pass_stmt":
             return syntax.Pass(span)
+        if d == "assert_stmt":
+            test, msg = node.children
+            return syntax.Assert(span, self.expr(test), self.expr(msg) if msg is not None else None)
         self._unsupported(node)
 
     # --- expressions

@@ -76,6 +76,8 @@ def print_typed(k: tir.TypedKernel) -> str:
                 if s.orelse:
                     lines.append(f"{pad}else:")
                     block(s.orelse, depth + 1)
+            elif isinstance(s, tir.Assert):
+                lines.append(f"{pad}assert {fmt(s.cond)}, {s.message!r}")
             else:
                 target = s.tensor if not s.indices else f"{s.tensor}[{', '.join(fmt(i) for i in s.indices)}]"
                 lines.append(f"{pad}{target} = {fmt(s.value)}")

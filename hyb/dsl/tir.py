@@ -179,6 +179,15 @@ class If:
 
 
 @dataclass
+class Assert:
+    """``assert cond, "message"`` checked when it runs (one decided at compile time is gone)."""
+
+    cond: TExpr
+    message: str
+    span: Optional[Span] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
 class TypedKernel:
     name: str
     tensors: dict  # name -> Tensor, in order of declaration

@@ -108,6 +108,8 @@ def stmts(body: list, indent: int) -> list:
             out.append(f"{pad}{expr(s.value)}")
         elif isinstance(s, syntax.Pass):
             out.append(f"{pad}pass")
+        elif isinstance(s, syntax.Assert):
+            out.append(f"{pad}assert {expr(s.test)}" + (f", {expr(s.msg)}" if s.msg is not None else ""))
         else:
             raise TypeError(f"cannot print {type(s).__name__}")
     return out

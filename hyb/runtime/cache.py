@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 
+from ..codegen.abi import AssertSite, CheckSite
 from ..errors import HybridWarning, Span
 
 FORMAT = b"hyb-cache-1\n"
@@ -93,12 +94,11 @@ def load(k: str):
 
 
 def _record(header: dict, object_code: bytes):
-    from ..codegen.abi import CheckSite
     from .pipeline import NativeCode
 
     if not isinstance(header["llvm_opt"], str) or not object_code:
         raise ValueError("not a code record")
-    sites = tuple(CheckSite(v[0], tuple(v[1]), _span_from_json(v[2])) for v in header["sites"])
+    sites = tuple(_site_from_json(v) for v in header["sites"])
     found = tuple(HybridWarning(v[0], _span_from_json(v[1]), v[2]) for v in header["warnings"])
     return NativeCode(header["llvm_opt"], object_code, sites, found)
 
@@ -137,7 +137,16 @@ def _span_from_json(v) -> Span | None:
 
 
 def _site_to_json(site) -> list:
+    if isinstance(site, AssertSite):
+        return ["assert", site.message, _span_to_json(site.span), None]
     return [site.tensor, list(site.shape), _span_to_json(site.span)]
+
+
+def _site_from_json(v: list):
+    """A CheckSite ``[tensor, shape, span]`` or an AssertSite ``["assert", message, span, None]``."""
+    if len(v) == 4:
+        return AssertSite(str(v[1]), _span_from_json(v[2]))
+    return CheckSite(v[0], tuple(v[1]), _span_from_json(v[2]))
 
 
 def _warning_to_json(w: HybridWarning) -> list:

@@ -15,13 +15,14 @@ from ..dsl import interp
 from ..dsl import tir
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
-from ..errors import HybridArgumentError, HybridIndexError
+from ..errors import HybridArgumentError
 from ..schedule import deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
 from . import pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .pipeline import MiddleEnd, NativeCode
+from .sites import site_error
 
 _RuntimeBlock = ctypes.c_int64 * 4  # error index, axis, error code from threads, thread count
 
@@ -233,11 +234,7 @@ class CompiledKernel:
         code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],
                            *[b.__array_interface__["data"][0] for b in made], err)
         if code:
-            site = self.check_sites[code - 1]
-            raise HybridIndexError(
-                f"kernel `{self.name}`: index {int(err[0])} is out of bounds for axis {int(err[1])} of "
-                f"`{site.tensor}` (shape {site.shape})", site.span,
-                "the index was computed at run time; check the values it is read from")
+            raise site_error(self.name, self.check_sites[code - 1], int(err[0]), int(err[1]))
         for orig, work in copy_back:
             orig[...] = work
         outs = [arrays[i] if i >= 0 else made[-i - 1] for i in self._out_index]

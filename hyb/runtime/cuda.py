@@ -23,11 +23,12 @@ from ..codegen import cuda as cuda_codegen
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.check import arg_spec
-from ..errors import HybridArgumentError, HybridError, HybridIndexError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError
 from ..target import cuda_device
 from .arguments import check_in_place, prepare_arrays
 from .compiler import STAGES, CompiledKernel
 from .pipeline import emit_warnings, middle_end
+from .sites import site_error
 
 CUDA_STAGES = ("ast", "isl", "deps", "schedule", "loops", "cuda", "ptx", "emulate", "grad")
 PTX_ARCH = cuda_device().arch  # the architecture inspect("ptx") compiles for
@@ -202,11 +203,7 @@ class CudaCompiledKernel(CompiledKernel):
         drv.memcpy_dtoh(err_host, err)
         code = int(err_host[2])
         if code:
-            site = self.check_sites[code - 1]
-            raise HybridIndexError(
-                f"kernel `{self.name}`: index {int(err_host[0])} is out of bounds for axis {int(err_host[1])} of "
-                f"`{site.tensor}` (shape {site.shape})", site.span,
-                "the index was computed at run time; check the values it is read from")
+            raise site_error(self.name, self.check_sites[code - 1], int(err_host[0]), int(err_host[1]))
         for orig, alloc, host in copy_back:
             out = np.empty_like(host)
             if out.nbytes:

@@ -84,7 +84,7 @@ def scalar_flow(p: PolyProgram) -> isl.UnionMap:
 
 def _is_accumulation(st: Statement, read) -> bool:
     """``c[i] = c[i] + x`` (or ``c[i] += x``, ``-``): summing into a zero start is the usual idiom."""
-    if st.opaque:
+    if not isinstance(st.stmt, tir.Store):
         return False
     v = st.stmt.value
     while isinstance(v, tir.Cast):

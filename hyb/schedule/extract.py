@@ -38,7 +38,7 @@ class Access:
 @dataclass
 class Statement:
     name: str
-    stmt: object  # a tir.Store, or a tir.Loop run as a whole (an opaque statement)
+    stmt: object  # a tir.Store, a tir.Assert, or a tir.Loop / tir.If run as a whole (an opaque statement)
     iters: list  # loop variables, outermost first
     domain: isl.Set
     schedule: isl.Map  # original program order
@@ -48,7 +48,7 @@ class Statement:
 
     @property
     def opaque(self) -> bool:
-        return not isinstance(self.stmt, tir.Store)
+        return not isinstance(self.stmt, (tir.Store, tir.Assert))
 
     @property
     def span(self):
@@ -270,7 +270,7 @@ class _Extractor:
                     else_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [neg], ctx.position, ctx.signs)
                 self.block(st.body, then_ctx)
                 self.block(st.orelse, else_ctx)
-            elif isinstance(st, tir.Store):
+            elif isinstance(st, (tir.Store, tir.Assert)):
                 self.statement(st, ctx)
                 ctx.position[-1] += 1
             else:
@@ -286,18 +286,23 @@ class _Extractor:
         # isl's dataflow analysis fails on some such sets.
         return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}").detect_equalities().coalesce()
 
-    def statement(self, st: tir.Store, ctx: _Ctx):
+    def statement(self, st, ctx: _Ctx):
+        """A store, or an assertion (a statement that only reads)."""
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
         guarded = bool(ctx.guards)
-        write = self.access(name, ctx.iters, domain, st, guarded)
         reads = []
-        for i in st.indices:
-            self.reads(name, ctx.iters, domain, i, reads, guarded)
-        self.reads(name, ctx.iters, domain, st.value, reads, guarded)
+        if isinstance(st, tir.Assert):
+            writes = []
+            self.reads(name, ctx.iters, domain, st.cond, reads, guarded)
+        else:
+            writes = [self.access(name, ctx.iters, domain, st, guarded)]
+            for i in st.indices:
+                self.reads(name, ctx.iters, domain, i, reads, guarded)
+            self.reads(name, ctx.iters, domain, st.value, reads, guarded)
         for g in ctx.guards:
             self.reads(name, ctx.iters, domain, g, reads, False)
-        s = Statement(name, st, list(ctx.iters), domain, None, list(ctx.guards), [write], reads)
+        s = Statement(name, st, list(ctx.iters), domain, None, list(ctx.guards), writes, reads)
         s.schedule = (list(ctx.position), list(ctx.signs))
         self.statements.append(s)
 
@@ -327,6 +332,8 @@ class _Extractor:
                     expr(st.cond)
                     walk(st.body)
                     walk(st.orelse)
+                elif isinstance(st, tir.Assert):
+                    expr(st.cond)
                 else:
                     for i in st.indices:
                         expr(i)

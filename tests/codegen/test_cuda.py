@@ -35,6 +35,7 @@ from hyb.codegen import llvm as cpu_cg
 from hyb.dsl import types as ty
 from hyb.errors import HybridIndexError, HybridUnsupportedError
 from hyb.runtime import cuda as rt
+from hyb.runtime.sites import site_error
 from tests.runtime import test_differential as td
 
 NVCC = rt.nvcc_path()
@@ -284,10 +285,7 @@ class HostLibrary:
 
         rt.walk_plan(ck.generated.plan, {}, launch)
         if err[2]:
-            site = ck.check_sites[int(err[2]) - 1]
-            raise HybridIndexError(
-                f"kernel `{ck.name}`: index {int(err[0])} is out of bounds for axis {int(err[1])} of "
-                f"`{site.tensor}` (shape {site.shape})", site.span, "")
+            raise site_error(ck.name, ck.check_sites[int(err[2]) - 1], int(err[0]), int(err[1]))
         for orig, work in copy_back:
             orig[...] = work
         outs = [arrays[i] if i >= 0 else made[-i - 1] for i in ck._out_index]
@@ -454,6 +452,33 @@ def test_runtime_bounds_check_on_host(tmp_path):
     with pytest.raises(HybridIndexError) as cpu:
         INDEXED(a, np.array([1, 7, 2], np.int64))
     assert e.value.span == cpu.value.span
+
+
+ASSERTING = hyb.compile_source('''
+def checked(a, w):
+    assert a.shape[0] == w.shape[0], "same lengths"
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        assert w[i] >= 0, "weights must be non-negative"
+        c[i] = a[i] * w[i]
+    return c
+''', "asserting.hyb").checked
+
+
+@needs_cxx
+def test_runtime_assert_on_host(tmp_path):
+    a = np.arange(4, dtype=np.float32)
+    ck = ASSERTING.compile(a, a, target="cuda")
+    assert "hyb_fail(hyb_err, 0, 0, 1); return; }" in ck.inspect("cuda")
+    lib = HostLibrary([ck], tmp_path)
+    np.testing.assert_array_equal(lib.run(ck, a, a), a * a)
+    bad = np.array([1, 1, -1, 1], np.float32)
+    with pytest.raises(hyb.HybridAssertionError) as e:
+        lib.run(ck, a, bad)
+    with pytest.raises(hyb.HybridAssertionError) as cpu:
+        ASSERTING(a, bad)
+    assert str(e.value) == str(cpu.value)
+    assert "kernel `checked`: assertion failed: weights must be non-negative" in str(e.value)
 
 
 def _data_dependent_runs():
