@@ -28,11 +28,26 @@ class ArgSpec:
     shape: tuple
     dtype: str  # for a Python int or float scalar: the weak "int" / "float"
     scalar: bool = False
+    # A scalar the kernel needs as a compile-time integer (a shape, a loop step): its value, which
+    # the signature then includes (one compile per value).  None: the kernel compiles once per type.
+    value: object = None
 
     def __str__(self):
         if self.scalar:
-            return {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
+            name = {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
+            return name if self.value is None else f"{name} = {self.value}"
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+class NeedsValue(HybridTypeError):
+    """A scalar parameter used where a compile-time integer is needed.  ``hyb.Kernel`` answers it
+    by specialising the kernel on that parameter's value; elsewhere it is the error it says."""
+
+    def __init__(self, param: str, what: str, span):
+        self.param = param
+        super().__init__(f"{what} must be an integer known at compile time", span,
+                         f"`{param}` is a scalar argument: call the kernel, which compiles it for each value of "
+                         f"`{param}`, or use literals, constants and `x.shape[k]`")
 
 
 def arg_spec(value) -> ArgSpec:
@@ -157,7 +172,10 @@ class _Checker(ExpressionChecker):
             name = self.unique(p.name)
             if a.scalar:
                 self.tensors[name] = tir.Tensor(name, (), a.dtype, "param", p.span, p.name)
-                self.declare(p.name, Sym("scalar", name))
+                if a.value is not None:  # specialised on its value: a constant of its type
+                    self.declare(p.name, Sym("const", p.name, tir.Const(a.dtype, a.value)))
+                else:
+                    self.declare(p.name, Sym("scalar", name))
             else:
                 self.tensors[name] = tir.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
                 self.declare(p.name, Sym("tensor", name))
@@ -431,8 +449,26 @@ class _Checker(ExpressionChecker):
             if v.value < 0:
                 raise HybridTypeError(f"{what} cannot be negative (got {v.value})", span, None)
             return int(v.value)
+        self.needs_value(v, span, what)
         raise HybridTypeError(f"{what} must be an integer known at compile time", span,
                               "use literals, constants and `x.shape[k]`")
+
+    def needs_value(self, v, span, what):
+        """Raise NeedsValue when ``v`` is computed from integer scalar parameters only (with
+        literals, constants and shapes), so that specialising on their values makes it known."""
+        if not isinstance(v, tir.TExpr) or not types.is_int(v.dtype):
+            return
+        params = []
+        for sub in tir.walk_expr(v):
+            if isinstance(sub, tir.Load):
+                t = self.tensors[sub.tensor]
+                if t.kind != "param" or not types.is_int(t.dtype):
+                    return
+                params.append(t.source_name)
+            elif isinstance(sub, tir.Var):
+                return  # a loop variable: not a value of the call
+        if params:
+            raise NeedsValue(params[0], what, span)
 
     def dtype_value(self, e) -> str:
         if isinstance(e, syntax.Str):
@@ -537,6 +573,7 @@ class _Checker(ExpressionChecker):
             if len(vals) == 3:
                 sv = vals[2]
                 if not (isinstance(sv, tir.Const) and isinstance(sv.value, int)):
+                    self.needs_value(sv, call.args[2].span, "the loop step")
                     raise HybridTypeError("the loop step must be an integer constant", call.args[2].span, None)
                 if sv.value == 0:
                     raise HybridTypeError("the loop step cannot be zero", call.args[2].span, None)
@@ -598,6 +635,13 @@ def _assignment_counts(body: list) -> dict:
 
 
 
-def arg_specs(args) -> list:
-    """ArgSpecs of prepared arguments (arrays and scalars)."""
-    return [arg_spec(a) for a in args]
+def arg_specs(args, values_of=()) -> list:
+    """ArgSpecs of prepared arguments (arrays and scalars); the scalars at the positions
+    ``values_of`` carry their value (the kernel is specialised on it)."""
+    specs = [arg_spec(a) for a in args]
+    for k in values_of:
+        if k < len(specs) and specs[k].scalar:
+            v = args[k]
+            v = v.item() if isinstance(v, np.generic) else v
+            specs[k] = ArgSpec(specs[k].shape, specs[k].dtype, True, v)
+    return specs

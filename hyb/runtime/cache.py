@@ -63,7 +63,7 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
         "kernel": kernel_name, "source": module.source, "file": module.filename,
         "constants": {k: repr(v[0]) for k, v in sorted(module.constants.items())},
         "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},
-        "specs": [[list(s.shape), s.dtype, s.scalar] for s in specs],
+        "specs": [[list(s.shape), s.dtype, s.scalar] + ([repr(s.value)] if s.value is not None else []) for s in specs],
         "options": {k: repr(v) for k, v in sorted(options.items()) if k != "threads"},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

@@ -130,7 +130,7 @@ class CompiledKernel:
         if self.kernel is None:
             raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
         args = [np.dtype(s.dtype if s.dtype not in ("int", "float") else
-                         ("int64" if s.dtype == "int" else "float64")).type(0) if s.scalar
+                         ("int64" if s.dtype == "int" else "float64")).type(s.value or 0) if s.scalar
                 else np.zeros(s.shape, dtype=s.dtype) for s in self.specs]
         douts = [np.zeros(self.typed.tensors[n].shape, dtype=self.typed.tensors[n].dtype) for n in self.typed.outputs]
         g = self.kernel.grad()

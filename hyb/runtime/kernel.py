@@ -17,7 +17,7 @@ from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
-from ..dsl.check import arg_specs, check_kernel
+from ..dsl.check import NeedsValue, arg_specs, check_kernel
 from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
 from . import cache
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
@@ -65,6 +65,9 @@ class Kernel:
         self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
         self._lock = threading.Lock()
         self._grads: dict = {}
+        # positions of the scalar parameters the kernel is specialised on (used as shapes or steps),
+        # learned from the checker the first time one is met
+        self._value_params: frozenset = frozenset()
         self.__doc__ = kdef.docstring
 
     @property
@@ -85,7 +88,21 @@ class Kernel:
     def typed(self, *args):
         """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
         arrays = prepare_arrays(self, args)
-        return check_kernel(self.kdef, self.module, arg_specs(arrays))
+        return self._checked(arrays)[0]
+
+    def _checked(self, arrays) -> tuple:
+        """``(typed kernel, specs)`` of a call's arguments.  A scalar parameter the kernel needs as a
+        compile-time integer (a shape of `output_tensor`, a loop step) is specialised on its value:
+        its value joins the signature, so each value compiles once."""
+        while True:
+            specs = arg_specs(arrays, self._value_params)
+            try:
+                return check_kernel(self.kdef, self.module, specs), specs
+            except NeedsValue as e:
+                k = self.params.index(e.param) if e.param in self.params else None
+                if k is None or k in self._value_params:
+                    raise
+                self._value_params = self._value_params | {k}
 
     def compile(self, *args, target: str | None = None) -> CompiledKernel:
         """The :class:`CompiledKernel` for the signature of ``args``, compiled if not cached."""
@@ -104,14 +121,15 @@ class Kernel:
         target = target or self.target
         if target not in _TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
-        specs = arg_specs(arrays)
+        specs = arg_specs(arrays, self._value_params)
         key = (tuple(specs), target)
         ck = self._cache.get(key)
         if ck is None:
             with self._lock:
+                typed, specs = self._checked(arrays)
+                key = (tuple(specs), target)
                 ck = self._cache.get(key)
                 if ck is None:
-                    typed = check_kernel(self.kdef, self.module, specs)
                     ck = self._cache[key] = self.compile_typed(typed, specs, target)
         return ck
 
@@ -135,11 +153,12 @@ class Kernel:
         if self.target == "cuda":
             from . import cuda
             return cuda.call(self, args)
-        key = _fast_key(args)
+        key = _fast_key(args, self._value_params)
         ck = self._fast.get(key) if key is not None else None
         if ck is None:
             arrays = prepare_arrays(self, args)
             ck = self._compiled(arrays)
+            key = _fast_key(args, self._value_params)  # the compile may have specialised a scalar
             if key is not None:
                 self._fast[key] = ck
             return ck.run(arrays)
@@ -148,7 +167,7 @@ class Kernel:
     def emulate(self, *args):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
         arrays = prepare_arrays(self, args)
-        typed = check_kernel(self.kdef, self.module, arg_specs(arrays))
+        typed = self._checked(arrays)[0]
         check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
@@ -263,15 +282,16 @@ def _public_options(options: dict) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
-def _fast_key(args):
-    """A cheap signature key for arguments that need no conversion (arrays and plain scalars)."""
+def _fast_key(args, values_of=frozenset()):
+    """A cheap signature key for arguments that need no conversion (arrays and plain scalars); the
+    scalars at the positions ``values_of`` count with their value."""
     key = []
-    for a in args:
+    for k, a in enumerate(args):
         t = type(a)
         if t is np.ndarray:
             key.append((a.shape, a.dtype))
         elif t in (int, float, bool) or isinstance(a, np.generic):
-            key.append(t)
+            key.append((t, a) if k in values_of else t)
         else:
             return None
     return tuple(key)
