@@ -27,6 +27,7 @@ class CheckSite:
     tensor: str
     shape: tuple
     span: object
+    reason: str = "data"  # why it is checked when it runs (hyb.dsl.interp.check_reason)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..dsl import tir
 from ..dsl import types
+from ..dsl.interp import check_reason
 from ..errors import HybridInternalError
 from ..schedule import loops
 from .abi import AssertSite, CheckSite
@@ -121,7 +122,7 @@ class LoopWalker:
         """The number of a new check site for ``node``'s subscripts, or 0 where they need no check."""
         if node is None or id(node) not in self.checked:
             return 0
-        self.sites.append(CheckSite(t.source_name, t.shape, node.span))
+        self.sites.append(CheckSite(t.source_name, t.shape, node.span, check_reason(node.indices)))
         return len(self.sites)
 
     def address(self, tensor: str, indices: list, node=None):

@@ -208,6 +208,13 @@ class ExpressionChecker:
                     raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
                                           f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
                 return [tir.Var(types.WEAK_INT, v, span=e.span) for v in sym.value]
+        if len(e.indices) != t.ndim and t.kind == "input":
+            n = len(e.indices)
+            raise HybridTypeError(
+                f"argument `{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} (shape {t.shape}), "
+                f"but `{t.source_name}` is indexed with {n} subscript{'s' if n != 1 else ''} here", e.span,
+                f"pass an array of {n} dimension{'s' if n != 1 else ''} for `{t.source_name}`, or index it with "
+                f"{t.ndim} subscript{'s' if t.ndim != 1 else ''}")
         if len(e.indices) != t.ndim:
             raise HybridTypeError(
                 f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed "

@@ -26,7 +26,7 @@ class _Emitter:
         self.k = k
         self.lines: list = []
         self.spans: dict = {}  # generated line number -> Span
-        self.sites: list = []  # (tensor, shape, axis, span) of each checked subscript
+        self.sites: list = []  # (tensor, shape, axis, span, check_reason) of each checked subscript
         self.asserts: list = []  # the tir.Assert of each run-time assertion
         self.consts: dict = {}
         self.hoisted: list = []  # `_hN = ...` lines to emit before the current statement
@@ -59,10 +59,11 @@ class _Emitter:
         """``t[i, j]`` with every index checked against its axis, as compiled code does."""
         t = self.k.tensors[node.tensor]
         parts = []
+        reason = check_reason(node.indices)
         for axis, (e, dim) in enumerate(zip(node.indices, t.shape)):
             s = self.expr(e)
             if not (isinstance(e, tir.Const) and 0 <= e.value < dim):
-                self.sites.append((t.source_name, t.shape, axis, node.span))
+                self.sites.append((t.source_name, t.shape, axis, node.span, reason))
                 s = f"_ix({s}, {dim}, {len(self.sites) - 1})"
             parts.append(s)
         return f"{self.ref(node.tensor)}[{', '.join(parts)}]"
@@ -219,6 +220,47 @@ def assertion_error(kernel: str, message: str, span) -> HybridAssertionError:
                                 "checked when the kernel ran: the condition depends on the arguments' values")
 
 
+def check_reason(indices) -> str:
+    """Why subscripts can only be checked when they run: ``"data"`` (they read a tensor element or
+    a scalar local), ``"not affine"`` (``c[i * i]``), or ``"context"`` (affine, but under loop
+    bounds or a condition read at run time)."""
+    if any(isinstance(x, tir.Load) for i in indices for x in tir.walk_expr(i)):
+        return "data"
+    return "context" if all(_affine(i) for i in indices) else "not affine"
+
+
+def _affine(e) -> bool:
+    if isinstance(e, (tir.Const, tir.Var)):
+        return True
+    if isinstance(e, tir.Cast) or (isinstance(e, tir.Unary) and e.op == "neg"):
+        return _affine(e.a)
+    if isinstance(e, tir.Bin):
+        if e.op in ("+", "-"):
+            return _affine(e.a) and _affine(e.b)
+        if e.op == "*":
+            return (isinstance(e.a, tir.Const) and _affine(e.b)) or (isinstance(e.b, tir.Const) and _affine(e.a))
+        if e.op in ("//", "%"):
+            return isinstance(e.b, tir.Const) and _affine(e.a)
+    return False
+
+
+_INDEX_HINTS = {
+    "data": "the index was computed at run time; check the values it is read from",
+    "not affine": "the index is not an affine function of the loop variables, so it is checked when it runs; "
+                  "check its values over the loop bounds",
+    "context": "the loop bounds or the condition around this access depend on values read at run time; "
+               "check them against the tensor's shape",
+}
+
+
+def index_error(kernel: str, tensor: str, shape: tuple, index: int, axis: int, span, reason: str):
+    """The error of a subscript found out of bounds when the kernel ran (the interpreter's and
+    compiled code's); the hint names what made it go out of bounds (:func:`check_reason`)."""
+    hint = _INDEX_HINTS[reason]
+    return HybridIndexError(f"kernel `{kernel}`: index {index} is out of bounds for axis {axis} of `{tensor}` "
+                            f"(shape {shape})", span, hint)
+
+
 def _ix(i, n, site):
     if 0 <= i < n:
         return i
@@ -293,10 +335,8 @@ def run(k: tir.TypedKernel, arrays: list) -> tuple:
         s = em.asserts[e.site]
         raise assertion_error(k.name, s.message, s.span) from None
     except _OutOfBounds as e:
-        tensor, shape, axis, span = em.sites[e.site]
-        raise HybridIndexError(f"kernel `{k.name}`: index {e.index} is out of bounds for axis {axis} of "
-                               f"`{tensor}` (shape {shape})", span,
-                               "the index was computed at run time; check the values it is read from") from None
+        tensor, shape, axis, span, reason = em.sites[e.site]
+        raise index_error(k.name, tensor, shape, e.index, axis, span, reason) from None
     except IndexError as e:
         tb = sys.exc_info()[2]
         line = None

@@ -26,7 +26,7 @@ import tempfile
 from ..codegen.abi import AssertSite, CheckSite
 from ..errors import HybridWarning, Span
 
-FORMAT = b"hyb-cache-1\n"
+FORMAT = b"hyb-cache-2\n"
 
 
 def directory() -> str | None:
@@ -136,17 +136,18 @@ def _span_from_json(v) -> Span | None:
     return None if v is None else Span(*v)
 
 
-def _site_to_json(site) -> list:
+def _site_to_json(site) -> dict:
     if isinstance(site, AssertSite):
-        return ["assert", site.message, _span_to_json(site.span), None]
-    return [site.tensor, list(site.shape), _span_to_json(site.span)]
+        return {"assert": site.message, "span": _span_to_json(site.span)}
+    return {"tensor": site.tensor, "shape": list(site.shape), "span": _span_to_json(site.span),
+            "reason": site.reason}
 
 
-def _site_from_json(v: list):
-    """A CheckSite ``[tensor, shape, span]`` or an AssertSite ``["assert", message, span, None]``."""
-    if len(v) == 4:
-        return AssertSite(str(v[1]), _span_from_json(v[2]))
-    return CheckSite(v[0], tuple(v[1]), _span_from_json(v[2]))
+def _site_from_json(v: dict):
+    """A CheckSite or an AssertSite, as ``_site_to_json`` wrote it."""
+    if "assert" in v:
+        return AssertSite(str(v["assert"]), _span_from_json(v["span"]))
+    return CheckSite(v["tensor"], tuple(v["shape"]), _span_from_json(v["span"]), str(v["reason"]))
 
 
 def _warning_to_json(w: HybridWarning) -> list:

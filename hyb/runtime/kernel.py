@@ -6,6 +6,7 @@ for the signature of the call (shapes and dtypes of the arguments), caches the
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import threading
 import warnings
@@ -85,9 +86,15 @@ class Kernel:
 
     from .html import kernel_html as _repr_html_  # in a notebook: the source and compiled signatures
 
-    def typed(self, *args):
+    def bind(self, args: tuple, kwargs: dict) -> tuple:
+        """The arguments in parameter order, keyword arguments bound by name as in a Python call."""
+        if not kwargs:
+            return args
+        return bind_arguments(self.name, self.params, args, kwargs)
+
+    def typed(self, *args, **kwargs):
         """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
-        arrays = prepare_arrays(self, args)
+        arrays = prepare_arrays(self, self.bind(args, kwargs))
         return self._checked(arrays)[0]
 
     def _checked(self, arrays) -> tuple:
@@ -104,9 +111,9 @@ class Kernel:
                     raise
                 self._value_params = self._value_params | {k}
 
-    def compile(self, *args, target: str | None = None) -> CompiledKernel:
+    def compile(self, *args, target: str | None = None, **kwargs) -> CompiledKernel:
         """The :class:`CompiledKernel` for the signature of ``args``, compiled if not cached."""
-        arrays = prepare_arrays(self, args)
+        arrays = prepare_arrays(self, self.bind(args, kwargs))
         return self._compiled(arrays, target)
 
     @property
@@ -149,7 +156,9 @@ class Kernel:
         ck.kernel = self
         return ck
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self.bind(args, kwargs)
         if self.target == "cuda":
             from . import cuda
             return cuda.call(self, args)
@@ -164,9 +173,9 @@ class Kernel:
             return ck.run(arrays)
         return ck.run(args)
 
-    def emulate(self, *args):
+    def emulate(self, *args, **kwargs):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
-        arrays = prepare_arrays(self, args)
+        arrays = prepare_arrays(self, self.bind(args, kwargs))
         typed = self._checked(arrays)[0]
         check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
@@ -242,7 +251,9 @@ class GradKernel(Kernel):
     def _scalar_params(self) -> set:
         return {p for p, g in zip(self.forward.params, self.derived.grads) if not g}
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = bind_arguments(self.name, self.params, args, kwargs)
         inactive = self._inactive(args)
         if all(p in inactive for p in self.forward.params):
             return None if len(self.forward.params) == 1 else (None,) * len(self.forward.params)
@@ -255,7 +266,9 @@ class GradKernel(Kernel):
         out = [got.pop(0) if g else None for g in d.grads]
         return out[0] if len(out) == 1 else tuple(out)
 
-    def emulate(self, *args):
+    def emulate(self, *args, **kwargs):
+        if kwargs:
+            args = bind_arguments(self.name, self.params, args, kwargs)
         d, kernel = self._pick(args)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
@@ -280,6 +293,30 @@ class GradKernel(Kernel):
 
 def _public_options(options: dict) -> dict:
     return {k: v for k, v in options.items() if v is not None}
+
+
+def bind_arguments(name: str, params: list, args: tuple, kwargs: dict) -> tuple:
+    """``args`` and ``kwargs`` as one tuple in the order of ``params`` (Python's binding rules),
+    or a HybridArgumentError saying which argument is wrong."""
+    sig = f"{name}({', '.join(params)})"
+    if len(args) > len(params):
+        raise HybridArgumentError(f"kernel {sig} takes {len(params)} argument(s), got {len(args)} positional",
+                                  None, "pass one array or number per parameter")
+    bound = dict(zip(params, args))
+    for key, value in kwargs.items():
+        if key not in params:
+            close = difflib.get_close_matches(key, params, 1)
+            raise HybridArgumentError(f"kernel {sig} has no parameter `{key}`", None,
+                                      f"did you mean `{close[0]}`?" if close else f"its parameters: {', '.join(params)}")
+        if key in bound:
+            raise HybridArgumentError(f"kernel {sig} got two values for `{key}`", None,
+                                      "pass it by position or by name, not both")
+        bound[key] = value
+    missing = [p for p in params if p not in bound]
+    if missing:
+        raise HybridArgumentError(f"kernel {sig} is missing {', '.join(f'`{p}`' for p in missing)}", None,
+                                  "pass one array or number per parameter")
+    return tuple(bound[p] for p in params)
 
 
 def _fast_key(args, values_of=frozenset()):

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..codegen.abi import AssertSite
-from ..dsl.interp import assertion_error
-from ..errors import HybridError, HybridIndexError
+from ..dsl.interp import assertion_error, index_error
+from ..errors import HybridError
 
 
 def site_error(kernel: str, site, index: int, axis: int) -> HybridError:
@@ -11,6 +11,4 @@ def site_error(kernel: str, site, index: int, axis: int) -> HybridError:
     with the offending ``index`` on ``axis`` (for a subscript)."""
     if isinstance(site, AssertSite):
         return assertion_error(kernel, site.message, site.span)
-    return HybridIndexError(
-        f"kernel `{kernel}`: index {index} is out of bounds for axis {axis} of `{site.tensor}` (shape {site.shape})",
-        site.span, "the index was computed at run time; check the values it is read from")
+    return index_error(kernel, site.tensor, site.shape, index, axis, site.span, site.reason)
