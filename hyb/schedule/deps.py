@@ -55,10 +55,66 @@ def compute(p: PolyProgram, expanded: bool = True) -> Dependences:
     f = flow_of(reads, must, may)
     flow = f.get_may_dependence()
     uninit = f.get_may_no_source()
+    both = branch_writes(p, expanded)
+    if not both.is_empty():
+        # Writes under a condition are may-writes; where the `if` and the `else` both write an
+        # element, it is written whatever the condition: those reads are not of the initial zero.
+        uninit = flow_of(reads, must.union(both), may).get_may_no_source()
     # Anti: writes depending on earlier reads.  Output: writes depending on earlier writes.
     anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence()
     output = flow_of(may, must, may).get_may_dependence()
     return Dependences(flow.coalesce(), anti.coalesce(), output.coalesce(), uninit.coalesce())
+
+
+def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
+    """The elements that the two sides of a condition evaluated at run time both write, in the
+    same iteration: ``if c: t[i] = x`` / ``else: t[i] = y`` writes ``t[i]`` whatever ``c``.
+
+    Each is given as written by the later side's statement instance (a write that is sure once
+    both sides are behind), for the dataflow that finds reads of the initial zero only: it is not
+    a dependence any schedule follows.  Nested conditions combine outwards, and only writes that
+    no condition is left around count."""
+    items = []  # (guards, statement name, iterators, write relation)
+    for s in p.statements:
+        if s.guards:
+            for w in s.writes:
+                if w.exact:
+                    items.append((tuple(s.guards), s.name, tuple(s.iters), w.relation))
+    found = []
+    seen = set()
+    changed = True
+    while changed:
+        changed = False
+        for x in list(items):
+            for y in list(items):
+                gx, gy = x[0], y[0]
+                if (x[2] != y[2] or len(gx) != len(gy) or not gx or not _complement(gx[-1], gy[-1])
+                        or any(a is not b for a, b in zip(gx[:-1], gy[:-1]))):
+                    continue
+                if x[3].get_tuple_name(isl.dim_type.out) != y[3].get_tuple_name(isl.dim_type.out):
+                    continue
+                both = x[3].set_tuple_name(isl.dim_type.in_, y[1]).intersect(y[3])
+                key = (tuple(id(g) for g in gx[:-1]), y[1], str(both))
+                if both.is_empty() or key in seen:
+                    continue
+                seen.add(key)
+                combined = (gx[:-1], y[1], x[2], both)
+                items.append(combined)
+                changed = True
+                if not combined[0]:
+                    found.append(both)
+    u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    for m in found:
+        if not expanded and m.dim(isl.dim_type.out) and p.kernel.tensors[
+                m.get_tuple_name(isl.dim_type.out)].kind == "scalar":
+            m = m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
+        u = u.union(isl.UnionMap.from_map(m))
+    return u
+
+
+def _complement(a, b) -> bool:
+    """Whether guard ``b`` is the negation of guard ``a`` (the `else` of the same condition)."""
+    return isinstance(b, tir.Unary) and b.op == "not" and b.a is a
 
 
 def scalar_flow(p: PolyProgram) -> isl.UnionMap:
