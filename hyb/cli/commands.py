@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import HybridError
 from ..runtime.kernel import compile_source, load
 from ..dsl import highlight
+from ..dsl.lint import lint
 from .argspec import UsageError, bind, check_usage, parse_spec, parse_value
 from .progress import Progress
 
@@ -154,7 +155,15 @@ def cmd_check(args) -> int:
             status = 1
             continue
         if spec_text(args) is None:
-            print(f"{path}: {len(mod.kernels)} kernel(s) parsed: {', '.join(mod.kernels)}")
+            # without a signature: everything that needs no shapes or dtypes
+            found = lint(mod.module)
+            for e in found:
+                report(e.render(), args)
+            if found:
+                status = 1
+                continue
+            print(f"{path}: {len(mod.kernels)} kernel(s) checked without a signature: {', '.join(mod.kernels)} "
+                  "(give --args to type-check and compile one)")
             continue
         kernel = select_kernel(mod, args.kernel, path)
         types = argument_types(kernel, args)

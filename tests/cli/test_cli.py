@@ -127,7 +127,7 @@ def test_check_good_and_bad(tmp_path):
                     "    for i in range(a.shape[0]):\n        c[i] = a[i] + b[i]\n    return c\n")
     r = run("check", good)
     assert r.returncode == 0
-    assert "1 kernel(s) parsed: add" in r.stdout
+    assert "1 kernel(s) checked without a signature: add" in r.stdout
     bad = tmp_path / "bad.hyb"
     bad.write_text("def k(a):\n    while True:\n        pass\n")
     r = run("check", bad)
