@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..dsl import tir
-from .extract import PolyProgram, Statement
+from .extract import PolyProgram, Statement, one_cell
 
 
 @dataclass
@@ -105,10 +105,7 @@ def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
                     found.append(both)
     u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
     for m in found:
-        if not expanded and m.dim(isl.dim_type.out) and p.kernel.tensors[
-                m.get_tuple_name(isl.dim_type.out)].kind == "scalar":
-            m = m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
-        u = u.union(isl.UnionMap.from_map(m))
+        u = u.union(isl.UnionMap.from_map(one_cell(p.kernel, m) if not expanded else m))
     return u
 
 

@@ -92,11 +92,19 @@ class PolyProgram:
             else:
                 raise ValueError(what)
             for m in maps:
-                if not expanded and m.dim(isl.dim_type.out) and self.kernel.tensors[
-                        m.get_tuple_name(isl.dim_type.out)].kind == "scalar":
-                    m = m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
+                if not expanded:
+                    m = one_cell(self.kernel, m)
                 u = u.union(isl.UnionMap.from_map(m))
         return u
+
+
+def one_cell(k: tir.TypedKernel, m: isl.Map) -> isl.Map:
+    """An access to a private scalar (expanded along its loops) as an access to the one cell the
+    generated code keeps it in, which keeps the scalar's name: each scalar is a cell of its own."""
+    name = m.get_tuple_name(isl.dim_type.out)
+    if m.dim(isl.dim_type.out) and k.tensors[name].kind == "scalar":
+        m = m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out)).set_tuple_name(isl.dim_type.out, name)
+    return m
 
 
 def iname(var: str) -> str:

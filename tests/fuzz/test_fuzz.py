@@ -18,6 +18,7 @@ import random
 import sys
 from pathlib import Path
 
+import islpy as isl
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
@@ -224,3 +225,35 @@ def test_regression_a_taped_temporary_the_first_sweep_does_not_declare():
     for shape in [(1, 1, 1), (2, 3, 4)]:
         x = np.random.default_rng(1).uniform(0.5, 1.5, shape)
         np.testing.assert_array_equal(g(x, np.ones(shape)), np.zeros(shape))  # t2 holds zeros: no branch taken
+
+
+STRIDED_SCALAR_CELLS = '''
+def k(x0):
+    y0 = output_tensor((), "float64")
+    for i in range(x0.shape[0] - 1, -1, -3):
+        s1 = (0 + (x0[i + 1, i] if i < x0.shape[0] - 1 else 0))
+        for j in range(i + 1):
+            s1 = 0
+        y0[()] = s1
+    return y0
+'''
+
+
+def test_regression_each_private_scalar_is_a_cell_of_its_own():
+    # From the gradient campaign: the gradient kernel's private scalars (s1, d_s1, g, g_2), each taken
+    # as one memory cell, all lost their names and became a single anonymous cell; with a stride-3
+    # loop isl's dataflow analysis then failed ("affine expression involves some of the domain
+    # dimensions"). Each scalar is now its own cell.
+    from hyb.schedule import deps, extract
+
+    k = hyb.compile_source(STRIDED_SCALAR_CELLS).k
+    x = np.arange(16.0).reshape(4, 4)
+    np.testing.assert_array_equal(k(x), 0.0)
+    g = k.grad()
+    np.testing.assert_array_equal(g(x, np.array(1.0)), np.zeros((4, 4)))
+    p = extract.extract(g.typed(x, np.array(1.0)))
+    cells = set()
+    p.union("may_writes", expanded=False).foreach_map(lambda m: cells.add(m.get_tuple_name(isl.dim_type.out)))
+    assert {"s1", "d_s1", "g", "g_2"} <= cells
+    d = deps.compute(p, expanded=False)
+    assert not d.flow.is_empty()
