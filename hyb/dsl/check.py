@@ -90,6 +90,29 @@ def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> t
 _MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens at most 3 times
 
 
+def is_index_expression(e: tir.TExpr) -> bool:
+    """An integer expression of loop variables and constants only, with + - * // % (and integer
+    casts): no tensor element, no scalar local, so its value is the same wherever it is read."""
+    if not types.is_int(e.dtype):
+        return False
+    has_var = False
+    for sub in tir.walk_expr(e):
+        if isinstance(sub, tir.Var):
+            has_var = True
+        elif isinstance(sub, tir.Bin):
+            if sub.op not in ("+", "-", "*", "//", "%"):
+                return False
+        elif isinstance(sub, tir.Unary):
+            if sub.op != "neg":
+                return False
+        elif isinstance(sub, tir.Cast):
+            if not types.is_int(sub.dtype):
+                return False
+        elif not isinstance(sub, tir.Const):
+            return False
+    return has_var
+
+
 def widened_type(current: str, value: str) -> str:
     """The type of a scalar of type ``current`` that is also assigned a ``value`` (a concrete dtype):
     their promotion, except that two integer types that only meet in a float (int64 and uint64)
@@ -109,6 +132,7 @@ class _Checker(ExpressionChecker):
         # unique scalar name -> (the type earlier rounds found it needs, the assignment that widened it)
         self.widened = widened or {}
         self.widen: dict = {}  # what this round found, as widened
+        self.alias_spans: dict = {}  # names that stand for an index expression -> where they were assigned
         self.module = module
         self.tensors: dict = {}
         self.scopes: list = [{}]
@@ -147,6 +171,8 @@ class _Checker(ExpressionChecker):
         for name, sym in scope.items():
             if sym.kind == "scalar":
                 self.closed[name] = self.tensors[sym.name].span
+            elif name in self.alias_spans and sym.kind == "const":
+                self.closed[name] = self.alias_spans[name]
 
     # ------------------------------------------------------------ entry
     def run(self, args: list) -> tir.TypedKernel:
@@ -325,6 +351,16 @@ class _Checker(ExpressionChecker):
                     and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))
+                return None
+            if self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1 and is_index_expression(value):
+                # Assigned once, to an affine-like integer expression of loop variables (`ih = p * 2 + dr - 1`):
+                # the name stands for the expression, so that extraction, the bounds proofs and the
+                # scheduler see the subscripts it appears in as they would written out.  It keeps the
+                # type a scalar would have had (int64 for a Python-int expression).
+                if types.is_weak(value.dtype):
+                    value = tir.Cast(types.concrete(value.dtype), value, span=value.span)
+                self.declare(name, Sym("const", name, value))
+                self.alias_spans[name] = tgt.span
                 return None
             uname = self.unique(name)
             dtype = self.widened[uname][0] if uname in self.widened else types.concrete(value.dtype)

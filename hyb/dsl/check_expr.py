@@ -1,6 +1,7 @@
 """Checking expressions: AST expressions to typed IR, for :mod:`hyb.dsl.check`."""
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 
@@ -114,6 +115,8 @@ class ExpressionChecker:
             return GridVal(sym.value)
         if isinstance(sym.value, tir.Const):  # a local constant
             return tir.Const(sym.value.dtype, sym.value.value, span=e.span)
+        if isinstance(sym.value, tir.TExpr):  # a name for an index expression (a fresh copy each time)
+            return copy.deepcopy(sym.value)
         # module constant
         c_expr, _ = sym.value
         return self.const_value(c_expr, e.span)

@@ -48,9 +48,7 @@ def compute(p: PolyProgram, expanded: bool = True) -> Dependences:
     may = p.union("may_writes", expanded)
 
     def flow_of(sink, must_src, may_src):
-        info = isl.UnionAccessInfo.from_sink(sink)
-        info = info.set_must_source(must_src).set_may_source(may_src).set_schedule_map(schedule)
-        return info.compute_flow()
+        return dataflow(sink, must_src, may_src, schedule)
 
     f = flow_of(reads, must, may)
     flow = f.get_may_dependence()
@@ -130,9 +128,37 @@ def scalar_flow(p: PolyProgram) -> isl.UnionMap:
     reads = scalars(p.union("reads"))
     if reads.is_empty():
         return reads
-    info = isl.UnionAccessInfo.from_sink(reads)
-    info = info.set_must_source(scalars(p.union("must_writes"))).set_may_source(scalars(p.union("may_writes")))
-    return info.set_schedule_map(p.union("schedule")).compute_flow().get_may_dependence().coalesce()
+    return dataflow(reads, scalars(p.union("must_writes")), scalars(p.union("may_writes")),
+                    p.union("schedule")).get_may_dependence().coalesce()
+
+
+class _Flow:
+    """A dataflow answer with isl's UnionFlow methods (the ones used here)."""
+
+    def __init__(self, dependence: isl.UnionMap, no_source: isl.UnionMap):
+        self.dependence, self.no_source = dependence, no_source
+
+    def get_may_dependence(self) -> isl.UnionMap:
+        return self.dependence
+
+    def get_may_no_source(self) -> isl.UnionMap:
+        return self.no_source
+
+
+def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
+    """isl's exact dataflow analysis of ``sink`` against the sources; where isl cannot do it (some
+    strided domains make it fail: "affine expression involves some of the domain dimensions"), a
+    conservative answer: every source instance before a sink instance touching the same element
+    (no write kills another), and as having no source only the sink instances with none at all."""
+    try:
+        info = isl.UnionAccessInfo.from_sink(sink)
+        return info.set_must_source(must_src).set_may_source(may_src).set_schedule_map(schedule).compute_flow()
+    except isl.Error:
+        sources = must_src.union(may_src)
+        touching = sources.apply_range(sink.reverse())  # source instance -> sink instance, same element
+        before = schedule.lex_lt_union_map(schedule)
+        dependence = touching.intersect(before).coalesce()
+        return _Flow(dependence, sink.subtract_domain(dependence.range()).coalesce())
 
 
 def _is_accumulation(st: Statement, read) -> bool:
