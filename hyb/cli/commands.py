@@ -169,12 +169,15 @@ def cmd_check(args) -> int:
         types = argument_types(kernel, args)
         try:
             with Progress(f"checking {kernel.name}") as p:
-                compile_for(kernel, types, p)
+                ck = compile_for(kernel, types, p)
         except HybridError as e:
             report(e.render(), args)
             status = 1
             continue
         print(f"{path}: kernel `{kernel.name}` checked and compiled for {describe_types(kernel, types)}")
+        for decision in ck.plan.decisions:
+            if decision.startswith("dependence analysis stopped"):
+                print(f"{path}: note: kernel `{kernel.name}`: {decision}")
     if args.werror and args.warnings_seen and status == 0:
         report(f"hyb: error: {args.warnings_seen} warning(s), and --werror", args)
         status = 1

@@ -98,9 +98,9 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
     return nest, planned if not decisions else planning.Plan(None, planned.decisions + decisions)
 
 
-def mark_escaping(poly, nest: loops.LoopNest) -> tuple:
+def mark_escaping(poly, nest: loops.LoopNest, budget: int = 0, exact: bool = True) -> tuple:
     """Parallel loops out of which a scalar local's value flows are left serial: ``(nest, decisions)``."""
-    nest, serial = verify.unmark_escaping(nest, deps.scalar_flow(poly))
+    nest, serial = verify.unmark_escaping(nest, deps.scalar_flow(poly, budget, exact))
     return nest, tuple(f"loop `{var}` left serial: a scalar written in it is read after it "
                        "(each thread has its own copy)" for var in serial)
 
@@ -121,12 +121,18 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     that nest legalised for the back ends (``code``)."""
     plan_opts, loop_opts = schedule_options(options, target)
     poly = extract.extract(typed)
-    d = deps.compute(poly)
-    cells = deps.compute(poly, expanded=False) if poly.has_private_scalars else None
-    planned = planning.plan(poly, d, plan_opts, cells)
+    budget = plan_opts.analysis_operations
+    d = deps.compute(poly, budget=budget)
+    cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact) if poly.has_private_scalars else None
+    if d.exact and (cells is None or cells.exact):
+        planned = planning.plan(poly, d, plan_opts, cells)
+    else:
+        planned = planning.Plan(None, (f"dependence analysis stopped at its budget of {budget:,} isl operations "
+                                       "(schedule={'analysis_operations': ...} changes it): dependences "
+                                       "over-approximated, original order",))
     nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
     decisions = followed.decisions
-    nest, more = mark_escaping(poly, nest)
+    nest, more = mark_escaping(poly, nest, budget, d.exact)
     decisions += more
     nest, more = mark_vectors(poly, nest, loop_opts)
     decisions += more

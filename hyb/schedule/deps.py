@@ -10,7 +10,8 @@ before (``uninitialized``): those read the initial zero.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -24,6 +25,7 @@ class Dependences:
     anti: isl.UnionMap
     output: isl.UnionMap
     uninitialized: isl.UnionMap  # reads (statement -> element) with no earlier write
+    exact: bool = True  # False: over-approximated, the exact analysis went past its budget
 
     @property
     def all(self) -> isl.UnionMap:
@@ -40,15 +42,47 @@ class Dependences:
                 f"output (write after write):\n{fmt(self.output)}\n")
 
 
-def compute(p: PolyProgram, expanded: bool = True) -> Dependences:
-    """Dependences of ``p``; ``expanded=False`` treats each private scalar as one memory cell."""
+QUOTA = "maximal number of operations exceeded"
+
+
+@contextmanager
+def operations(limit: int):
+    """isl's operation count limited to ``limit`` (0: none) inside the block."""
+    ctx = isl.DEFAULT_CONTEXT
+    ctx.set_max_operations(limit)
+    ctx.reset_operations()
+    try:
+        yield
+    finally:
+        ctx.set_max_operations(0)
+        ctx.reset_operations()
+
+
+def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool = True) -> Dependences:
+    """Dependences of ``p``; ``expanded=False`` treats each private scalar as one memory cell.
+
+    The exact analysis takes at most ``budget`` isl operations (0: no limit); past it (a deep nest
+    with running values updated under data-dependent conditions can take minutes), and with
+    ``exact=False``, every earlier access of an element is a dependence (``exact`` is then False
+    in the record): correct, only more constrained."""
+    if exact:
+        try:
+            with operations(budget):
+                return _compute(p, expanded, dataflow)
+        except isl.Error as e:
+            if not (budget and QUOTA in str(e)):
+                raise
+    return replace(_compute(p, expanded, conservative_flow), exact=False)
+
+
+def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
     schedule = p.union("schedule")
     reads = p.union("reads", expanded)
     must = p.union("must_writes", expanded)
     may = p.union("may_writes", expanded)
 
     def flow_of(sink, must_src, may_src):
-        return dataflow(sink, must_src, may_src, schedule)
+        return flow_analysis(sink, must_src, may_src, schedule)
 
     f = flow_of(reads, must, may)
     flow = f.get_may_dependence()
@@ -112,9 +146,21 @@ def _complement(a, b) -> bool:
     return isinstance(b, tir.Unary) and b.op == "not" and b.a is a
 
 
-def scalar_flow(p: PolyProgram) -> isl.UnionMap:
+def scalar_flow(p: PolyProgram, budget: int = 0, exact: bool = True) -> isl.UnionMap:
     """The flow dependences through scalar locals only (a write of a scalar -> the reads that see
-    it), with private scalars expanded as in :func:`compute`."""
+    it), with private scalars expanded as in :func:`compute` (over-approximated past ``budget``
+    isl operations, or with ``exact=False``)."""
+    if exact:
+        try:
+            with operations(budget):
+                return _scalar_flow(p, dataflow)
+        except isl.Error as e:
+            if not (budget and QUOTA in str(e)):
+                raise
+    return _scalar_flow(p, conservative_flow)
+
+
+def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:
     def scalars(u: isl.UnionMap) -> isl.UnionMap:
         out = isl.UnionMap.empty(u.get_space())
         maps = []
@@ -128,8 +174,8 @@ def scalar_flow(p: PolyProgram) -> isl.UnionMap:
     reads = scalars(p.union("reads"))
     if reads.is_empty():
         return reads
-    return dataflow(reads, scalars(p.union("must_writes")), scalars(p.union("may_writes")),
-                    p.union("schedule")).get_may_dependence().coalesce()
+    return flow_analysis(reads, scalars(p.union("must_writes")), scalars(p.union("may_writes")),
+                         p.union("schedule")).get_may_dependence().coalesce()
 
 
 class _Flow:
@@ -153,12 +199,20 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
     try:
         info = isl.UnionAccessInfo.from_sink(sink)
         return info.set_must_source(must_src).set_may_source(may_src).set_schedule_map(schedule).compute_flow()
-    except isl.Error:
-        sources = must_src.union(may_src)
-        touching = sources.apply_range(sink.reverse())  # source instance -> sink instance, same element
-        before = schedule.lex_lt_union_map(schedule)
-        dependence = touching.intersect(before).coalesce()
-        return _Flow(dependence, sink.subtract_domain(dependence.range()).coalesce())
+    except isl.Error as e:
+        if QUOTA in str(e):
+            raise  # the budget of the analysis, for the caller
+        return conservative_flow(sink, must_src, may_src, schedule)
+
+
+def conservative_flow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
+    """Every source instance before a sink instance that touches the same element (no write kills
+    another); as having no source, only the sink instances with none at all."""
+    sources = must_src.union(may_src)
+    touching = sources.apply_range(sink.reverse())  # source instance -> sink instance, same element
+    before = schedule.lex_lt_union_map(schedule)
+    dependence = touching.intersect(before).coalesce()
+    return _Flow(dependence, sink.subtract_domain(dependence.range()).coalesce())
 
 
 def _is_accumulation(st: Statement, read) -> bool:

@@ -12,7 +12,7 @@ DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 
 
 OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
-               "min_parallel_work")
+               "min_parallel_work", "analysis_operations")
 
 
 @dataclass
@@ -26,6 +26,9 @@ class ScheduleOptions:
     max_operations: int = 300_000
     timeout: float = 0.35  # seconds for isl's scheduler
     min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
+    # isl operations the exact dependence analysis may take (0: no limit); past it the dependences are
+    # over-approximated and the original order is kept
+    analysis_operations: int = 1_000_000
 
 
 def parse_options(schedule) -> ScheduleOptions:
@@ -54,6 +57,12 @@ def parse_options(schedule) -> ScheduleOptions:
                 setattr(opts, key, schedule[key])
         if "max_operations" in schedule:
             opts.max_operations = int(schedule["max_operations"])
+        if "analysis_operations" in schedule:
+            n = schedule["analysis_operations"]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise HybridArgumentError(f"schedule option analysis_operations={n!r} must be a count >= 0", None,
+                                          "0 runs the dependence analysis without a limit")
+            opts.analysis_operations = n
         if "min_parallel_work" in schedule:
             w = schedule["min_parallel_work"]
             if isinstance(w, bool) or not isinstance(w, int) or w < 0:
