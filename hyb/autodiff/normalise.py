@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from ..dsl import ast as syntax
 from ..dsl import types
+from ..dsl.check import is_print
 from . import rules
 from .rules import num
 from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, int_typed, param_kinds, subst,
@@ -209,8 +210,8 @@ class _Normaliser:
         if isinstance(s, (syntax.Pass, syntax.Assert)):
             return []  # an assert changes no value: the forward kernel checks it, the gradient leaves it out
         if isinstance(s, syntax.ExprStmt):
-            if isinstance(s.value, syntax.Str):
-                return []
+            if isinstance(s.value, syntax.Str) or is_print(s.value):
+                return []  # a docstring; a print(), which the forward kernel does and the gradient leaves out
             raise unsupported("an expression statement", s)
         if isinstance(s, syntax.Return):
             if block.parent is not None:

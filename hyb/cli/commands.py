@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import HybridError
 from ..runtime.kernel import compile_source, load
 from ..dsl import highlight
-from ..dsl.lint import lint
+from ..dsl.lint import lint, prints
 from .argspec import UsageError, bind, check_usage, parse_spec, parse_value
 from .progress import Progress
 
@@ -164,6 +164,9 @@ def cmd_check(args) -> int:
                 continue
             print(f"{path}: {len(mod.kernels)} kernel(s) checked without a signature: {', '.join(mod.kernels)} "
                   "(give --args to type-check and compile one)")
+            for name, span in prints(mod.module):
+                print(f"{span}: note: kernel `{name}` prints (in emulate() and on the CPU; its prints keep "
+                      "their order, so the loops around them stay in order and off the threads)")
             continue
         kernel = select_kernel(mod, args.kernel, path)
         types = argument_types(kernel, args)

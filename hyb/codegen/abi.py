@@ -38,5 +38,20 @@ class AssertSite:
     span: object
 
 
+@dataclass(frozen=True)
+class PrintSite:
+    """A ``print(...)``: its items, each a string or the dtype of a value the code passes (as 8
+    bytes: an int64, or a double for floats) to ``hyb_print(rt, site, values)``."""
+
+    items: tuple
+    span: object
+
+    def values(self) -> list:
+        return [x[1] for x in self.items if x[0] == "value"]
+
+
+PRINT_FUNCTION = "hyb_print"  # void hyb_print(int64_t *rt, int64_t site, int64_t *values)
+
+
 def function_name(k: tir.TypedKernel) -> str:
     return "hyb_" + k.name

@@ -39,9 +39,9 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from ..dsl import types
-from ..errors import HybridArgumentError, HybridCompileError
+from ..errors import HybridArgumentError, HybridCompileError, HybridUnsupportedError
 from . import llvm as llvm_codegen
-from .abi import AssertSite
+from .abi import AssertSite, PrintSite
 
 #: The non-zero values the exported function returns.
 RETURN_CODES = {
@@ -354,6 +354,10 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     symbol = symbol or typed.name
     if not re.fullmatch(r"[A-Za-z_]\w*", symbol):
         raise HybridArgumentError(f"`{symbol}` is not a C identifier", None, "name the exported function, e.g. add")
+    printed = [s for s in compiled.check_sites if isinstance(s, PrintSite)]
+    if printed:
+        raise HybridUnsupportedError("print() in a kernel built into an aot library is not supported",
+                                     printed[0].span, "remove the print, or debug the kernel in Python first")
     sig = signature(typed, symbol)
     inner = f"{symbol}__hyb_kernel"
     threads = compiled.options.get("threads")

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from ..dsl import tir
 from ..dsl import types
-from ..errors import HybridInternalError
+from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
 from .cuda_expr import CTYPES, CudaExpressions
 from .abi import buffer_order
@@ -190,6 +190,8 @@ def _vars_used(nodes) -> set:
             stack += [n.cond] + list(n.body) + list(n.orelse)
         elif isinstance(n, tir.Assert):
             stack.append(n.cond)
+        elif isinstance(n, tir.Print):
+            stack += [x for x in n.items if not isinstance(x, str)]
         elif isinstance(n, tir.TExpr):
             out |= {e.name for e in tir.walk_expr(n) if isinstance(e, tir.Var)}
     return out
@@ -475,6 +477,10 @@ class _Generator(LoopWalker, CudaExpressions):
         self.w.line(f"if ((unsigned long long){name} >= {dim}ull) "
                     f"{{ hyb_fail(hyb_err, {name}, {axis}, {site}); return; }}")
         return name
+
+    def emit_print(self, site: int, values: list, dtypes: list):
+        raise HybridUnsupportedError("print() in a kernel that runs on the GPU is not supported", self.sites[-1].span,
+                                     "run it on the CPU (target=\"cpu\") or with emulate() to see its prints")
 
     def fail_unless(self, cond: str, site: int):
         self.w.line(f"if (!({cond})) {{ hyb_fail(hyb_err, 0, 0, {site}); return; }}")

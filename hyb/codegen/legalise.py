@@ -98,6 +98,8 @@ class _Legaliser:
                            orelse=[self.stmt(x) for x in s.orelse])
         if isinstance(s, tir.Assert):
             return replace(s, cond=self.expr(s.cond))
+        if isinstance(s, tir.Print):
+            return replace(s, items=[x if isinstance(x, str) else self.expr(x) for x in s.items])
         return replace(s, start=self.expr(s.start), stop=self.expr(s.stop), body=[self.stmt(x) for x in s.body])
 
     # ------------------------------------------------------------- bindings

@@ -32,12 +32,12 @@ from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
-from .abi import buffer_order, function_name
+from .abi import PRINT_FUNCTION, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_parallel import ParallelOutlining
 from .walker import LoopWalker
-from .llvm_types import I8, I32, I64, PTR, is_unsigned, memory_type
+from .llvm_types import F64, I8, I32, I64, PTR, is_unsigned, memory_type
 
 
 
@@ -255,6 +255,20 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         else:
             b.ret(ir.Constant(I32, site))
         b.position_at_end(cont)
+
+    def emit_print(self, site: int, values: list, dtypes: list):
+        """``hyb_print(rt, site, slots)`` with each value in an 8-byte slot: an int64, or a double."""
+        b = self.b
+        raw = self.allocas.alloca(ir.ArrayType(I64, max(1, len(values))), name="print.values")
+        slots = b.inttoptr(b.ptrtoint(raw, I64), PTR)
+        for k, (v, dt) in enumerate(zip(values, dtypes)):
+            if dt in types.FLOATS:
+                v = b.bitcast(v if v.type == F64 else b.fpext(v, F64), I64)
+            elif v.type.width < 64:
+                v = b.zext(v, I64) if dt in types.UNSIGNED or dt == "bool" else b.sext(v, I64)
+            b.store(v, b.gep(slots, [ir.Constant(I64, k)], source_etype=I64))
+        fn = self.declare(PRINT_FUNCTION, ir.VoidType(), [PTR, I64, PTR])
+        b.call(fn, [self.err, ir.Constant(I64, site), slots])
 
     def scale_index(self, v, stride: int):
         return self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))

@@ -11,6 +11,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F16 = ir.HalfType()
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 PTR = ir.PointerType()
 
 _LLTYPES = {

@@ -19,7 +19,7 @@ from ..dsl import types
 from ..dsl.interp import check_reason
 from ..errors import HybridInternalError
 from ..schedule import loops
-from .abi import AssertSite, CheckSite
+from .abi import AssertSite, CheckSite, PrintSite
 
 # Tensors that live in a named slot (a scalar local, or a scalar parameter) rather than in a buffer.
 SLOT_KINDS = ("scalar", "param")
@@ -42,7 +42,8 @@ class LoopWalker:
     * addresses: ``scalar_ref(tensor)`` for a scalar, ``to_index(value, dtype)`` (an index of the
       address type), ``check_index(v, dim, axis, site)`` (leave with the site's code unless
       ``0 <= v < dim``; returns the value to use), ``fail_unless(cond, site)`` (leave with the
-      site's code unless ``cond``: an ``assert``), ``scale_index(v, stride)``,
+      site's code unless ``cond``: an ``assert``), ``emit_print(site, values, dtypes)`` (a ``print``),
+      ``scale_index(v, stride)``,
       ``add_index(flat, term)``, ``element(tensor, flat)`` (``flat`` None: the first element);
     * expressions: an ``e_<Node>`` method for each node of the typed IR (``e_Load``, ``e_Bin``, ...,
       and the primitives of :mod:`hyb.codegen.legalise`), which :meth:`expr` dispatches to.
@@ -100,6 +101,13 @@ class LoopWalker:
                 self.tir_loop(s)
             elif isinstance(s, tir.Assert):
                 self.assertion(s)
+            elif isinstance(s, tir.Print):
+                values = [self.expr(x) for x in s.items if not isinstance(x, str)]
+                items = tuple(("text", x) if isinstance(x, str) else ("value", types.concrete(x.dtype))
+                              for x in s.items)
+                self.sites.append(PrintSite(items, s.span))
+                self.emit_print(len(self.sites), values, [types.concrete(x.dtype) for x in s.items
+                                                          if not isinstance(x, str)])
             else:
                 raise HybridInternalError(f"typed IR statement {type(s).__name__}", "codegen")
 

@@ -90,6 +90,10 @@ def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> t
 _MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens at most 3 times
 
 
+def is_print(e) -> bool:
+    return isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id == "print"
+
+
 def is_index_expression(e: tir.TExpr) -> bool:
     """An integer expression of loop variables and constants only, with + - * // % (and integer
     casts): no tensor element, no scalar local, so its value is the same wherever it is read."""
@@ -133,6 +137,7 @@ class _Checker(ExpressionChecker):
         self.widened = widened or {}
         self.widen: dict = {}  # what this round found, as widened
         self.alias_spans: dict = {}  # names that stand for an index expression -> where they were assigned
+        self.stdout = None  # the 0-d stand-in for the output stream, made by the first print()
         self.module = module
         self.tensors: dict = {}
         self.scopes: list = [{}]
@@ -267,9 +272,33 @@ class _Checker(ExpressionChecker):
             callee = self.kernel_call(s.value)
             if callee is not None:
                 return self.inline(callee, s.value, None)
+            if is_print(s.value) and self.lookup("print") is None:
+                return self.print_stmt(s.value)
             raise HybridTypeError("this expression is computed and thrown away", s.value.span,
                                   "assign it to a tensor element or a scalar")
         raise HybridUnsupportedError(f"unsupported statement {type(s).__name__}", s.span, None)
+
+    def print_stmt(self, call: syntax.Call):
+        """``print(...)`` of string literals and scalar values, as Python prints them."""
+        if call.kwargs:
+            key = next(iter(call.kwargs))
+            raise HybridUnsupportedError(f"print() with `{key}=` is not supported", call.kwargs[key].span,
+                                         "print values separated by spaces, one line per call")
+        items = []
+        for a in call.args:
+            if isinstance(a, syntax.Str):
+                items.append(a.value)
+                continue
+            v = self.value(a)
+            if not isinstance(v, tir.TExpr):
+                raise HybridTypeError("print() takes numbers and strings", a.span,
+                                      "print a tensor's elements one by one, e.g. `print(a[i])`; "
+                                      "a shape's items as `a.shape[0]`")
+            items.append(v)
+        if self.stdout is None:
+            self.stdout = self.unique("hyb_stdout")
+            self.tensors[self.stdout] = tir.Tensor(self.stdout, (), "int64", "temp", call.span, "print's output")
+        return tir.Print(items, self.stdout, call.span)
 
     def assertion(self, s: syntax.Assert):
         """``assert cond, "message"``: decided now when the condition is (shapes, constants), else a

@@ -172,6 +172,10 @@ class _Emitter:
                     line = f"{self.subscript(s)} = {value}"
                 self.flush(depth)
                 self.emit(depth, line, s.span)
+            elif isinstance(s, tir.Print):
+                parts = [repr(x) if isinstance(x, str) else self.expr(x) for x in s.items]
+                self.flush(depth)
+                self.emit(depth, f"print({', '.join(parts)})", s.span)
             elif isinstance(s, tir.Assert):
                 self.asserts.append(s)
                 line = f"if not {self.expr(s.cond)}: raise _AssertFailed({len(self.asserts) - 1})"

@@ -21,6 +21,24 @@ from .types import ALL_DTYPES
 _ATTRIBUTES = ("shape", "dtype", "ndim")
 
 
+def prints(module: syntax.Module) -> list:
+    """``(kernel name, span)`` of every ``print(...)`` call of the module's kernels."""
+    out = []
+
+    def walk(node, kernel):
+        if isinstance(node, syntax.Call) and isinstance(node.func, syntax.Name) and node.func.id == "print":
+            out.append((kernel, node.span))
+        if isinstance(node, syntax.Node):
+            for value in vars(node).values():
+                for item in (value if isinstance(value, list) else [value]):
+                    walk(item, kernel)
+
+    for k in module.kernels.values():
+        for s in k.body:
+            walk(s, k.name)
+    return out
+
+
 def lint(module: syntax.Module) -> list:
     """The first error of each kernel of ``module`` (an empty list: nothing found)."""
     found = []
@@ -175,7 +193,7 @@ class _Linter:
                 need = "at least 2 arguments" if params.endswith("...") else f"{n} argument{'s' if n != 1 else ''}"
                 raise HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
             return
-        if name in CAST_NAMES or name in TENSOR_MAKERS or name == "len" or name in self.known:
+        if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print") or name in self.known:
             return
         if name in LOOP_KINDS or name == "grid":
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)

@@ -76,6 +76,9 @@ def print_typed(k: tir.TypedKernel) -> str:
                 if s.orelse:
                     lines.append(f"{pad}else:")
                     block(s.orelse, depth + 1)
+            elif isinstance(s, tir.Print):
+                items = [repr(x) if isinstance(x, str) else fmt(x) for x in s.items]
+                lines.append(f"{pad}print({', '.join(items)})")
             elif isinstance(s, tir.Assert):
                 lines.append(f"{pad}assert {fmt(s.cond)}, {s.message!r}")
             else:

@@ -179,6 +179,17 @@ class If:
 
 
 @dataclass
+class Print:
+    """``print(...)``: each item a string literal or a scalar value, printed as Python prints them.
+    ``stdout`` names the kernel's 0-d stand-in for the output stream: every print writes it, so
+    that no schedule reorders two prints or runs them on threads at once."""
+
+    items: list
+    stdout: str
+    span: Optional[Span] = field(default=None, repr=False, compare=False)
+
+
+@dataclass
 class Assert:
     """``assert cond, "message"`` checked when it runs (one decided at compile time is gone)."""
 

@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 
-from ..codegen.abi import AssertSite, CheckSite
+from ..codegen.abi import AssertSite, CheckSite, PrintSite
 from ..errors import HybridWarning, Span
 
 FORMAT = b"hyb-cache-2\n"
@@ -137,6 +137,8 @@ def _span_from_json(v) -> Span | None:
 
 
 def _site_to_json(site) -> dict:
+    if isinstance(site, PrintSite):
+        return {"print": [list(x) for x in site.items], "span": _span_to_json(site.span)}
     if isinstance(site, AssertSite):
         return {"assert": site.message, "span": _span_to_json(site.span)}
     return {"tensor": site.tensor, "shape": list(site.shape), "span": _span_to_json(site.span),
@@ -145,6 +147,8 @@ def _site_to_json(site) -> dict:
 
 def _site_from_json(v: dict):
     """A CheckSite or an AssertSite, as ``_site_to_json`` wrote it."""
+    if "print" in v:
+        return PrintSite(tuple((str(a), str(b)) for a, b in v["print"]), _span_from_json(v["span"]))
     if "assert" in v:
         return AssertSite(str(v["assert"]), _span_from_json(v["span"]))
     return CheckSite(v["tensor"], tuple(v["shape"]), _span_from_json(v["span"]), str(v["reason"]))

@@ -5,6 +5,7 @@ the records, so it shows exactly what was compiled.
 from __future__ import annotations
 
 import ctypes
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..target import host_cpu
 from . import pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .pipeline import MiddleEnd, NativeCode
+from .printing import printing
 from .sites import site_error
 
 _RuntimeBlock = ctypes.c_int64 * 4  # error index, axis, error code from threads, thread count
@@ -49,6 +51,7 @@ class CompiledKernel:
         self._stages: dict = {}
         self._asm = None
         self.check_sites = list(code.sites)
+        self._prints = any(isinstance(s, abi.PrintSite) for s in self.check_sites)
         self.llvm_opt = code.llvm_opt
         self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
                                                                 abi.function_name(typed))
@@ -231,8 +234,9 @@ class CompiledKernel:
                                       "use smaller shapes") from None
         err = _RuntimeBlock()
         err[3] = self.threads
-        code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],
-                           *[b.__array_interface__["data"][0] for b in made], err)
+        with printing(err, self.check_sites) if self._prints else nullcontext():
+            code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],
+                               *[b.__array_interface__["data"][0] for b in made], err)
         if code:
             raise site_error(self.name, self.check_sites[code - 1], int(err[0]), int(err[1]))
         for orig, work in copy_back:

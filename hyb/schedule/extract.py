@@ -48,7 +48,7 @@ class Statement:
 
     @property
     def opaque(self) -> bool:
-        return not isinstance(self.stmt, (tir.Store, tir.Assert))
+        return not isinstance(self.stmt, (tir.Store, tir.Assert, tir.Print))
 
     @property
     def span(self):
@@ -278,7 +278,7 @@ class _Extractor:
                     else_ctx = _Ctx(ctx.iters, ctx.conds, ctx.guards + [neg], ctx.position, ctx.signs)
                 self.block(st.body, then_ctx)
                 self.block(st.orelse, else_ctx)
-            elif isinstance(st, (tir.Store, tir.Assert)):
+            elif isinstance(st, (tir.Store, tir.Assert, tir.Print)):
                 self.statement(st, ctx)
                 ctx.position[-1] += 1
             else:
@@ -303,6 +303,12 @@ class _Extractor:
         if isinstance(st, tir.Assert):
             writes = []
             self.reads(name, ctx.iters, domain, st.cond, reads, guarded)
+        elif isinstance(st, tir.Print):
+            # writes the stand-in for the output stream: prints stay in order, never on threads
+            writes = [self.whole(name, ctx.iters, domain, st.stdout, st.span)]
+            for item in st.items:
+                if isinstance(item, tir.TExpr):
+                    self.reads(name, ctx.iters, domain, item, reads, guarded)
         else:
             writes = [self.access(name, ctx.iters, domain, st, guarded)]
             for i in st.indices:
@@ -342,6 +348,11 @@ class _Extractor:
                     walk(st.orelse)
                 elif isinstance(st, tir.Assert):
                     expr(st.cond)
+                elif isinstance(st, tir.Print):
+                    for item in st.items:
+                        if isinstance(item, tir.TExpr):
+                            expr(item)
+                    writes.append(self.whole(name, ctx.iters, domain, st.stdout, st.span))
                 else:
                     for i in st.indices:
                         expr(i)
@@ -445,6 +456,8 @@ def _writes(stmts: list) -> set:
     for st in stmts:
         if isinstance(st, tir.Store):
             out.add(st.tensor)
+        elif isinstance(st, tir.Print):
+            out.add(st.stdout)
         elif isinstance(st, tir.Loop):
             out |= _writes(st.body)
         elif isinstance(st, tir.If):

@@ -1,0 +1,74 @@
+"""``print(...)`` in compiled kernels: the generated code calls ``hyb_print(rt, site, values)``, a
+function of this process that formats the values as Python prints them and writes the line.
+
+The call comes from native code (from libgomp's threads too, with the GIL taken by ctypes); the
+runtime block ``rt`` of the running call says which kernel's print sites the number refers to.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import threading
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from ..codegen.abi import PRINT_FUNCTION, PrintSite
+from ..dsl import types
+
+_running: dict = {}  # address of a running call's runtime block -> its kernel's sites
+_lock = threading.Lock()
+
+_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+
+
+def value_text(bits: int, dtype: str) -> str:
+    """An 8-byte slot as Python prints the value of ``dtype`` it holds."""
+    if dtype in types.FLOATS:
+        v = struct.unpack("<d", struct.pack("<q", bits))[0]
+        return str(np.dtype(dtype).type(v))
+    if dtype == "bool":
+        return str(bool(bits))
+    if dtype == "uint64":
+        bits &= (1 << 64) - 1
+    return str(bits)  # the slot holds the value, sign- or zero-extended
+
+
+def line(site: PrintSite, slots) -> str:
+    parts, k = [], 0
+    for kind, what in site.items:
+        if kind == "text":
+            parts.append(what)
+        else:
+            parts.append(value_text(int(slots[k]), what))
+            k += 1
+    return " ".join(parts)
+
+
+def _hyb_print(rt, site, slots):
+    with _lock:
+        sites = _running.get(rt)
+    if sites is None:  # pragma: no cover - a call this module did not start
+        return
+    sys.stdout.write(line(sites[site - 1], slots) + "\n")
+
+
+_callback = _SIGNATURE(_hyb_print)
+llvm.add_symbol(PRINT_FUNCTION, ctypes.cast(_callback, ctypes.c_void_p).value)
+
+
+class printing:
+    """The block of one call of a kernel that prints: its runtime block names its sites."""
+
+    def __init__(self, rt, sites):
+        self.key, self.sites = ctypes.addressof(rt), sites
+
+    def __enter__(self):
+        with _lock:
+            _running[self.key] = self.sites
+
+    def __exit__(self, *exc):
+        with _lock:
+            _running.pop(self.key, None)
+        sys.stdout.flush()
