@@ -7,6 +7,8 @@ copies of the same arguments and compares both with the reference.
 """
 from __future__ import annotations
 
+import re
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -762,6 +764,7 @@ class Case:
     shapes: list
     dtypes: list
     inplace: tuple = ()  # positions of inputs the kernel updates in place
+    warns: str | None = None  # the HybridWarning the kernel is expected to give (any other fails the test)
 
 
 SEEDS = hyb.load(EXAMPLES / "seeds.hyb")
@@ -772,7 +775,9 @@ CASES = [
     Case("example_matmul", hyb.load(EXAMPLES / "matmul.hyb").matmul, matmul_args, np.matmul,
          [(1, 1, 1), (7, 5, 3), (13, 17, 9), (3, 0, 4)], ALL),
     Case("seed_add", SEEDS.add, same(2), np.add, [(2, 2), (7, 13)], ALL),
-    Case("seed_square", SEEDS.square, same(1), np.zeros_like, [(1,), (3,), (33,)], ALL),
+    # the seed documents' `square` reads its output (`y[i0] * y[i0]`): zeros, and a warning saying so
+    Case("seed_square", SEEDS.square, same(1), np.zeros_like, [(1,), (3,), (33,)], ALL,
+         warns="`y` is read before anything writes it"),
     Case("seed_square_grad", SEEDS.square_grad, same(2), lambda x, d: 2 * x * d, [(0,), (3,), (33,)], ALL),
     Case("ew1", MOD.ew1, same(2), lambda a, b: a * b - a, [(0,), (1,), (7,), (67,), (1001,)], ALL),
     Case("ew2", ew2, same(2), lambda a, b: a - b * a.dtype.type(3), [(1, 1), (0, 5), (7, 13), (17, 33)], ALL),
@@ -890,7 +895,12 @@ def test_differential(case, shape, dtype):
 
     compiled_args = [a.copy() for a in args]
     emulated_args = [a.copy() for a in args]
-    got = as_tuple(case.kernel(*compiled_args))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", hyb.HybridWarning)
+        got = as_tuple(case.kernel(*compiled_args))
+    given = [str(w.message) for w in caught if issubclass(w.category, hyb.HybridWarning)]
+    # a signature warns when it is first compiled: what it says must be what the case expects
+    assert all(case.warns is not None and case.warns in m for m in given), given
     emu = as_tuple(case.kernel.emulate(*emulated_args))
 
     assert len(got) == len(emu) == len(want)
@@ -1009,3 +1019,13 @@ def f(a):
         k(a)
     with pytest.raises(hyb.HybridError):
         k.emulate(a)
+
+
+def test_the_expected_warnings_are_given():
+    for case in CASES:
+        if case.warns is None:
+            continue
+        fresh = hyb.load(case.kernel.module.filename).kernels[case.kernel.name]
+        args = case.args(np.random.default_rng(0), case.shapes[-1], case.dtypes[0])
+        with pytest.warns(hyb.HybridWarning, match=re.escape(case.warns)):
+            fresh(*args)
