@@ -23,7 +23,9 @@ A loop nest around one assignment may instead be turned into gathers (``gathers.
 from __future__ import annotations
 
 from ..dsl import ast as syntax
+from ..dsl.intrinsics import INTRINSICS
 from ..dsl.unparse import Comment
+from ..dsl.unparse import expr as unparse_expr
 from . import dependence, rules
 from .activity import Activity
 from .affine import aff_add, aff_expr, aff_scale
@@ -32,7 +34,7 @@ from .gathers import gather_nest
 from .normalise import Normalised, stmt_exprs, walk_stmts
 from .rules import add, call, name, num
 from .tree import (Block, Gradient, Loop, Names, accumulation, attr, copy_loop, increment, subscript, subst,
-                   target_name, unsupported, value_walk)
+                   replace_expr, target_name, unsupported, value_walk, walk)
 
 
 def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False) -> Gradient:
@@ -226,8 +228,9 @@ class _Emitter:
                 n = target_name(st.target)
                 if n in self.nz.tensors:
                     dtype = self.F(self.nz.tensors[n].dtype)
-                else:  # a scalar: kept in float64 (or int64), exact for every float (or integer) dtype
-                    dtype = syntax.Str(None, "int64" if self.nz.scalars[n].int_typed else "float64")
+                else:  # a scalar: kept in float64 (int64, bool), exact for every float (integer) dtype
+                    decl = self.nz.scalars[n]
+                    dtype = syntax.Str(None, "bool" if decl.bool_typed else "int64" if decl.int_typed else "float64")
                 self.tapes.append((tape, shape, dtype, f"values of `{n}` computed on line "
                                                        f"{getattr(st.span, 'line', '?')}"))
                 self.add_pending(self.nz.top, st, syntax.Assign(None, name(tape), call("allocate", shape, dtype)))
@@ -526,11 +529,32 @@ class _Emitter:
                 out.append(syntax.Assign(None, tgt_adj, num(0.0)))
             g = name(tmp)
         _, pairs = self.chain(s, g)
-        for read, coef in pairs:
-            if isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t:
-                continue
-            out.append(increment(self.adjoint_of(read), self.F(coef)))
+        kept = [(read, self.F(coef)) for read, coef in pairs
+                if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
+        named, coefs = self.name_repeated_calls(s, [coef for _, coef in kept])
+        out.extend(named)
+        for (read, _), coef in zip(kept, coefs):
+            out.append(increment(self.adjoint_of(read), coef))
         return out
+
+    def name_repeated_calls(self, s: syntax.Assign, coefs: list) -> tuple:
+        """``(assignments, coefficients)``: a call of a built-in function that the coefficients
+        repeat (a max-pool's `max(...)` in every branch of its derivative) computed once, into a
+        name, before them.  Only calls the forward statement itself evaluates whatever its
+        conditions are: those are safe to evaluate here too (their reads are the ones it made)."""
+        names, assigns = [], []  # (call text, name) of each call named so far; their assignments
+        for c in unconditional_calls(s.value):
+            c = self.F(c)
+            for text, n in names:
+                c = replace_expr(c, text, name(n))
+            text = unparse_expr(c)
+            if sum(count_calls(x, text) for x in coefs) < 2:
+                continue
+            n = self.fresh(f"{rules.call_name(c)}_v")
+            names.append((text, n))
+            assigns.append(syntax.Assign(None, name(n), c))
+            coefs = [replace_expr(x, text, name(n)) for x in coefs]
+        return assigns, coefs
 
     def target_active(self, s) -> bool:
         n = target_name(s.target)
@@ -582,3 +606,31 @@ class _Emitter:
             cond = name(self.plan.cond_snap[id(s)]) if id(s) in self.plan.cond_snap else self.F(s.cond)
         return [syntax.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
                      else [])]
+
+
+def unconditional_calls(e) -> list:
+    """The calls of built-in functions ``e`` evaluates whatever its conditions are (not inside a
+    branch of ``x if c else y`` nor after the first operand of ``and``/``or``), inner ones first."""
+    out = []
+
+    def visit(x):
+        if isinstance(x, syntax.IfExp):
+            visit(x.cond)
+            return
+        if isinstance(x, syntax.BoolOp):
+            visit(x.values[0])
+            return
+        if isinstance(x, syntax.Node):
+            for v in vars(x).values():
+                for item in (v if isinstance(v, list) else [v]):
+                    visit(item)
+        if isinstance(x, syntax.Call) and rules.call_name(x) in INTRINSICS:
+            out.append(x)
+
+    visit(e)
+    return out
+
+
+def count_calls(e, text: str) -> int:
+    """How many calls in ``e`` read as ``text``."""
+    return sum(1 for x in walk(e) if isinstance(x, syntax.Call) and unparse_expr(x) == text)

@@ -21,7 +21,7 @@ from ..dsl import types
 from ..dsl.check import is_print
 from . import rules
 from .rules import num
-from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, int_typed, param_kinds, subst,
+from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, bool_valued, int_typed, param_kinds, subst,
                    unsupported, value_walk, walk)
 
 
@@ -169,6 +169,9 @@ class _Normaliser:
                 if decl.int_typed and not all(int_typed(v) or self.int_expr(v) for v in values.get(u, ())):
                     self.scalars[u] = replace(decl, int_typed=False)
                     changed = True
+        for u, decl in self.scalars.items():
+            if decl.int_typed and values.get(u) and all(bool_valued(v) for v in values[u]):
+                self.scalars[u] = replace(decl, bool_typed=True)
 
     def lookup(self, scope, n):
         for d in reversed(scope):

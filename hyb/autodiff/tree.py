@@ -38,6 +38,7 @@ class ScalarDecl:
     block: object
     decl: object  # the declaring syntax.Assign
     int_typed: bool
+    bool_typed: bool = False  # every value a condition: a bool (int_typed too)
 
 
 @dataclass
@@ -205,6 +206,18 @@ def int_typed(value) -> bool:
             return not rules.is_float_cast(f)
         return f in ("len", "ceil_div", "popcount", "isnan", "isinf", "isfinite")
     return isinstance(value, (syntax.Compare, syntax.BoolOp))
+
+
+def bool_valued(value) -> bool:
+    """Whether a value is a bool whatever the arguments' dtypes (a comparison, `and`/`or`/`not`,
+    True/False, a bool() cast)."""
+    if isinstance(value, (syntax.Compare, syntax.BoolOp)):
+        return True
+    if isinstance(value, syntax.UnaryOp) and value.op == "not":
+        return True
+    if isinstance(value, syntax.Num):
+        return isinstance(value.value, bool)
+    return isinstance(value, syntax.Call) and rules.call_name(value) == "bool"
 
 
 def accumulation(s: syntax.Assign):

@@ -285,3 +285,24 @@ def test_regression_isl_dataflow_failure_falls_back_to_a_conservative_answer():
     p = extract.extract(k.typed(x))
     d = deps.compute(p, expanded=False)
     assert not d.output.is_empty()  # s1's writes stay ordered
+
+
+BOOL_SCALAR_TAPE = '''
+def k(x0):
+    y0 = output_tensor((), "float64")
+    t0 = allocate((x0.shape[0], x0.shape[1]), "float64")
+    for i in range(x0.shape[0]):
+        s1 = ((0 < t0[i, i]) and (0 < 0))
+        t0[i, i] = ((0 + 0) + (0 + 0))
+        if s1:
+            y0[()] = ((x0[i, i] + 0) + (0 + 0))
+    return y0
+'''
+
+
+def test_regression_a_bool_scalar_is_taped_as_a_bool():
+    # From the gradient campaign: the tape of a bool scalar was int64, and restoring it (`s1 = s1_saved[i]`)
+    # made s1 an int64 (a scalar takes the type of all its values), which `if s1:` rejects.
+    g = hyb.compile_source(BOOL_SCALAR_TAPE).k.grad()
+    assert "'bool')" in g.source
+    np.testing.assert_array_equal(g(np.ones((2, 2)), np.array(1.0)), np.zeros((2, 2)))
