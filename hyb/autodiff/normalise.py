@@ -5,7 +5,7 @@
 reused by another loop, a scalar declared again in another block) so that each name has one
 declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
 program order and notes the block (statement list with its enclosing loops) each one sits in.
-Kernels the gradient cannot handle yet (calls of other kernels, ``grid`` loops, loop bounds
+Kernels the gradient cannot handle yet (``grid`` loops, loop bounds
 read from tensors, tuple assignments, ...) are refused here with a clear message.
 
 It returns a ``Normalised`` record; its methods (``reads``, ``enclosing``, ``decl_block``, ...)
@@ -20,6 +20,7 @@ from ..dsl import ast as syntax
 from ..dsl import types
 from ..dsl.check import is_print
 from . import rules
+from .inline import inline_calls
 from .rules import num
 from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, bool_valued, int_typed, param_kinds, subst,
                    unsupported, value_walk, walk)
@@ -82,8 +83,9 @@ class Normalised:
 
 
 def normalise(kdef: syntax.KernelDef, module: syntax.Module) -> Normalised:
-    """Pass 1: the normalised kernel and the records of its declarations, loops and statements."""
-    return _Normaliser(kdef, module).run()
+    """Pass 1: the normalised kernel and the records of its declarations, loops and statements
+    (calls of other kernels inlined first)."""
+    return _Normaliser(inline_calls(kdef, module), module).run()
 
 
 def walk_stmts(body):

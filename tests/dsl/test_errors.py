@@ -302,17 +302,13 @@ def test_cuda_without_pycuda_says_so():
 GRAD_UNSUPPORTED = [
     ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for idx in grid(c.shape):\n"
      "        c[idx] = a[idx] * a[idx]\n    return c\n", "a `grid` loop", 3, 5),
-    ("def sq(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
-     "        c[i] = a[i] * a[i]\n    return c\n\n"
-     "def k(a):\n    t = sq(a)\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
-     "        c[i] = t[i] + 1.0\n    return c\n", "a call of another kernel", 8, 9),
     ("def k(a, n):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
      "        for j in range(n[i]):\n            c[i] += a[i]\n    return c\n",
      "a loop whose bounds are read from a tensor", 4, 24),
 ]
 
 
-@pytest.mark.parametrize("src,what,line,col", GRAD_UNSUPPORTED, ids=["grid", "call", "data-bound"])
+@pytest.mark.parametrize("src,what,line,col", GRAD_UNSUPPORTED, ids=["grid", "data-bound"])
 def test_gradient_of_unsupported_construct_names_it(src, what, line, col):
     k = hyb.compile_source(src, "g.hyb").k
     with pytest.raises(HybridUnsupportedError) as info:

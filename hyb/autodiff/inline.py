@@ -1,0 +1,101 @@
+"""Calls of other kernels, inlined before a kernel is differentiated.
+
+``t = other(a)`` (or ``p, q = two(a)``, or ``other(a)`` alone) becomes the called kernel's body
+with its parameters renamed to the arguments (tensor names), its output tensors to the targets,
+and every other name it declares to a fresh one (``other_i``, ``other_s``), so that the
+gradient sees one kernel of plain statements.  The checker inlines calls the same way for the
+forward kernel; the gradient's source shows the inlined statements.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..dsl import ast as syntax
+from .tree import Names, rewrite, unsupported, walk
+
+
+def inline_calls(kdef: syntax.KernelDef, module: syntax.Module) -> syntax.KernelDef:
+    """``kdef`` with every call of another kernel of ``module`` replaced by its body."""
+    used = {p.name for p in kdef.params} | set(module.constants) | set(module.kernels)
+    for s in kdef.body:
+        for e in walk(s):
+            if isinstance(e, syntax.Name):
+                used.add(e.id)
+    names = Names(used)
+    body = _Inliner(module, names, [kdef.name]).block(kdef.body)
+    return replace(kdef, body=body)
+
+
+class _Inliner:
+    def __init__(self, module: syntax.Module, names: Names, stack: list):
+        self.module, self.names, self.stack = module, names, stack
+
+    def call_of(self, e):
+        if isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id in self.module.kernels:
+            return self.module.kernels[e.func.id]
+        return None
+
+    def block(self, body: list) -> list:
+        out = []
+        for s in body:
+            if isinstance(s, syntax.For):
+                out.append(replace(s, body=self.block(s.body)))
+            elif isinstance(s, syntax.If):
+                out.append(replace(s, body=self.block(s.body), orelse=self.block(s.orelse)))
+            elif isinstance(s, syntax.Assign) and self.call_of(s.value) is not None:
+                targets = s.target.elts if isinstance(s.target, syntax.Tuple) else [s.target]
+                out.extend(self.inline(self.call_of(s.value), s.value, targets))
+            elif isinstance(s, syntax.ExprStmt) and self.call_of(s.value) is not None:
+                out.extend(self.inline(self.call_of(s.value), s.value, None))
+            else:
+                for e in walk(s):
+                    if self.call_of(e) is not None:
+                        raise unsupported("a call of another kernel inside an expression", e,
+                                          "assign the call's result to a name first: `t = other(a)`")
+                out.append(s)
+        return out
+
+    def inline(self, callee: syntax.KernelDef, call: syntax.Call, targets) -> list:
+        if callee.name in self.stack:
+            raise unsupported("a recursive kernel call", call)
+        if len(call.args) != len(callee.params) or not all(isinstance(a, syntax.Name) for a in call.args):
+            raise unsupported("a kernel call whose arguments are not tensor names", call,
+                              "pass tensors by name: `t = other(a, b)`")
+        mapping = {p.name: a.id for p, a in zip(callee.params, call.args)}
+        body = callee.body
+        ret = body[-1] if body and isinstance(body[-1], syntax.Return) else None
+        outputs = [v.id for v in ret.values] if ret is not None else []
+        if targets is not None:
+            if len(targets) != len(outputs) or not all(isinstance(t, syntax.Name) for t in targets):
+                raise unsupported("a kernel call whose results are not assigned to one name each", call)
+            for out, t in zip(outputs, targets):
+                if out in mapping:
+                    raise unsupported("a call of a kernel that returns its input", call,
+                                      "return a tensor made by output_tensor(...) in the called kernel")
+                mapping[out] = t.id
+        declared = set()
+        for s in body:
+            for e in walk(s):
+                if isinstance(e, syntax.Name) and e.id not in mapping:
+                    declared.add(e.id)
+        for n in sorted(declared):
+            if n in self.module.constants or n in self.module.kernels or _is_builtin(n):
+                continue
+            mapping[n] = self.names.fresh(f"{callee.name}_{n}")
+        renamed = [_rename(s, mapping) for s in (body[:-1] if ret is not None else body)]
+        self.stack.append(callee.name)
+        try:
+            return self.block(renamed)
+        finally:
+            self.stack.pop()
+
+
+def _is_builtin(n: str) -> bool:
+    from ..dsl.intrinsics import INTRINSICS
+    from ..dsl.scopes import BUILTIN_NAMES
+    return n in BUILTIN_NAMES or n in INTRINSICS or n in ("True", "False", "print", "int", "float")
+
+
+def _rename(s, mapping: dict):
+    return rewrite(s, lambda x: syntax.Name(x.span, mapping[x.id])
+                   if isinstance(x, syntax.Name) and x.id in mapping else None)
