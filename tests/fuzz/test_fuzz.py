@@ -306,3 +306,11 @@ def test_regression_a_bool_scalar_is_taped_as_a_bool():
     g = hyb.compile_source(BOOL_SCALAR_TAPE).k.grad()
     assert "'bool')" in g.source
     np.testing.assert_array_equal(g(np.ones((2, 2)), np.array(1.0)), np.zeros((2, 2)))
+    # the same with a bool() cast deciding an overwrite (`not` needed a condition in the gradient)
+    src = (
+        "def k(x0):\n    y0 = output_tensor(x0.shape, 'float64')\n    for i in range(x0.shape[0]):\n"
+        "        s1 = bool(x0[i, i])\n        s2 = (x0[i, i] ** 2)\n"
+        "        x0[i, i] = (((0 + 0) / (0 + 1)) if s1 else s2)\n    return y0, x0\n")
+    x = np.array([[0.5, 0.0], [0.0, 0.0]])
+    dx = hyb.compile_source(src).k.grad()(x.copy(), np.ones_like(x), np.ones_like(x))
+    np.testing.assert_array_equal(dx, [[0.0, 1.0], [1.0, 0.0]])
