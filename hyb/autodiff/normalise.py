@@ -175,6 +175,17 @@ class _Normaliser:
             if decl.int_typed and values.get(u) and all(bool_valued(v) for v in values[u]):
                 self.scalars[u] = replace(decl, bool_typed=True)
 
+    def written_tensors(self) -> set:
+        """Names of the tensors the kernel (as written) stores into."""
+        if not hasattr(self, "_written"):
+            self._written = set()
+            for st in walk_stmts(self.kdef.body):
+                if isinstance(st, (syntax.Assign, syntax.AugAssign)):
+                    for t in (st.target.elts if isinstance(st.target, syntax.Tuple) else [st.target]):
+                        if isinstance(t, syntax.Subscript) and isinstance(t.value, syntax.Name):
+                            self._written.add(t.value.id)
+        return self._written
+
     def lookup(self, scope, n):
         for d in reversed(scope):
             if n in d:
@@ -256,9 +267,11 @@ class _Normaliser:
         if kind == "grid":
             raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
         args = [self.resolve(a, scope) for a in it.args]
+        written = self.written_tensors()
         for a in args:
-            if any(isinstance(x, syntax.Subscript) for x in value_walk(a)):
-                raise unsupported("a loop whose bounds are read from a tensor", a)
+            for x in value_walk(a):
+                if isinstance(x, syntax.Subscript) and (not isinstance(x.value, syntax.Name) or x.value.id in written):
+                    raise unsupported("a loop whose bounds are read from a tensor the kernel writes", a)
         if len(args) == 1:
             lo, hi, step = num(0), args[0], 1
         elif len(args) == 2:

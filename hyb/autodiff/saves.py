@@ -322,8 +322,13 @@ class _Planner:
             if isinstance(c, syntax.For) and id(c) in self.need_at:
                 lp = self.nz.loops[c.target.id]
                 for n in self.nz.reads(lp.lo) | self.nz.reads(lp.hi):
-                    if n in self.nz.tensors or any(target_name(a.target) == n and a is not self.nz.scalars[n].decl
-                                                for a in self.nz.assigns):
+                    # a tensor the kernel never writes (CSR row pointers) reads the same in reverse
+                    if n in self.nz.tensors:
+                        changed = any(target_name(a.target) == n for a in self.nz.assigns)
+                    else:
+                        changed = any(target_name(a.target) == n and a is not self.nz.scalars[n].decl
+                                      for a in self.nz.assigns)
+                    if changed:
                         raise unsupported("a loop bound that the kernel changes while it runs", c)
         # Scalars: saved before an assignment whose old value is read later in reverse, and on entry
         # to each loop / branch (inside their declaring block) around such an assignment.
