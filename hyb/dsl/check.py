@@ -15,7 +15,7 @@ from ..errors import (HybridArgumentError, HybridAssertionError, HybridInternalE
 from . import ast as syntax
 from . import tir
 from . import types
-from .check_expr import ExpressionChecker
+from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
 from .folding import known_condition
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal
@@ -557,10 +557,9 @@ class _Checker(ExpressionChecker):
         if call.kwargs:
             raise HybridTypeError("kernel calls take positional arguments only", next(iter(call.kwargs.values())).span,
                                   None)
-        if len(call.args) != len(callee.params):
-            raise HybridTypeError(f"kernel `{callee.name}` takes {len(callee.params)} argument(s), "
-                                  f"got {len(call.args)}", call.span,
-                                  f"{callee.name}({', '.join(p.name for p in callee.params)})")
+        err = kernel_arity_error(callee, call)
+        if err is not None:
+            raise err
         bound = {}
         for p, a in zip(callee.params, call.args):
             v = self.value(a)
@@ -617,8 +616,7 @@ class _Checker(ExpressionChecker):
         if isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id == "grid":
             return self.grid_loop(s, call)
         if not (isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id in LOOP_KINDS):
-            raise HybridTypeError("a `for` loop must iterate over range(...)", call.span,
-                                  "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
+            raise loop_iterable_error(call, lambda n: self.lookup(n) is not None or n in self.module.kernels)
         kind = call.func.id
         if call.kwargs:
             raise HybridTypeError(f"{kind}() takes no keyword arguments", next(iter(call.kwargs.values())).span, None)

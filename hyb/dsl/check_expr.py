@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..errors import HybridIndexError, HybridNameError, HybridTypeError, HybridUnsupportedError, Span
+from ..errors import HybridError, HybridIndexError, HybridNameError, HybridTypeError, HybridUnsupportedError, Span
 from . import ast as syntax
 from . import tir
 from . import types
@@ -20,6 +20,90 @@ from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DType
 FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
 FOREIGN_FUNCTIONS = {"maximum": "max", "minimum": "min", "fabs": "abs", "absolute": "abs", "arctan": "atan",
                      "arctan2": "atan2", "round_": "round", "rint": "round"}
+
+
+def is_foreign(e: syntax.Attribute, lookup) -> bool:
+    """``np.x``, ``math.x``, ...: an attribute of a module users reach for, not of a kernel name."""
+    return isinstance(e.value, syntax.Name) and e.value.id in FOREIGN_MODULES and lookup(e.value.id) is None
+
+
+def foreign_error(e: syntax.Attribute, call: bool) -> HybridNameError:
+    """`np.float64`, `np.exp(x)`, `math.sqrt(x)`: NumPy's and Python's spellings of what kernels
+    write as a string dtype or a built-in function."""
+    mod, attr = e.value.id, e.attr
+    if attr in types.ALL_DTYPES or attr in ("float", "int", "bool_"):
+        dt = {"float": "float64", "int": "int64", "bool_": "bool"}.get(attr, attr)
+        if call:
+            return HybridNameError(f"`{mod}.{attr}(...)` is NumPy's spelling of a cast", e.span, f"write `{dt}(x)`")
+        return HybridNameError(f"`{mod}.{attr}` is NumPy's name of a dtype; kernels write dtypes as strings",
+                               e.span, f'write "{dt}"')
+    name = FOREIGN_FUNCTIONS.get(attr, attr)
+    if name in INTRINSICS or name in ("abs", "max", "min"):
+        return HybridNameError(f"`{mod}.{attr}` is not available inside kernels", e.span,
+                               f"write `{name}(...)`: the built-in `{name}` computes what NumPy's does")
+    return HybridNameError(f"`{mod}` is not available inside kernels", e.value.span,
+                           "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
+                           "see the README's list")
+
+
+def astype_error(e: syntax.Call) -> HybridTypeError:
+    """``x.astype(dtype)``: NumPy's conversion of a whole array."""
+    target = e.args[0] if e.args else None
+    dt = (target.value if isinstance(target, syntax.Str) else
+          target.attr if isinstance(target, syntax.Attribute) else "float32")
+    return HybridTypeError("`.astype(...)` is NumPy's; kernels convert one value at a time", e.span, f"write `{dt}(x)`")
+
+
+TENSOR_ATTRIBUTES = ("shape", "dtype", "ndim")
+
+
+def attribute_error(e: syntax.Attribute) -> HybridTypeError:
+    close = difflib.get_close_matches(e.attr, list(TENSOR_ATTRIBUTES), 1)
+    return HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
+                           f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
+
+
+def intrinsic_arity_error(name: str, e: syntax.Call) -> HybridTypeError | None:
+    """The error of a call of intrinsic ``name`` with the wrong number of arguments, else None."""
+    params = INTRINSICS[name]
+    n = len(params.split(", "))
+    if not ((len(e.args) < 2) if params.endswith("...") else (len(e.args) != n)):
+        return None
+    need = "at least 2 arguments" if params.endswith("...") else f"{n} argument{'s' if n != 1 else ''}"
+    return HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
+
+
+def kernel_arity_error(callee: syntax.KernelDef, call: syntax.Call) -> HybridTypeError | None:
+    """The error of a call of another kernel with the wrong number of arguments, else None."""
+    if len(call.args) == len(callee.params):
+        return None
+    return HybridTypeError(f"kernel `{callee.name}` takes {len(callee.params)} argument(s), got {len(call.args)}",
+                           call.span, f"{callee.name}({', '.join(p.name for p in callee.params)})")
+
+
+def unknown_function_error(name: str, span, choices) -> HybridNameError:
+    close = difflib.get_close_matches(name, list(choices), 1)
+    return HybridNameError(f"unknown function `{name}`", span, f"did you mean `{close[0]}`?" if close else None)
+
+
+def loop_iterable_error(it, known) -> HybridError:
+    """The error of a `for` loop over something other than range(...) and its hints: a misspelled
+    hint (`rnage`: not a built-in, nor a name ``known(name)`` says the kernel has) is an unknown
+    function."""
+    if isinstance(it, syntax.Call) and isinstance(it.func, syntax.Name) and it.func.id not in INTRINSICS \
+            and it.func.id not in BUILTIN_NAMES and not known(it.func.id):
+        return unknown_function_error(it.func.id, it.func.span, list(LOOP_KINDS) + ["grid"])
+    return HybridTypeError("a `for` loop must iterate over range(...)", it.span,
+                           "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
+
+
+def outside_error(module, e: syntax.Name) -> HybridNameError | None:
+    """For a name the Python code around a decorated kernel defines: the hint to pass it in."""
+    outside = module.outside.get(e.id)
+    if outside is None:
+        return None
+    return HybridNameError(f"unknown name `{e.id}`", e.span,
+                           f"`{e.id}` is {outside} outside the kernel, which kernels cannot read: pass it as an argument")
 
 
 class ExpressionChecker:
@@ -61,38 +145,15 @@ class ExpressionChecker:
     def v_Tuple(self, e: syntax.Tuple):
         return TupleVal([self.value(x) for x in e.elts])
 
-    def foreign_module(self, e: syntax.Attribute, call=None):
-        """`np.float64`, `np.exp(x)`, `math.sqrt(x)`: NumPy's and Python's spellings of what kernels
-        write as a string dtype or a built-in function."""
-        if not (isinstance(e.value, syntax.Name) and e.value.id in FOREIGN_MODULES and self.lookup(e.value.id) is None):
-            return
-        mod, attr = e.value.id, e.attr
-        if attr in types.ALL_DTYPES or attr in ("float", "int", "bool_"):
-            dt = {"float": "float64", "int": "int64", "bool_": "bool"}.get(attr, attr)
-            if call is not None:
-                raise HybridNameError(f"`{mod}.{attr}(...)` is NumPy's spelling of a cast", e.span,
-                                      f"write `{dt}(x)`")
-            raise HybridNameError(f"`{mod}.{attr}` is NumPy's name of a dtype; kernels write dtypes as strings",
-                                  e.span, f'write "{dt}"')
-        name = FOREIGN_FUNCTIONS.get(attr, attr)
-        if name in INTRINSICS or name in ("abs", "max", "min"):
-            raise HybridNameError(f"`{mod}.{attr}` is not available inside kernels", e.span,
-                                  f"write `{name}(...)`: the built-in `{name}` computes what NumPy's does")
-        raise HybridNameError(f"`{mod}` is not available inside kernels", e.value.span,
-                              "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
-                              "see the README's list")
-
     def unknown_name(self, e: syntax.Name):
         if e.id in self.closed:
             decl = self.closed[e.id]
             raise HybridNameError(f"`{e.id}` is not visible here", e.span,
                                   f"it was declared on line {decl.line} inside a block that has ended; "
                                   "assign it before that block to use it after")
-        outside = getattr(self.module, "outside", {}).get(e.id)
-        if outside is not None:
-            raise HybridNameError(f"unknown name `{e.id}`", e.span,
-                                  f"`{e.id}` is {outside} outside the kernel, which kernels cannot read: "
-                                  "pass it as an argument")
+        err = outside_error(self.module, e)
+        if err is not None:
+            raise err
         candidates = [n for scope in self.scopes for n in scope] + list(BUILTIN_NAMES)
         close = difflib.get_close_matches(e.id, candidates, 1)
         raise HybridNameError(f"unknown name `{e.id}`", e.span,
@@ -139,7 +200,8 @@ class ExpressionChecker:
         return v
 
     def v_Attribute(self, e: syntax.Attribute):
-        self.foreign_module(e)
+        if is_foreign(e, self.lookup):
+            raise foreign_error(e, call=False)
         base = self.value(e.value)
         if isinstance(base, TensorRef):
             t = base.tensor
@@ -149,9 +211,7 @@ class ExpressionChecker:
                 return DTypeVal(t.dtype)
             if e.attr == "ndim":
                 return tir.Const(types.WEAK_INT, t.ndim, span=e.span)
-            close = difflib.get_close_matches(e.attr, ["shape", "dtype", "ndim"], 1)
-            raise HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
-                                  f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
+            raise attribute_error(e)
         if e.attr == "dtype" and isinstance(base, tir.TExpr):
             return DTypeVal(types.concrete(base.dtype))  # a scalar's dtype, e.g. `s.dtype(0)`
         raise HybridTypeError(f"`.{e.attr}` is only defined on tensors", e.span,
@@ -333,13 +393,10 @@ class ExpressionChecker:
         if isinstance(e.func, syntax.Attribute) and e.func.attr == "dtype":
             return self.dtype_call(e)
         if isinstance(e.func, syntax.Attribute):
-            self.foreign_module(e.func, call=e)
+            if is_foreign(e.func, self.lookup):
+                raise foreign_error(e.func, call=True)
             if e.func.attr == "astype":
-                target = e.args[0] if e.args else None
-                dt = (target.value if isinstance(target, syntax.Str) else
-                      target.attr if isinstance(target, syntax.Attribute) else "float32")
-                raise HybridTypeError("`.astype(...)` is NumPy's; kernels convert one value at a time", e.span,
-                                      f"write `{dt}(x)`")
+                raise astype_error(e)
         if not isinstance(e.func, syntax.Name):
             raise HybridTypeError("only built-in functions can be called", e.func.span, None)
         name = e.func.id
@@ -371,17 +428,13 @@ class ExpressionChecker:
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
         if name in INTRINSICS:
             return self.intrinsic(name, e)
-        close = difflib.get_close_matches(name, list(INTRINSICS) + list(BUILTIN_NAMES), 1)
-        raise HybridNameError(f"unknown function `{name}`", e.func.span,
-                              f"did you mean `{close[0]}`?" if close else None)
+        raise unknown_function_error(name, e.func.span, list(INTRINSICS) + list(BUILTIN_NAMES))
 
     # ------------------------------------------------------------ intrinsics
     def intrinsic(self, name: str, e: syntax.Call) -> tir.TExpr:
-        params = INTRINSICS[name]
-        n = len(params.split(", "))
-        if (len(e.args) < 2) if params.endswith("...") else (len(e.args) != n):
-            need = "at least 2 arguments" if params.endswith("...") else f"{n} argument{'s' if n != 1 else ''}"
-            raise HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
+        err = intrinsic_arity_error(name, e)
+        if err is not None:
+            raise err
         args = [self.expr(a) for a in e.args]
         if name not in PREDICATES + ("max", "min"):
             for v, a in zip(args, e.args):

@@ -13,12 +13,11 @@ import difflib
 
 from ..errors import HybridError, HybridNameError, HybridTypeError
 from . import ast as syntax
-from .check_expr import FOREIGN_FUNCTIONS, FOREIGN_MODULES
+from .check_expr import (TENSOR_ATTRIBUTES, astype_error, attribute_error, foreign_error,
+                         intrinsic_arity_error, is_foreign, kernel_arity_error, loop_iterable_error, outside_error,
+                         unknown_function_error)
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS
-from .types import ALL_DTYPES
-
-_ATTRIBUTES = ("shape", "dtype", "ndim")
 
 
 def prints(module: syntax.Module) -> list:
@@ -86,12 +85,7 @@ class _Linter:
             it = s.iter
             if not (isinstance(it, syntax.Call) and isinstance(it.func, syntax.Name)
                     and (it.func.id in LOOP_KINDS or it.func.id == "grid")):
-                if isinstance(it, syntax.Call) and isinstance(it.func, syntax.Name) and it.func.id not in self.known:
-                    close = difflib.get_close_matches(it.func.id, list(LOOP_KINDS) + ["grid"], 1)
-                    raise HybridNameError(f"unknown function `{it.func.id}`", it.func.span,
-                                          f"did you mean `{close[0]}`?" if close else None)
-                raise HybridTypeError("a `for` loop must iterate over range(...)", it.span,
-                                      "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
+                raise loop_iterable_error(it, lambda n: n in self.known)
             for a in it.args:
                 self.expr(a)
             self.block(s.body)
@@ -136,66 +130,49 @@ class _Linter:
     def name(self, e: syntax.Name):
         if e.id in self.known or e.id in BUILTIN_NAMES or e.id in INTRINSICS or e.id in ("True", "False"):
             return
-        if e.id in FOREIGN_MODULES:
-            raise HybridNameError(f"`{e.id}` is not available inside kernels", e.span,
-                                  "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
-                                  "see the README's list")
-        outside = self.module.outside.get(e.id)
-        if outside is not None:
-            raise HybridNameError(f"unknown name `{e.id}`", e.span,
-                                  f"`{e.id}` is {outside} outside the kernel, which kernels cannot read: "
-                                  "pass it as an argument")
+        err = outside_error(self.module, e)
+        if err is not None:
+            raise err
         close = difflib.get_close_matches(e.id, sorted(self.known) + list(BUILTIN_NAMES), 1)
         raise HybridNameError(f"unknown name `{e.id}`", e.span, f"did you mean `{close[0]}`?" if close else None)
 
-    def attribute(self, e: syntax.Attribute):
-        if isinstance(e.value, syntax.Name) and e.value.id in FOREIGN_MODULES and e.value.id not in self.known:
-            attr = e.attr
-            if attr in ALL_DTYPES:
-                raise HybridNameError(f"`{e.value.id}.{attr}` is NumPy's name of a dtype; kernels write dtypes "
-                                      "as strings", e.span, f'write "{attr}"')
-            name = FOREIGN_FUNCTIONS.get(attr, attr)
-            if name in INTRINSICS:
-                raise HybridNameError(f"`{e.value.id}.{attr}` is not available inside kernels", e.span,
-                                      f"write `{name}(...)`: the built-in `{name}` computes what NumPy's does")
-            raise HybridNameError(f"`{e.value.id}` is not available inside kernels", e.value.span,
-                                  "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
-                                  "see the README's list")
+    def lookup(self, n: str):
+        return n if n in self.known else None
+
+    def attribute(self, e: syntax.Attribute, call: bool = False):
+        if is_foreign(e, self.lookup):
+            raise foreign_error(e, call)
         self.expr(e.value)
-        if e.attr not in _ATTRIBUTES:
-            close = difflib.get_close_matches(e.attr, list(_ATTRIBUTES), 1)
-            raise HybridTypeError(f"tensors have no attribute `{e.attr}`", e.span,
-                                  f"did you mean `.{close[0]}`?" if close else "tensors have .shape, .dtype and .ndim")
+        if e.attr not in TENSOR_ATTRIBUTES:
+            raise attribute_error(e)
 
     def call(self, e: syntax.Call):
         for a in list(e.args) + list(e.kwargs.values()):
             self.expr(a)
         f = e.func
         if isinstance(f, syntax.Attribute):
-            if f.attr == "dtype":  # x.dtype(v): a cast
+            if f.attr == "dtype" and not is_foreign(f, self.lookup):  # x.dtype(v): a cast
                 self.expr(f.value)
                 return
-            self.attribute(f)
+            if f.attr == "astype" and not is_foreign(f, self.lookup):
+                raise astype_error(e)
+            self.attribute(f, call=True)
             return
         if not isinstance(f, syntax.Name):
             raise HybridTypeError("only built-in functions can be called", f.span, None)
         name = f.id
         if name in self.module.kernels:
-            callee = self.module.kernels[name]
-            if len(e.args) != len(callee.params):
-                raise HybridTypeError(f"kernel `{name}` takes {len(callee.params)} argument(s), got {len(e.args)}",
-                                      e.span, f"{name}({', '.join(p.name for p in callee.params)})")
-            return
-        if name in INTRINSICS:
-            params = INTRINSICS[name]
-            n = len(params.split(", "))
-            if (len(e.args) < 2) if params.endswith("...") else (len(e.args) != n):
-                need = "at least 2 arguments" if params.endswith("...") else f"{n} argument{'s' if n != 1 else ''}"
-                raise HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
+            err = kernel_arity_error(self.module.kernels[name], e)
+        elif name in INTRINSICS:
+            err = intrinsic_arity_error(name, e)
+        else:
+            err = None
+        if err is not None:
+            raise err
+        if name in self.module.kernels or name in INTRINSICS:
             return
         if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print") or name in self.known:
             return
         if name in LOOP_KINDS or name == "grid":
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
-        close = difflib.get_close_matches(name, list(INTRINSICS) + list(BUILTIN_NAMES), 1)
-        raise HybridNameError(f"unknown function `{name}`", f.span, f"did you mean `{close[0]}`?" if close else None)
+        raise unknown_function_error(name, f.span, list(INTRINSICS) + list(BUILTIN_NAMES))

@@ -87,6 +87,8 @@ CASES = [
      "kernel `k`: index 4 is out of bounds for axis 0 of `c` (shape (4,))"),
     ("float index", LOOP + "        c[i] = a[a[i]]\n    return c\n", HybridTypeError, 4, 18,
      "an index must be an integer"),
+    ("misspelled loop hint", HEAD + "    for i in rnage(a.shape[0]):\n        c[i] = 1\n    return c\n", HybridNameError,
+     3, 14, "unknown function `rnage`"),
     ("loop over non-range", HEAD + "    for i in a:\n        c[i] = 1\n    return c\n", HybridTypeError, 3, 14,
      "must iterate over range"),
     ("range arity", HEAD + "    for i in range(1, 2, 3, 4):\n        c[i] = 1\n    return c\n", HybridTypeError, 3, 14,
