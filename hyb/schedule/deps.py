@@ -65,14 +65,19 @@ def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool 
     with running values updated under data-dependent conditions can take minutes), and with
     ``exact=False``, every earlier access of an element is a dependence (``exact`` is then False
     in the record): correct, only more constrained."""
-    if exact:
-        try:
-            with operations(budget):
-                return _compute(p, expanded, dataflow)
-        except isl.Error as e:
-            if not (budget and QUOTA in str(e)):
-                raise
-    return replace(_compute(p, expanded, conservative_flow), exact=False)
+    d = _within_budget(lambda: _compute(p, expanded, dataflow), budget) if exact else None
+    return d if d is not None else replace(_compute(p, expanded, conservative_flow), exact=False)
+
+
+def _within_budget(analysis, budget: int):
+    """``analysis()`` limited to ``budget`` isl operations (0: none); None when it went past."""
+    try:
+        with operations(budget):
+            return analysis()
+    except isl.Error as e:
+        if budget and QUOTA in str(e):
+            return None
+        raise
 
 
 def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
@@ -113,27 +118,27 @@ def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
                 if w.exact:
                     items.append((tuple(s.guards), s.name, tuple(s.iters), w.relation))
     found = []
-    seen = set()
+    paired = set()  # (i, j) of the items already tried as a side and its `else`
     changed = True
     while changed:
         changed = False
-        for x in list(items):
-            for y in list(items):
-                gx, gy = x[0], y[0]
-                if (x[2] != y[2] or len(gx) != len(gy) or not gx or not _complement(gx[-1], gy[-1])
-                        or any(a is not b for a, b in zip(gx[:-1], gy[:-1]))):
+        n = len(items)
+        for i in range(n):
+            for j in range(n):
+                if (i, j) in paired:
                     continue
-                if x[3].get_tuple_name(isl.dim_type.out) != y[3].get_tuple_name(isl.dim_type.out):
+                paired.add((i, j))
+                (gx, _, ix, wx), (gy, ny, iy, wy) = items[i], items[j]
+                if (ix != iy or len(gx) != len(gy) or not gx or not _complement(gx[-1], gy[-1])
+                        or any(a is not b for a, b in zip(gx[:-1], gy[:-1]))
+                        or wx.get_tuple_name(isl.dim_type.out) != wy.get_tuple_name(isl.dim_type.out)):
                     continue
-                both = x[3].set_tuple_name(isl.dim_type.in_, y[1]).intersect(y[3])
-                key = (tuple(id(g) for g in gx[:-1]), y[1], str(both))
-                if both.is_empty() or key in seen:
+                both = wx.set_tuple_name(isl.dim_type.in_, ny).intersect(wy)
+                if both.is_empty():
                     continue
-                seen.add(key)
-                combined = (gx[:-1], y[1], x[2], both)
-                items.append(combined)
+                items.append((gx[:-1], ny, ix, both))
                 changed = True
-                if not combined[0]:
+                if not gx[:-1]:
                     found.append(both)
     u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
     for m in found:
@@ -150,14 +155,8 @@ def scalar_flow(p: PolyProgram, budget: int = 0, exact: bool = True) -> isl.Unio
     """The flow dependences through scalar locals only (a write of a scalar -> the reads that see
     it), with private scalars expanded as in :func:`compute` (over-approximated past ``budget``
     isl operations, or with ``exact=False``)."""
-    if exact:
-        try:
-            with operations(budget):
-                return _scalar_flow(p, dataflow)
-        except isl.Error as e:
-            if not (budget and QUOTA in str(e)):
-                raise
-    return _scalar_flow(p, conservative_flow)
+    flows = _within_budget(lambda: _scalar_flow(p, dataflow), budget) if exact else None
+    return flows if flows is not None else _scalar_flow(p, conservative_flow)
 
 
 def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:

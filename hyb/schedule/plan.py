@@ -25,6 +25,7 @@ import islpy as isl
 
 from .deps import Dependences
 from .deps import compute as compute_deps
+from .deps import operations
 from .extract import PolyProgram
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
@@ -136,13 +137,10 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     ctx.set_schedule_serialize_sccs(0 if opts.fuse else 1)
     ctx.set_schedule_maximize_coincidence(1)
     ctx.set_schedule_outer_coincidence(1)
-    ctx.set_max_operations(opts.max_operations)
-    ctx.reset_operations()
     try:
-        sched, why = compute_schedule(sc, opts.timeout)
+        with operations(opts.max_operations):
+            sched, why = compute_schedule(sc, opts.timeout)
     finally:
-        ctx.set_max_operations(0)
-        ctx.reset_operations()
         ctx.set_schedule_serialize_sccs(old_fuse)
     if sched is None:
         return Plan(None, [f"isl scheduler {why}: original order"])
