@@ -5,7 +5,6 @@ the records, so it shows exactly what was compiled.
 from __future__ import annotations
 
 import ctypes
-from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -234,9 +233,12 @@ class CompiledKernel:
                                       "use smaller shapes") from None
         err = _RuntimeBlock()
         err[3] = self.threads
-        with printing(err, self.check_sites) if self._prints else nullcontext():
-            code = self._cfunc(*[b.__array_interface__["data"][0] for b in ptrs],
-                               *[b.__array_interface__["data"][0] for b in made], err)
+        addresses = [b.__array_interface__["data"][0] for b in ptrs] + [b.__array_interface__["data"][0] for b in made]
+        if self._prints:  # its print sites are found through the runtime block while it runs
+            with printing(err, self.check_sites):
+                code = self._cfunc(*addresses, err)
+        else:
+            code = self._cfunc(*addresses, err)
         if code:
             raise site_error(self.name, self.check_sites[code - 1], int(err[0]), int(err[1]))
         for orig, work in copy_back:

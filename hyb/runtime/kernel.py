@@ -252,8 +252,7 @@ class GradKernel(Kernel):
         return {p for p, g in zip(self.forward.params, self.derived.grads) if not g}
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            args = bind_arguments(self.name, self.params, args, kwargs)
+        args = self.bind(args, kwargs)
         inactive = self._inactive(args)
         if all(p in inactive for p in self.forward.params):
             return None if len(self.forward.params) == 1 else (None,) * len(self.forward.params)
@@ -267,8 +266,7 @@ class GradKernel(Kernel):
         return out[0] if len(out) == 1 else tuple(out)
 
     def emulate(self, *args, **kwargs):
-        if kwargs:
-            args = bind_arguments(self.name, self.params, args, kwargs)
+        args = self.bind(args, kwargs)
         d, kernel = self._pick(args)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=HybridWarning, message=".*read before anything writes")
