@@ -102,12 +102,7 @@ class LoopWalker:
             elif isinstance(s, tir.Assert):
                 self.assertion(s)
             elif isinstance(s, tir.Print):
-                values = [self.expr(x) for x in s.items if not isinstance(x, str)]
-                items = tuple(("text", x) if isinstance(x, str) else ("value", types.concrete(x.dtype))
-                              for x in s.items)
-                self.sites.append(PrintSite(items, s.span))
-                self.emit_print(len(self.sites), values, [types.concrete(x.dtype) for x in s.items
-                                                          if not isinstance(x, str)])
+                self.print_call(s)
             else:
                 raise HybridInternalError(f"typed IR statement {type(s).__name__}", "codegen")
 
@@ -120,6 +115,14 @@ class LoopWalker:
         cond = self.expr(s.cond)
         self.sites.append(AssertSite(s.message, s.span))
         self.fail_unless(cond, len(self.sites))
+
+    def print_call(self, s: tir.Print):
+        """``hyb_print`` with the values of a new print site."""
+        values = [self.expr(x) for x in s.items if not isinstance(x, str)]
+        site = PrintSite(tuple(("text", x) if isinstance(x, str) else ("value", types.concrete(x.dtype))
+                               for x in s.items), s.span)
+        self.sites.append(site)
+        self.emit_print(len(self.sites), values, site.values())
 
     def store(self, s: tir.Store):
         value = self.memory_value(self.k.tensors[s.tensor], self.expr(s.value))
