@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..dsl import ast as syntax
-from .tree import Names, rewrite, unsupported, walk
+from ..dsl.intrinsics import INTRINSICS
+from ..dsl.scopes import BUILTIN_NAMES
+from .tree import Names, subst, unsupported, walk
 
 
 def inline_calls(kdef: syntax.KernelDef, module: syntax.Module) -> syntax.KernelDef:
@@ -82,7 +84,7 @@ class _Inliner:
             if n in self.module.constants or n in self.module.kernels or _is_builtin(n):
                 continue
             mapping[n] = self.names.fresh(f"{callee.name}_{n}")
-        renamed = [_rename(s, mapping) for s in (body[:-1] if ret is not None else body)]
+        renamed = [subst(s, mapping) for s in (body[:-1] if ret is not None else body)]
         self.stack.append(callee.name)
         try:
             return self.block(renamed)
@@ -91,11 +93,4 @@ class _Inliner:
 
 
 def _is_builtin(n: str) -> bool:
-    from ..dsl.intrinsics import INTRINSICS
-    from ..dsl.scopes import BUILTIN_NAMES
-    return n in BUILTIN_NAMES or n in INTRINSICS or n in ("True", "False", "print", "int", "float")
-
-
-def _rename(s, mapping: dict):
-    return rewrite(s, lambda x: syntax.Name(x.span, mapping[x.id])
-                   if isinstance(x, syntax.Name) and x.id in mapping else None)
+    return n in BUILTIN_NAMES or n in INTRINSICS or n in ("True", "False", "print")

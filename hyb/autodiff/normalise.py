@@ -118,6 +118,10 @@ class _Normaliser:
     def __init__(self, kdef: syntax.KernelDef, module: syntax.Module):
         self.kdef = kdef
         self.module = module
+        # the tensors the kernel stores into (a loop bound read from one of them is refused)
+        self.stored = {s.target.value.id for s in walk_stmts(kdef.body)
+                       if isinstance(s, (syntax.Assign, syntax.AugAssign)) and isinstance(s.target, syntax.Subscript)
+                       and isinstance(s.target.value, syntax.Name)}
         used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
         for s in kdef.body:
             for e in walk(s):
@@ -174,17 +178,6 @@ class _Normaliser:
         for u, decl in self.scalars.items():
             if decl.int_typed and values.get(u) and all(bool_valued(v) for v in values[u]):
                 self.scalars[u] = replace(decl, bool_typed=True)
-
-    def written_tensors(self) -> set:
-        """Names of the tensors the kernel (as written) stores into."""
-        if not hasattr(self, "_written"):
-            self._written = set()
-            for st in walk_stmts(self.kdef.body):
-                if isinstance(st, (syntax.Assign, syntax.AugAssign)):
-                    for t in (st.target.elts if isinstance(st.target, syntax.Tuple) else [st.target]):
-                        if isinstance(t, syntax.Subscript) and isinstance(t.value, syntax.Name):
-                            self._written.add(t.value.id)
-        return self._written
 
     def lookup(self, scope, n):
         for d in reversed(scope):
@@ -267,10 +260,9 @@ class _Normaliser:
         if kind == "grid":
             raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
         args = [self.resolve(a, scope) for a in it.args]
-        written = self.written_tensors()
         for a in args:
             for x in value_walk(a):
-                if isinstance(x, syntax.Subscript) and (not isinstance(x.value, syntax.Name) or x.value.id in written):
+                if isinstance(x, syntax.Subscript) and (not isinstance(x.value, syntax.Name) or x.value.id in self.stored):
                     raise unsupported("a loop whose bounds are read from a tensor the kernel writes", a)
         if len(args) == 1:
             lo, hi, step = num(0), args[0], 1
