@@ -97,6 +97,16 @@ def loop_iterable_error(it, known) -> HybridError:
                            "write `for i in range(n):` (or serial/parallel/vectorize/unroll/reduce)")
 
 
+def as_written(e: syntax.Name) -> str:
+    """A name as the source spells it: ``float`` for the ``float64`` cast desugaring made of it."""
+    s = e.span
+    if s is not None and s.source_line and s.end_line == s.line:
+        text = s.source_line[s.col - 1:s.end_col - 1]
+        if text.isidentifier():
+            return text
+    return e.id
+
+
 def outside_error(module, e: syntax.Name) -> HybridNameError | None:
     """For a name the Python code around a decorated kernel defines: the hint to pass it in."""
     outside = module.outside.get(e.id)
@@ -403,10 +413,12 @@ class ExpressionChecker:
         if self.lookup(name) is not None:
             raise HybridTypeError(f"`{name}` is not a function", e.func.span, None)
         if e.kwargs:
-            raise HybridTypeError(f"{name}() takes no keyword arguments", next(iter(e.kwargs.values())).span, None)
+            raise HybridTypeError(f"{as_written(e.func)}() takes no keyword arguments",
+                                  next(iter(e.kwargs.values())).span, None)
         if name in CAST_NAMES:
             if len(e.args) != 1:
-                raise HybridTypeError(f"{name}() takes 1 argument, got {len(e.args)}", e.span, f"{name}(x)")
+                shown = as_written(e.func)
+                raise HybridTypeError(f"{shown}() takes 1 argument, got {len(e.args)}", e.span, f"{shown}(x)")
             return self.coerce(self.expr(e.args[0]), name) if name != "bool" else self._to_bool(e)
         if name == "len":
             if len(e.args) != 1:

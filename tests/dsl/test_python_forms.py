@@ -163,3 +163,17 @@ def k(a):
     c, d = hyb.compile_source(src).k(np.arange(3.0))
     np.testing.assert_array_equal(c, [1, 2, 3])
     np.testing.assert_array_equal(d, [0, 2, 4])
+
+
+@pytest.mark.parametrize("body,cls,col,message", [
+    ("c[i] = float(a[i], 2)", hyb.HybridTypeError, 16, "float() takes 1 argument, got 2"),
+    ("c[i] = int(a)", hyb.HybridTypeError, 20, "tensor `a` is used as a number"),
+    ("c[i] = int(a[i], base=2)", hyb.HybridTypeError, 31, "int() takes no keyword arguments"),
+])
+def test_python_cast_mistakes_name_what_the_user_wrote(body, cls, col, message):
+    src = ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+           f"        {body}\n    return c\n")
+    with pytest.raises(cls) as info:
+        hyb.compile_source(src, "c.hyb").k(np.zeros(3))
+    assert info.value.message == message
+    assert (info.value.line, info.value.col) == (4, col)
