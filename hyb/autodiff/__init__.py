@@ -23,9 +23,11 @@ class Derived:
     with_outputs: bool
 
 
-def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False) -> Derived:
-    """The gradient of ``kdef``; ``inactive`` names parameters without a gradient (integer inputs)."""
-    g: Gradient = reverse(kdef, module, frozenset(inactive), with_outputs)
+def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False,
+           grid_ranks=None) -> Derived:
+    """The gradient of ``kdef``; ``inactive`` names parameters without a gradient (integer inputs);
+    ``grid_ranks`` gives the rank of each ``grid`` loop for one signature (``TypedKernel.grid_ranks``)."""
+    g: Gradient = reverse(kdef, module, frozenset(inactive), with_outputs, grid_ranks)
     lines = [f"# Gradient of `{kdef.name}`, derived by hyb from {module.filename}.", ""]
     for n, (value, _) in module.constants.items():
         lines.append(f"{n} = {unparse.expr(value)}")

@@ -489,7 +489,8 @@ class _Emitter:
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_assign(s))
             elif isinstance(s, syntax.For) and self.has_reverse(s):
-                out.append(self.line_comment(s))
+                if not (isinstance(block.owner, syntax.For) and s.span is not None and block.owner.span == s.span):
+                    out.append(self.line_comment(s))  # (the loops of one `grid` share a line: one comment)
                 out.extend(self.reverse_for(s))
             elif isinstance(s, syntax.If) and self.has_reverse(s):
                 out.append(self.line_comment(s))

@@ -5,8 +5,9 @@
 reused by another loop, a scalar declared again in another block) so that each name has one
 declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
 program order and notes the block (statement list with its enclosing loops) each one sits in.
-Kernels the gradient cannot handle yet (``grid`` loops, loop bounds
-read from tensors, tuple assignments, ...) are refused here with a clear message.
+A ``grid`` loop becomes one ``range`` loop per dimension, for the rank the checker found for
+the signature being differentiated.  Kernels the gradient cannot handle yet (loop bounds read
+from tensors the kernel writes, ...) are refused here with a clear message.
 
 It returns a ``Normalised`` record; its methods (``reads``, ``enclosing``, ``decl_block``, ...)
 answer questions about the normalised kernel that every later pass asks.
@@ -22,8 +23,10 @@ from ..dsl.check import is_print
 from . import rules
 from .inline import inline_calls
 from .rules import num
-from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, bool_valued, int_typed, param_kinds, subst,
-                   unsupported, value_walk, walk)
+from .tree import (TENSOR_MAKERS, Block, Info, Loop, Names, ScalarDecl, TensorDecl, bool_valued, int_typed, param_kinds,
+                   rewrite, subst, unsupported, value_walk, walk)
+from ..dsl.unparse import expr as unparse_expr
+from ..errors import HybridUnsupportedError
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,10 +85,12 @@ class Normalised:
         return self.tensors[n].block if n in self.tensors else self.scalars[n].block
 
 
-def normalise(kdef: syntax.KernelDef, module: syntax.Module) -> Normalised:
+def normalise(kdef: syntax.KernelDef, module: syntax.Module, grid_ranks=None) -> Normalised:
     """Pass 1: the normalised kernel and the records of its declarations, loops and statements
-    (calls of other kernels inlined first)."""
-    return _Normaliser(inline_calls(kdef, module), module).run()
+    (calls of other kernels inlined first).  ``grid_ranks`` maps the (line, col) of each ``grid``
+    loop to its rank for the signature being differentiated (``TypedKernel.grid_ranks``); a
+    kernel with ``grid`` loops needs it."""
+    return _Normaliser(inline_calls(kdef, module), module, grid_ranks).run()
 
 
 def walk_stmts(body):
@@ -115,9 +120,10 @@ def stmt_exprs(s):
 class _Normaliser:
     """Builds one ``Normalised`` record; used once, by ``normalise``."""
 
-    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module):
+    def __init__(self, kdef: syntax.KernelDef, module: syntax.Module, grid_ranks=None):
         self.kdef = kdef
         self.module = module
+        self.grid_ranks = grid_ranks
         # the tensors the kernel stores into (a loop bound read from one of them is refused)
         self.stored = {s.target.value.id for s in walk_stmts(kdef.body)
                        if isinstance(s, (syntax.Assign, syntax.AugAssign)) and isinstance(s.target, syntax.Subscript)
@@ -194,7 +200,40 @@ class _Normaliser:
                 u = self.lookup(scope, x.id)
                 if u is not None and u != x.id:
                     mapping[x.id] = u
-        return subst(e, mapping)
+        return self.declared_shapes(subst(e, mapping))
+
+    def declared_shapes(self, e):
+        """``e`` with the shape, dtype and rank of each tensor the kernel makes read from its
+        declaration (``c.shape[0]`` with ``c = output_tensor(a.shape, ...)`` is ``a.shape[0]``), so
+        that the gradient, which may not declare ``c``, never asks ``c`` for them."""
+        def made(x):
+            return (isinstance(x, syntax.Name) and x.id in self.tensors and self.tensors[x.id].kind != "param"
+                    and self.tensors[x.id].shape is not None)
+
+        def component(shape, k, span):
+            if isinstance(shape, syntax.Tuple):
+                return shape.elts[k] if -len(shape.elts) <= k < len(shape.elts) else None
+            return syntax.Subscript(span, shape, [num(k)])
+
+        def replace_query(x):
+            if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Attribute) and x.value.attr == "shape" \
+                    and made(x.value.value) and len(x.indices) == 1 and rules.is_num(x.indices[0]) \
+                    and isinstance(x.indices[0].value, int):
+                return component(self.tensors[x.value.value.id].shape, x.indices[0].value, x.span)
+            if isinstance(x, syntax.Attribute) and made(x.value):
+                decl = self.tensors[x.value.id]
+                if x.attr == "shape":
+                    return decl.shape
+                if x.attr == "dtype" and decl.dtype is not None:
+                    return decl.dtype
+                if x.attr == "ndim" and isinstance(decl.shape, syntax.Tuple):
+                    return num(len(decl.shape.elts))
+                if x.attr == "ndim" and isinstance(decl.shape, syntax.Attribute) and decl.shape.attr == "shape":
+                    return syntax.Attribute(x.span, decl.shape.value, "ndim")
+            if isinstance(x, syntax.Call) and rules.call_name(x) == "len" and len(x.args) == 1 and made(x.args[0]):
+                return component(self.tensors[x.args[0].id].shape, 0, x.span)
+            return None
+        return rewrite(e, replace_query)
 
     def declare(self, scope, n) -> str:
         u = n if n not in self.declared else self.names.fresh(n)
@@ -258,7 +297,7 @@ class _Normaliser:
             raise unsupported("this loop", s)
         kind = it.func.id
         if kind == "grid":
-            raise unsupported("a `grid` loop", s, "write one `range` loop per dimension")
+            return self.norm_for(self.expand_grid(s), block, scope)
         args = [self.resolve(a, scope) for a in it.args]
         for a in args:
             for x in value_walk(a):
@@ -288,6 +327,58 @@ class _Normaliser:
         self.blocks[id(node)] = inner
         info.last = self.counter
         return node
+
+    def expand_grid(self, s: syntax.For) -> syntax.For:
+        """``for idx in grid(shape)`` as one ``range`` loop per dimension, for the rank the
+        checker found for this signature: ``t[idx]`` becomes ``t[idx_0, idx_1]`` and ``idx[k]``
+        becomes ``idx_k``."""
+        where = (s.span.line, s.span.col) if s.span is not None else None
+        rank = self.grid_ranks.get(where) if self.grid_ranks is not None else None
+        if self.grid_ranks is None:
+            raise HybridUnsupportedError("the gradient of a kernel with a `grid` loop is derived for the ranks of its "
+                                         "arguments, and none were given", s.span,
+                                         "derive it for a signature: call the gradient, or read "
+                                         "`kernel.grad().source_for(*inputs)`")
+        if rank is None:
+            raise unsupported("a `grid` loop whose rank differs between two calls of its kernel", s,
+                              "write one `range` loop per dimension")
+        if rank == 0:
+            raise unsupported("a `grid` loop over a 0-d shape", s, "index the 0-d tensor without a loop")
+        shape = s.iter.args[0]
+        idx = s.target.id
+        names = [self.names.fresh(f"{idx}_{k}") for k in range(rank)]
+
+        def bound(k):
+            if isinstance(shape, syntax.Tuple):
+                return shape.elts[k]
+            return syntax.Subscript(shape.span, shape, [num(k)])
+
+        def component(x):
+            if not (isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == idx):
+                return None
+            if len(x.indices) == 1 and rules.is_num(x.indices[0]) and isinstance(x.indices[0].value, int) \
+                    and 0 <= x.indices[0].value < rank:
+                return syntax.Name(x.span, names[x.indices[0].value])
+            raise unsupported("this use of a `grid` index", x, f"index it with a number from 0 to {rank - 1}")
+
+        def replace_idx(x):
+            got = component(x)
+            if got is not None:
+                return got
+            if isinstance(x, syntax.Subscript) and any(isinstance(i, syntax.Name) and i.id == idx for i in x.indices):
+                if len(x.indices) != 1:
+                    raise unsupported("a `grid` index beside other subscripts", x, f"write `{unparse_expr(x.value)}[{idx}]`")
+                return syntax.Subscript(x.span, rewrite(x.value, replace_idx), [syntax.Name(x.indices[0].span, n) for n in names])
+            if isinstance(x, syntax.Name) and x.id == idx:
+                raise unsupported("this use of a `grid` index", x, f"index a tensor with it (`t[{idx}]`) or take a "
+                                  f"component (`{idx}[0]`)")
+            return None
+
+        body = [rewrite(b, replace_idx) for b in s.body]
+        for k in reversed(range(rank)):
+            rng = syntax.Call(s.iter.span, syntax.Name(s.iter.func.span, "range"), [bound(k)])
+            body = [syntax.For(s.span, syntax.Name(s.target.span, names[k]), rng, body)]
+        return body[0]
 
     def norm_assign(self, s: syntax.Assign, block, scope, resolved=False) -> list:
         tgt = s.target

@@ -1,6 +1,6 @@
 """Reverse mode on the syntax tree: a kernel -> the kernel computing its vector-Jacobian product.
 
-``reverse(kdef, module, inactive, with_outputs)`` derives the gradient kernel in four passes,
+``reverse(kdef, module, inactive, with_outputs)`` derives the gradient kernel in five passes,
 each a function in a module of its own that reads the frozen records of the passes before it
 and returns a new one:
 
@@ -15,7 +15,9 @@ and returns a new one:
    conditions), asking ``dependence.py`` whether a store may follow a read;
 4. ``emit(normalised, activity, save_plan, with_outputs) -> Gradient`` (``emission.py``): the
    gradient kernel itself (forward part, adjoints, reverse part), with loop nests turned from
-   scatters into gathers where ``gathers.py`` can.
+   scatters into gathers where ``gathers.py`` can;
+5. ``prune(gradient) -> Gradient`` (``prune.py``): the statements whose values nothing reads
+   removed (forward values the reverse part ended up not needing, replays that restore them).
 
 The passes that make up names (normalise, the save plan, emission) each own a ``Names``
 allocator seeded with the names the records before them took.  ``tree.py`` holds the small
@@ -30,6 +32,7 @@ from ..errors import HybridUnsupportedError
 from .activity import Activity, activity
 from .saves import SavePlan, plan_saves
 from .emission import emit
+from .prune import prune
 from .normalise import Normalised, normalise
 from .tree import (TENSOR_MAKERS, Block, Gradient, Info, Loop, ScalarDecl, TensorDecl, param_kinds, rewrite, subst,
                    unsupported, value_walk, walk)
@@ -39,14 +42,16 @@ __all__ = ["reverse", "Gradient", "Normalised", "Activity", "SavePlan", "normali
            "walk", "value_walk", "rewrite", "subst", "unsupported"]
 
 
-def reverse(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False) -> Gradient:
+def reverse(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False,
+            grid_ranks=None) -> Gradient:
     """The gradient kernel of ``kdef``: the passes in order.  ``inactive`` names parameters without
-    a gradient (integer inputs); ``with_outputs``: the gradient kernel also takes the outputs."""
-    nz = normalise(kdef, module)
+    a gradient (integer inputs); ``with_outputs``: the gradient kernel also takes the outputs;
+    ``grid_ranks``: the rank of each ``grid`` loop for the signature (see ``normalise``)."""
+    nz = normalise(kdef, module, grid_ranks)
     act = activity(nz, frozenset(inactive))
     if not act.active_t:
         raise HybridUnsupportedError(f"no input of `{kdef.name}` has a gradient (no float tensor input)",
                                      kdef.span, None)
     plan = plan_saves(nz, act)
-    return emit(nz, act, plan, with_outputs)
+    return prune(emit(nz, act, plan, with_outputs))
 

@@ -395,13 +395,20 @@ def merge_gradients(sources: list, path: str) -> str:
 
 def cmd_grad(args) -> int:
     mod = load_module(args.file, args)
-    names = [select_kernel(mod, args.kernel, args.file).name] if args.kernel else list(mod.kernels)
+    typed = spec_text(args) is not None
+    names = [select_kernel(mod, args.kernel, args.file).name] if args.kernel or typed else list(mod.kernels)
     sources, failed = [], []
     with Progress("deriving gradients") as p:
         for name in names:
             p.step(name)
             try:
-                sources.append(mod.kernels[name].grad(with_outputs=args.with_outputs).source)
+                g = mod.kernels[name].grad(with_outputs=args.with_outputs)
+                if typed:
+                    # for these argument types: integer inputs get no gradient, grid loops their ranks
+                    types = argument_types(mod.kernels[name], args)
+                    sources.append(g.source_for(*[types[q].placeholder() for q in mod.kernels[name].params]))
+                else:
+                    sources.append(g.source)
             except HybridError as e:
                 failed.append(name)
                 report(e.render(), args)

@@ -102,10 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
              "Derive the gradient of each kernel (or of --kernel) and write it as .hyb text: a kernel NAME_grad\n"
              "taking the inputs, then one gradient per output, and returning one gradient per input.\n"
              "A kernel without gradient gets an error on stderr; the others are still written, and the exit\n"
-             "status is 1.",
+             "status is 1.  With --args, the gradient of one kernel for those argument types: integer inputs\n"
+             "get no gradient, and the ranks of the arguments decide its `grid` loops.",
              "  hyb grad examples/matmul.hyb -o matmul_grad.hyb\n"
-             "  hyb grad kernels.hyb --kernel softmax --with-outputs",
-             (color, kernel, options))
+             "  hyb grad kernels.hyb --kernel softmax --with-outputs\n"
+             "  hyb grad kernels.hyb --kernel scale --args \"x=float32[8,8]\"   (a kernel with grid loops: the ranks)",
+             (color, kernel, signature, options))
     p.add_argument("file", metavar="FILE.hyb")
     p.add_argument("-o", "--output", metavar="OUT.hyb", help="file to write (default: stdout)")
     p.add_argument("--with-outputs", action="store_true",

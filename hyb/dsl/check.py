@@ -149,6 +149,7 @@ class _Checker(ExpressionChecker):
         self.depth = 0  # enclosing `for`/`if` blocks
         self.loop_stack: list = []  # unique names of the enclosing loop variables
         self.call_stack: list = [kdef.name]  # kernels being inlined, outermost first
+        self.grid_ranks: dict = {}  # (line, col) of each grid loop -> its rank
 
     # ------------------------------------------------------------ scopes
     def unique(self, base: str) -> str:
@@ -226,7 +227,8 @@ class _Checker(ExpressionChecker):
                 raise HybridTypeError(f"input `{t.source_name}` is assigned to but not returned", span,
                                       f"return `{t.source_name}` to make it an in-place output, or write into "
                                       "a tensor made by output_tensor(...)")
-        return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span)
+        return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
+                               dict(self.grid_ranks))
 
     def _first_store_span(self, stmts, name):
         for s in stmts:
@@ -594,6 +596,9 @@ class _Checker(ExpressionChecker):
             raise HybridTypeError("grid() takes one argument, a shape", call.span, "for idx in grid(c.shape):")
         dims = self.shape_value(call.args[0])
         name = s.target.id
+        if s.span is not None:
+            where = (s.span.line, s.span.col)
+            self.grid_ranks[where] = len(dims) if self.grid_ranks.get(where, len(dims)) == len(dims) else None
         old = self.lookup(name)
         if old is not None and old.kind != "const":
             raise HybridNameError(f"loop variable `{name}` is already in use", s.target.span,

@@ -73,6 +73,13 @@ def intrinsic_arity_error(name: str, e: syntax.Call) -> HybridTypeError | None:
     return HybridTypeError(f"{name}() takes {need}, got {len(e.args)}", e.span, f"{name}({params})")
 
 
+def kernel_in_expression_error(call: syntax.Call) -> HybridTypeError:
+    """A call of another kernel used as a value inside an expression (it must be a statement)."""
+    name = call.func.id
+    return HybridTypeError(f"a call of kernel `{name}` inside an expression", call.span,
+                           f"a kernel call is a statement of its own: write `t = {name}(...)` first, then use `t`")
+
+
 def kernel_arity_error(callee: syntax.KernelDef, call: syntax.Call) -> HybridTypeError | None:
     """The error of a call of another kernel with the wrong number of arguments, else None."""
     if len(call.args) == len(callee.params):
@@ -440,6 +447,8 @@ class ExpressionChecker:
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
         if name in INTRINSICS:
             return self.intrinsic(name, e)
+        if name in self.module.kernels:
+            raise kernel_in_expression_error(e)
         raise unknown_function_error(name, e.func.span, list(INTRINSICS) + list(BUILTIN_NAMES))
 
     # ------------------------------------------------------------ intrinsics

@@ -14,8 +14,8 @@ import difflib
 from ..errors import HybridError, HybridNameError, HybridTypeError
 from . import ast as syntax
 from .check_expr import (TENSOR_ATTRIBUTES, astype_error, attribute_error, foreign_error,
-                         intrinsic_arity_error, is_foreign, kernel_arity_error, loop_iterable_error, outside_error,
-                         unknown_function_error)
+                         intrinsic_arity_error, is_foreign, kernel_arity_error, kernel_in_expression_error,
+                         loop_iterable_error, outside_error, unknown_function_error)
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS
 
@@ -94,7 +94,7 @@ class _Linter:
             self.block(s.body)
             self.block(s.orelse)
         elif isinstance(s, syntax.Assign):
-            self.expr(s.value)
+            self.value(s.value)
             targets = s.target.elts if isinstance(s.target, syntax.Tuple) else [s.target]
             for t in targets:
                 if isinstance(t, syntax.Subscript):
@@ -111,7 +111,18 @@ class _Linter:
         elif isinstance(s, syntax.Assert):
             self.expr(s.test)
         elif isinstance(s, syntax.ExprStmt):
-            self.expr(s.value)
+            self.value(s.value)
+
+    def value(self, e):
+        """A statement's value: a call of another kernel may stand here (nowhere deeper)."""
+        if (isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id in self.module.kernels):
+            err = kernel_arity_error(self.module.kernels[e.func.id], e)
+            if err is not None:
+                raise err
+            for a in list(e.args) + list(e.kwargs.values()):
+                self.expr(a)
+            return
+        self.expr(e)
 
     # ------------------------------------------------------------ expressions
     def expr(self, e):
@@ -162,14 +173,11 @@ class _Linter:
             raise HybridTypeError("only built-in functions can be called", f.span, None)
         name = f.id
         if name in self.module.kernels:
-            err = kernel_arity_error(self.module.kernels[name], e)
-        elif name in INTRINSICS:
+            raise kernel_in_expression_error(e)
+        if name in INTRINSICS:
             err = intrinsic_arity_error(name, e)
-        else:
-            err = None
-        if err is not None:
-            raise err
-        if name in self.module.kernels or name in INTRINSICS:
+            if err is not None:
+                raise err
             return
         if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print") or name in self.known:
             return

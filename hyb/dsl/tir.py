@@ -207,6 +207,9 @@ class TypedKernel:
     body: list
     filename: str = "<string>"
     span: Optional[Span] = field(default=None, repr=False)
+    # the rank of each `grid` loop, by the (line, col) of its `for`; None where two inlined
+    # calls of one kernel gave it different ranks
+    grid_ranks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def written(self) -> set:

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from .. import autodiff
+from ..autodiff.tree import walk
 from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
@@ -200,37 +201,60 @@ class GradKernel(Kernel):
 
     Integer inputs have no gradient; which inputs are integers is known at the call, so the
     kernel is derived once per set of integer inputs (``source`` assumes every tensor input
-    is a float tensor)."""
+    is a float tensor).  A kernel with ``grid`` loops is derived per rank of those loops too,
+    which the arguments decide: its text is ``source_for(*inputs)``."""
 
     def __init__(self, forward: Kernel, with_outputs: bool):
         self.forward = forward
         self.with_outputs = with_outputs
         self._variants: dict = {}
-        derived, module = self._variant(frozenset())
+        self._ranks: dict = {}  # (ndim, dtype) of each input -> grid_ranks
+        self._grids = _grid_loops(forward.kdef, forward.module)
+        # the gradient's parameters do not depend on the ranks: a first derivation with each
+        # grid loop at the smallest rank its text allows gives them
+        ranks = {w: r for w, (r, _) in self._grids.items()} if self._grids else None
+        derived, module, _ = self._variant(frozenset(), ranks)
         super().__init__(module.kernels[derived.name], module, **_public_options(forward.options))
         self.derived = derived
 
-    def _variant(self, inactive: frozenset):
-        v = self._variants.get(inactive)
+    def _variant(self, inactive: frozenset, ranks=None):
+        key = (inactive, tuple(sorted(ranks.items())) if ranks else ())
+        v = self._variants.get(key)
         if v is None:
-            d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs)
+            d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs, ranks)
             filename = f"<gradient of {self.forward.name}>"
             module = parser.parse_string(d.source, filename)
             kernel = Kernel(module.kernels[d.name], module, **_public_options(self.forward.options))
-            v = self._variants[inactive] = (d, module, kernel)
-        return v[0], v[1]
+            v = self._variants[key] = (d, module, kernel)
+        return v
 
     @property
     def source(self) -> str:
         """The gradient kernel's ``.hyb`` text (with the module constants it uses)."""
+        if self._grids:
+            span = self._grids[min(self._grids)][1]
+            raise HybridUnsupportedError(
+                f"the gradient of `{self.forward.name}` depends on the rank of its `grid` loop", span,
+                f"read `{self.forward.name}.grad().source_for(*inputs)` with inputs of the ranks you use "
+                "(or run `hyb grad --args ...`)")
         return self.derived.source
+
+    def source_for(self, *inputs) -> str:
+        """The gradient kernel's text for forward inputs like ``inputs`` (their ranks decide the
+        ``grid`` loops; integer inputs get no gradient)."""
+        n = len(self.forward.params)
+        if len(inputs) != n:
+            raise HybridArgumentError(
+                f"source_for() takes the {n} input(s) of `{self.forward.name}` ({', '.join(self.forward.params)}), "
+                f"got {len(inputs)}", self.forward.kdef.span, None)
+        return self._pick(tuple(inputs))[0].source
 
     def __repr__(self):
         return f"<hyb.Kernel {self.name}({', '.join(self.params)}) (gradient of {self.forward.name})>"
 
     def _inactive(self, args) -> frozenset:
         n = len(self.forward.params)
-        if len(args) != len(self.params):
+        if len(args) != len(self.params) and len(args) != n:
             raise HybridArgumentError(
                 f"`{self.name}` takes {len(self.params)} arguments ({', '.join(self.params)}), got {len(args)}",
                 self.kdef.span, "pass the forward inputs, then one gradient per output")
@@ -242,11 +266,22 @@ class GradKernel(Kernel):
         return frozenset(out)
 
     def _pick(self, args):
+        """``(derived, kernel)`` for a call's arguments (or just the forward inputs)."""
         inactive = self._inactive(args)
         if not (inactive - self._scalar_params()):
-            return self.derived, self._variants[frozenset()][2]
-        d, _ = self._variant(inactive)
-        return d, self._variants[inactive][2]
+            inactive = frozenset()
+        ranks = self._grid_ranks(args[:len(self.forward.params)]) if self._grids else None
+        d, _, kernel = self._variant(inactive, ranks)
+        return d, kernel
+
+    def _grid_ranks(self, inputs) -> dict:
+        """The rank of each grid loop for these forward inputs, as the checker finds it (the ranks
+        depend on the inputs' ranks and dtypes only, so they are kept by those)."""
+        key = tuple((np.ndim(a), str(getattr(a, "dtype", type(a).__name__))) for a in inputs)
+        ranks = self._ranks.get(key)
+        if ranks is None:
+            ranks = self._ranks[key] = self.forward.typed(*inputs).grid_ranks
+        return ranks
 
     def _scalar_params(self) -> set:
         return {p for p, g in zip(self.forward.params, self.derived.grads) if not g}
@@ -287,6 +322,31 @@ class GradKernel(Kernel):
         names = {tp[0] for tp in d.tapes}
         return sum(int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
                    for t in typed.tensors.values() if t.kind == "temp" and t.source_name in names)
+
+
+def _grid_loops(kdef: syntax.KernelDef, module: syntax.Module) -> dict:
+    """``(line, col) -> (rank, span)`` for each ``grid`` loop of ``kdef`` and the kernels it calls;
+    the rank is the smallest the loop's text allows (one more than its highest ``idx[k]``)."""
+    out, seen, todo = {}, set(), [kdef]
+    while todo:
+        k = todo.pop()
+        if k.name in seen:
+            continue
+        seen.add(k.name)
+        for x in (x for st in k.body for x in walk(st)):
+            if isinstance(x, syntax.Call) and isinstance(x.func, syntax.Name) and x.func.id in module.kernels:
+                todo.append(module.kernels[x.func.id])
+            if not (isinstance(x, syntax.For) and isinstance(x.iter, syntax.Call) and isinstance(x.iter.func, syntax.Name)
+                    and x.iter.func.id == "grid" and x.span is not None):
+                continue
+            idx, rank = x.target.id, 1
+            for y in (y for st in x.body for y in walk(st)):
+                if (isinstance(y, syntax.Subscript) and isinstance(y.value, syntax.Name) and y.value.id == idx
+                        and len(y.indices) == 1 and isinstance(y.indices[0], syntax.Num)
+                        and isinstance(y.indices[0].value, int)):
+                    rank = max(rank, y.indices[0].value + 1)
+            out[(x.span.line, x.span.col)] = (rank, x.span)
+    return out
 
 
 def _public_options(options: dict) -> dict:

@@ -577,7 +577,7 @@ def _fresh_floats(args, rng):
 @settings(max_examples=250 if GRAD_EXPLORE else 25, deadline=None, derandomize=not GRAD_EXPLORE, database=None,
           suppress_health_check=list(HealthCheck), print_blob=GRAD_EXPLORE)
 @given(kg.programs(kg.Config(dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
-                             calls=False, grid=False, schedules=False)), st.integers(0, 2 ** 31))
+                             calls=False, grid=True, schedules=False)), st.integers(0, 2 ** 31))
 def test_random_kernels_match_finite_differences(prog, seed):
     """Random float64 kernels (tests/kernelgen.py: loops, guards, shifted and reversed reads, in-place inputs,
     temporaries, scalars, every intrinsic). HYB_HYPOTHESIS=explore draws ten times as many, new ones.
@@ -601,7 +601,7 @@ def test_random_kernels_match_finite_differences(prog, seed):
             got = call_grad(k.grad(), args, douts, len(args))
         except hyb.HybridUnsupportedError:
             return
-    note(k.grad().source)
+    note(k.grad().source_for(*args))
     want = G.fd_grads(k, args, douts)
     tol = dict(rtol=1e-5, atol=1e-7 + 1e-9 * G.loss_scale(outs, douts))
     for p, (g, w) in enumerate(zip(got, want)):

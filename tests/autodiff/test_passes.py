@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 
 from hyb.autodiff import derive
-from hyb.autodiff.reverse import (Activity, Normalised, SavePlan, activity, emit, normalise, plan_saves, reverse,
-                                  unsupported)
+from hyb.autodiff.reverse import (Activity, Normalised, SavePlan, activity, emit, normalise, plan_saves, reverse)
 from hyb.dsl import parser
 from hyb.dsl import unparse
 from hyb.dsl import ast as syntax
@@ -146,13 +145,21 @@ def test_records_are_frozen(records, field):
                 mapping["new"] = None
 
 
-def test_normalise_refuses_what_it_cannot_differentiate():
+def test_normalise_needs_the_rank_of_a_grid_loop():
     src = "def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for p in grid(c.shape):\n        c[p] = a[p]\n    return c\n"
     mod = parser.parse_string(src, "grid.hyb")
     with pytest.raises(HybridUnsupportedError) as info:
         normalise(mod.kernels["k"], mod)
-    assert info.value.message == unsupported("a `grid` loop").message
+    assert info.value.message == ("the gradient of a kernel with a `grid` loop is derived for the ranks of its "
+                                  "arguments, and none were given")
     assert (info.value.span.line, info.value.span.col) == (3, 5)
+    # with the ranks the checker found, the loop is one `range` loop per dimension
+    nz = normalise(mod.kernels["k"], mod, {(3, 5): 2})
+    loops = list(nz.loops.values())
+    assert [lp.kind for lp in loops] == ["range", "range"]
+    assert [unparse.expr(lp.hi) for lp in loops] == ["a.shape[0]", "a.shape[1]"]
+    store = nz.assigns[0]
+    assert unparse.expr(store.target) == f"c[{loops[0].var}, {loops[1].var}]"
 
 
 def test_no_active_input_is_refused_by_the_driver():

@@ -437,7 +437,7 @@ def test_grad_of_every_kernel_and_unsupported_ones(env, files, tmp_path):
     out = tmp_path / "two_grad.hyb"
     r = hyb_cmd("grad", files / "two.hyb", "-o", out, env=env)
     assert r.returncode == 1
-    assert "two.hyb:20:5: error: the gradient of a kernel with a `grid` loop is not built yet" in r.stderr
+    assert "two.hyb:20:5: error: the gradient of `whole` depends on the rank of its `grid` loop" in r.stderr
     assert "no gradient for 1 of 3 kernel(s): whole; the others were written" in r.stderr
     text = out.read_text()
     assert text.count("SCALE = 2.0") == 1  # module constants once
@@ -449,6 +449,13 @@ def test_grad_of_every_kernel_and_unsupported_ones(env, files, tmp_path):
     assert r.returncode == 0 and "def double_grad(a, dout):" in r.stdout and "cube" not in r.stdout
     r = hyb_cmd("grad", files / "two.hyb", "--kernel", "whole", "-o", tmp_path / "none.hyb", env=env)
     assert r.returncode == 1 and not (tmp_path / "none.hyb").exists()
+    r = hyb_cmd("grad", files / "two.hyb", "--kernel", "whole", "--args", "a=float64[3,4]", "-o", out, env=env)
+    assert r.returncode == 0, r.stderr
+    whole = hyb.load(out).whole_grad
+    a, dout = np.random.rand(3, 4), np.random.rand(3, 4)
+    np.testing.assert_allclose(whole(a, dout), np.exp(a) * dout)
+    r = hyb_cmd("grad", files / "two.hyb", "--args", "a=float64[3,4]", env=env)
+    assert r.returncode == 2 and "defines 3 kernels" in r.stderr
     r = hyb_cmd("grad", files / "two.hyb", "--kernel", "triple", env=env)
     assert r.returncode == 2 and "has no kernel `triple`" in r.stderr
 
@@ -605,4 +612,10 @@ def test_notebook_html_shows_every_stage_escaped():
     grid_kernel = hyb.compile_source("def g(a):\n    c = output_tensor(a.shape, a.dtype)\n"
                                      "    for idx in grid(a.shape):\n        c[idx] = a[idx]\n    return c\n")
     page = grid_kernel.g.compile(np.zeros((2, 2)))._repr_html_()
-    assert "the gradient of a kernel with a `grid` loop is not built yet" in page  # shown in its tab
+    assert "d_a[idx_0, idx_1] +=" in page  # the gradient for this signature's rank
+    refused = hyb.compile_source("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    n = allocate(a.shape, 'int64')\n"
+                                 "    for i in range(a.shape[0]):\n        n[i] = i\n        for j in range(n[i]):\n"
+                                 "            c[i] += a[i]\n    return c\n")
+    page = refused.k.compile(np.zeros(3))._repr_html_()
+    assert ("the gradient of a kernel with a loop whose bounds are read from a tensor the kernel writes is not built yet"
+            in page)  # shown in its tab

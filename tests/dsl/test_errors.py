@@ -54,6 +54,8 @@ CASES = [
      "unknown function `sqrtt`"),
     ("intrinsic argument type", LOOP + "        c[i] = popcount(a[i])\n    return c\n", HybridTypeError, 4, 25,
      "popcount() takes integers, this is float32"),
+    ("kernel call in an expression", "def sq(x):\n    return x\n\n" + LOOP + "        c[i] = sq(a)[i] + 1.0\n    return c\n",
+     HybridTypeError, 7, 16, "a call of kernel `sq` inside an expression"),
     ("intrinsic arity", LOOP + "        c[i] = atan2(a[i])\n    return c\n", HybridTypeError, 4, 16,
      "atan2() takes 2 arguments, got 1"),
     ("attribute", HEAD + "    for i in range(a.size):\n        c[i] = a[i]\n    return c\n", HybridTypeError, 3, 20,
@@ -302,15 +304,13 @@ def test_cuda_without_pycuda_says_so():
 
 # ------------------------------------------------------------------ gradients not built yet
 GRAD_UNSUPPORTED = [
-    ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for idx in grid(c.shape):\n"
-     "        c[idx] = a[idx] * a[idx]\n    return c\n", "a `grid` loop", 3, 5),
     ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    n = allocate(a.shape, 'int64')\n"
      "    for i in range(a.shape[0]):\n        n[i] = i\n        for j in range(n[i]):\n            c[i] += a[i]\n"
      "    return c\n", "a loop whose bounds are read from a tensor the kernel writes", 6, 24),
 ]
 
 
-@pytest.mark.parametrize("src,what,line,col", GRAD_UNSUPPORTED, ids=["grid", "data-bound"])
+@pytest.mark.parametrize("src,what,line,col", GRAD_UNSUPPORTED, ids=["data-bound"])
 def test_gradient_of_unsupported_construct_names_it(src, what, line, col):
     k = hyb.compile_source(src, "g.hyb").k
     with pytest.raises(HybridUnsupportedError) as info:

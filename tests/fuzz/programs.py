@@ -40,7 +40,7 @@ OUT_OF_BOUNDS = replace(BASE, out_of_bounds=True)
 
 # Gradients: float64 tensors only (finite differences), no nan/inf inputs, no data-dependent subscripts.
 GRAD = replace(BASE, dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
-               calls=False, grid=False, max_stmts=6)
+               calls=True, grid=True, max_stmts=6)
 
 
 @st.composite
