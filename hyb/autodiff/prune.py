@@ -77,6 +77,10 @@ def _allocation(s) -> str | None:
     return None
 
 
+def _quotes_line(s) -> bool:
+    return isinstance(s, Comment) and s.text.startswith("line ")
+
+
 def _maker(s) -> str | None:
     if (isinstance(s, syntax.Assign) and isinstance(s.target, syntax.Name) and isinstance(s.value, syntax.Call)
             and isinstance(s.value.func, syntax.Name) and s.value.func.id in ("allocate", "output_tensor")):
@@ -236,7 +240,7 @@ class _Pruner:
         # a comment quoting a source line whose statements are all gone
         kept = []
         for k, s in enumerate(out):
-            if isinstance(s, Comment) and s.text.startswith("line ") and (k + 1 == len(out) or isinstance(out[k + 1], Comment)):
+            if _quotes_line(s) and (k + 1 == len(out) or _quotes_line(out[k + 1])):
                 changed = True
                 continue
             kept.append(s)
