@@ -93,6 +93,22 @@ def normalise(kdef: syntax.KernelDef, module: syntax.Module, grid_ranks=None) ->
     return _Normaliser(inline_calls(kdef, module), module, grid_ranks).run()
 
 
+def _component(x: syntax.Subscript):
+    """``k`` for ``idx[k]`` or ``idx[-k]`` with a literal ``k``, else None."""
+    if len(x.indices) != 1:
+        return None
+    i = x.indices[0]
+    if isinstance(i, syntax.UnaryOp) and i.op == "-" and rules.is_num(i.operand) and type(i.operand.value) is int:
+        return -i.operand.value
+    return i.value if rules.is_num(i) and type(i.value) is int else None
+
+
+def grid_components(body, idx: str):
+    """The literal components ``k`` of ``idx[k]`` in ``body`` (negative ones count from the end)."""
+    return [k for s in body for x in walk(s) if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name)
+            and x.value.id == idx and (k := _component(x)) is not None]
+
+
 def walk_stmts(body):
     """Every statement in ``body``, nested ones after the loop or branch holding them."""
     for s in body:
@@ -356,9 +372,9 @@ class _Normaliser:
         def component(x):
             if not (isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == idx):
                 return None
-            if len(x.indices) == 1 and rules.is_num(x.indices[0]) and isinstance(x.indices[0].value, int) \
-                    and 0 <= x.indices[0].value < rank:
-                return syntax.Name(x.span, names[x.indices[0].value])
+            k = _component(x)
+            if k is not None and -rank <= k < rank:
+                return syntax.Name(x.span, names[k])
             raise unsupported("this use of a `grid` index", x, f"index it with a number from 0 to {rank - 1}")
 
         def replace_idx(x):

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from .. import autodiff
+from ..autodiff.normalise import grid_components
 from ..autodiff.tree import walk
 from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
@@ -339,12 +340,7 @@ def _grid_loops(kdef: syntax.KernelDef, module: syntax.Module) -> dict:
             if not (isinstance(x, syntax.For) and isinstance(x.iter, syntax.Call) and isinstance(x.iter.func, syntax.Name)
                     and x.iter.func.id == "grid" and x.span is not None):
                 continue
-            idx, rank = x.target.id, 1
-            for y in (y for st in x.body for y in walk(st)):
-                if (isinstance(y, syntax.Subscript) and isinstance(y.value, syntax.Name) and y.value.id == idx
-                        and len(y.indices) == 1 and isinstance(y.indices[0], syntax.Num)
-                        and isinstance(y.indices[0].value, int)):
-                    rank = max(rank, y.indices[0].value + 1)
+            rank = max([1] + [k + 1 if k >= 0 else -k for k in grid_components(x.body, x.target.id)])
             out[(x.span.line, x.span.col)] = (rank, x.span)
     return out
 

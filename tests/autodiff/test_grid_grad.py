@@ -48,6 +48,13 @@ def twice(a, b):
     for i in range(a.shape[0]):
         c[i] = s[i] + t[i, 0]
     return c
+
+
+def lastdim(a):
+    c = output_tensor((a.shape[0], a.shape[1]), a.dtype)
+    for idx in grid(c.shape):
+        c[idx] = a[idx[0], idx[-1], 0] * a[idx[0], idx[1], 1]
+    return c
 '''
 
 MODULE = hyb.compile_source(SRC, "grid_grad.hyb")
@@ -183,3 +190,12 @@ def test_hyb_grad_with_args(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "for idx_1 in range(x.shape[1] - 1, -1, -1):" in r.stdout
     hyb.compile_source(r.stdout, "out.hyb")  # it parses and checks
+
+
+def test_negative_component_of_a_grid_index():
+    rng = np.random.default_rng(9)
+    a, d = rng.standard_normal((3, 4, 2)), rng.standard_normal((3, 4))
+    got = MODULE.lastdim.grad()(a, d)
+    want = np.stack([d * a[:, :, 1], d * a[:, :, 0]], axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert "a[idx_0, idx_1, 0]" in MODULE.lastdim.grad().source_for(a)
