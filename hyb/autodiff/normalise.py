@@ -6,8 +6,9 @@ reused by another loop, a scalar declared again in another block) so that each n
 declaration.  On the way it records each tensor, scalar and loop, numbers the statements in
 program order and notes the block (statement list with its enclosing loops) each one sits in.
 A ``grid`` loop becomes one ``range`` loop per dimension, for the rank the checker found for
-the signature being differentiated.  Kernels the gradient cannot handle yet (loop bounds read
-from tensors the kernel writes, ...) are refused here with a clear message.
+the signature being differentiated.  Kernels the gradient cannot handle yet (a ``return``
+inside a loop, an expression statement, ...) are refused here with a clear message; whether a
+loop bound read from a tensor stays the same in reverse is the save plan's question.
 
 It returns a ``Normalised`` record; its methods (``reads``, ``enclosing``, ``decl_block``, ...)
 answer questions about the normalised kernel that every later pass asks.
@@ -140,10 +141,6 @@ class _Normaliser:
         self.kdef = kdef
         self.module = module
         self.grid_ranks = grid_ranks
-        # the tensors the kernel stores into (a loop bound read from one of them is refused)
-        self.stored = {s.target.value.id for s in walk_stmts(kdef.body)
-                       if isinstance(s, (syntax.Assign, syntax.AugAssign)) and isinstance(s.target, syntax.Subscript)
-                       and isinstance(s.target.value, syntax.Name)}
         used = set(module.constants) | set(module.kernels) | {p.name for p in kdef.params}
         for s in kdef.body:
             for e in walk(s):
@@ -317,8 +314,8 @@ class _Normaliser:
         args = [self.resolve(a, scope) for a in it.args]
         for a in args:
             for x in value_walk(a):
-                if isinstance(x, syntax.Subscript) and (not isinstance(x.value, syntax.Name) or x.value.id in self.stored):
-                    raise unsupported("a loop whose bounds are read from a tensor the kernel writes", a)
+                if isinstance(x, syntax.Subscript) and not isinstance(x.value, syntax.Name):
+                    raise unsupported("a loop bound read through this expression", a)
         if len(args) == 1:
             lo, hi, step = num(0), args[0], 1
         elif len(args) == 2:

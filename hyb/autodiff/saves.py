@@ -322,9 +322,13 @@ class _Planner:
             if isinstance(c, syntax.For) and id(c) in self.need_at:
                 lp = self.nz.loops[c.target.id]
                 for n in self.nz.reads(lp.lo) | self.nz.reads(lp.hi):
-                    # a tensor the kernel never writes (CSR row pointers) reads the same in reverse
+                    # a tensor cell no store overwrites after the loop reads it (CSR row pointers,
+                    # counts the kernel computes first) reads the same in reverse
                     if n in self.nz.tensors:
-                        changed = any(target_name(a.target) == n for a in self.nz.assigns)
+                        subs = [x for e in (lp.lo, lp.hi) for x in value_walk(e)
+                                if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == n]
+                        changed = any(target_name(a.target) == n and any(may_follow(self.nz, self.act, a, c, sub, n) for sub in subs)
+                                      for a in self.nz.assigns)
                     else:
                         changed = any(target_name(a.target) == n and a is not self.nz.scalars[n].decl
                                       for a in self.nz.assigns)
