@@ -213,7 +213,9 @@ class _Legaliser:
         value = _bf16_const_value(e)
         if value is not None:
             return _const(value, F32)
-        bits = tir.Cast(U32, tir.Prim(U16, "bitcast", [e], span=e.span), span=e.span)
+        # (a value just rounded is its uint16 bits reinterpreted: those bits are used directly)
+        raw = e.args[0] if isinstance(e, tir.Prim) and e.name == "bitcast" else tir.Prim(U16, "bitcast", [e])
+        bits = tir.Cast(U32, raw, span=e.span)
         return tir.Prim(F32, "bitcast", [tir.Bits(U32, "<<", bits, _const(16, U32), span=e.span)], span=e.span)
 
     def narrow(self, e: tir.TExpr, dtype: str) -> tir.TExpr:
