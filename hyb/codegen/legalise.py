@@ -386,6 +386,10 @@ class _Legaliser:
             neg = self.narrow(tir.Unary(F32, "neg", self.widen(args[0])), dt)
             ex = tir.Intrinsic(dt, "exp", [neg], span=e.span)
             return self.bin("/", one, self.bin("+", one, self.intrinsic("exp", [neg], ex), dt, e), dt, e)
+        if name == "sign" and dt == BF16:  # ml_dtypes' sign returns a zero as it is (-0.0 stays -0.0)
+            return self.let(args[0], lambda x: tir.Pick(dt, tir.Cmp("bool", "==", self.widen(x), _const(0.0, F32)), x,
+                                                        self.narrow(tir.Intrinsic(F32, "sign", [self.widen(x)]), dt),
+                                                        span=e.span))
 
         def computed(v):
             r = tir.Intrinsic(F32 if _is_half(e.dtype) else e.dtype, name, [self.widen(a) for a in v], span=e.span)
