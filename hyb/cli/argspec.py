@@ -307,7 +307,7 @@ def parse_value(text: str, option: str = "input"):
             if types.is_int(dtype):
                 if not re.fullmatch(r"[-+]?\d+", number):
                     raise ValueError(f"{number} is not an integer")
-                return np.dtype(dtype).type(_checked_int(int(number), dtype))
+                return types.numpy_dtype(dtype).type(_checked_int(int(number), dtype))
             return types.numpy_dtype(dtype).type(float(number))
         except (OverflowError, ValueError) as e:
             raise UsageError(f"`{number}` is not a {dtype}: {e}", None, where) from None

@@ -83,7 +83,7 @@ class CudaExpressions:
             return "true" if bool(e.value) else "false"
         if dt in types.FLOATS:
             with np.errstate(over="ignore"):
-                return _float_literal(float(np.dtype(dt).type(e.value)), dt)
+                return _float_literal(float(types.numpy_dtype(dt).type(e.value)), dt)
         return _int_literal(int(e.value), dt)
 
     def e_Var(self, e: tir.Var) -> str:

@@ -45,7 +45,7 @@ class LlvmExpressions:
         if isinstance(t, ir.IntType):
             return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
         with np.errstate(over="ignore"):
-            return ir.Constant(t, float(np.dtype(types.concrete(e.dtype)).type(e.value)))  # rounded (or inf) first
+            return ir.Constant(t, float(types.numpy_dtype(e.dtype).type(e.value)))  # rounded (or inf) first
 
     def e_Var(self, e: tir.Var):
         return self.env[e.name]

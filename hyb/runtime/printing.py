@@ -29,7 +29,7 @@ def value_text(bits: int, dtype: str) -> str:
         return str(np.array(bits & 0xFFFF, np.uint16).view(types.bfloat16())[()])
     if dtype in types.FLOATS:
         v = struct.unpack("<d", struct.pack("<q", bits))[0]
-        return str(np.dtype(dtype).type(v))
+        return str(types.numpy_dtype(dtype).type(v))
     if dtype == "bool":
         return str(bool(bits))
     if dtype == "uint64":
