@@ -12,9 +12,9 @@
     add(x, y)            # compiled through isl and LLVM for this signature
     add.emulate(x, y)    # the reference interpreter
 """
-from .errors import (HybridArgumentError, HybridAssertionError, HybridCompileError, HybridError, HybridIndexError,
-                     HybridInternalError, HybridNameError, HybridSyntaxError, HybridTypeError,
-                     HybridUnsupportedError, HybridWarning)
+from .errors import (HybridArgumentError, HybridAssertionError, HybridCompileError, HybridDependencyError,
+                     HybridError, HybridIndexError, HybridInternalError, HybridNameError, HybridSyntaxError,
+                     HybridTypeError, HybridUnsupportedError, HybridWarning)
 from .runtime.compiler import CompiledKernel
 from .runtime.kernel import HybModule, Kernel, compile_source, hybrid, load
 
@@ -24,6 +24,7 @@ __all__ = [
     "hybrid", "load", "compile_source", "Kernel", "CompiledKernel", "HybModule",
     "HybridError", "HybridSyntaxError", "HybridNameError", "HybridTypeError", "HybridIndexError",
     "HybridArgumentError", "HybridAssertionError", "HybridUnsupportedError", "HybridCompileError", "HybridInternalError", "HybridWarning",
+    "HybridDependencyError",
     "__version__",
 ]
 
@@ -40,6 +41,8 @@ __all__ += [
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64", "bool_",
 ]
+# hyb.bfloat16 (ml_dtypes.bfloat16's NumPy dtype) is made when first read, by __getattr__ below; it
+# is not in __all__, so that `from hyb import *` works without ml_dtypes.
 
 # Custom operators and their registration.
 from . import ops
@@ -51,3 +54,9 @@ from .function import AutogradContext, Function
 from .ops.builder import include_dir
 
 __all__ += ["Function", "AutogradContext", "include_dir"]
+
+
+def __getattr__(name):
+    if name == "bfloat16":
+        return tensor.bfloat16
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -117,6 +117,10 @@ class HybridUnsupportedError(HybridError, NotImplementedError):
     """A construct hyb recognises but does not (yet, or ever) compile."""
 
 
+class HybridDependencyError(HybridError, ImportError):
+    """A feature needs an optional package that is not installed (bfloat16 needs ``ml_dtypes``)."""
+
+
 class HybridAssertionError(HybridError, AssertionError):
     """A kernel's ``assert`` failed: at compile time where its condition is known then (shapes,
     constants), or when the kernel ran."""

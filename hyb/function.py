@@ -211,7 +211,7 @@ def _cpp_input(value):
         arr = Tensor(value)._data                  # Python floats are float32, as hyb.Tensor(2.0)
     else:
         return None
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biuf" and arr.dtype.name != "bfloat16":
         return None
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))

@@ -103,7 +103,7 @@ class _Op:
         sig = self._sigs.get(meta)
         if sig is None:
             typed = check_kernel(self.kernel.kdef, self.kernel.module, self.specs(meta))
-            outs = [(tuple(typed.tensors[n].shape), np.dtype(typed.tensors[n].dtype)) for n in typed.outputs]
+            outs = [(tuple(typed.tensors[n].shape), types.numpy_dtype(typed.tensors[n].dtype)) for n in typed.outputs]
             touched = set(typed.written) | set(typed.outputs)
             copy = {i for i, n in enumerate(typed.inputs) if n in touched}
             sig = self._sigs[meta] = (outs, copy)
@@ -142,7 +142,7 @@ class _Op:
     # ------------------------------------------------------------ backward
     def differentiable(self, meta) -> list:
         return [i for i, (k, (_, dtype, _w)) in enumerate(zip(self.kinds, meta))
-                if k == "tensor" and np.dtype(dtype).kind == "f"]
+                if k == "tensor" and types.is_float(dtype)]
 
     def backward(self, args, outs, douts):
         meta = self.meta(args)
@@ -184,7 +184,7 @@ class _Op:
                 result.append(np.require(d, dtype=x.dtype, requirements="C"))
             return tuple(result)
 
-        shapes = tuple(jax.ShapeDtypeStruct(meta[i][0], np.dtype(meta[i][1])) for i in diff)
+        shapes = tuple(jax.ShapeDtypeStruct(meta[i][0], types.numpy_dtype(meta[i][1])) for i in diff)
         douts = [jax.numpy.zeros(o.shape, o.dtype) if d is None else d for o, d in zip(outs, douts)]
         grads = jax.pure_callback(callback, shapes, *args, *douts, vmap_method="sequential") if diff else ()
         result = [None] * n

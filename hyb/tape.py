@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .dsl.types import is_float_dtype
 from .errors import HybridArgumentError, HybridTypeError
 
 __all__ = ["needs_grad", "record", "no_grad", "enable_grad", "is_grad_enabled", "gradients", "unbroadcast",
@@ -167,7 +168,7 @@ def _fit(g, shape, what: str):
 
 def _as_dtype_of(g, t):
     """A gradient in the dtype of its float Tensor (float32 stays float32 along the way)."""
-    if np.issubdtype(t.dtype, np.inexact) and g.dtype != t.dtype:
+    if (np.issubdtype(t.dtype, np.inexact) or is_float_dtype(t.dtype)) and g.dtype != t.dtype:
         return g.astype(t.dtype)
     return g
 
@@ -237,6 +238,7 @@ def gradients(outputs: Sequence, sens: Sequence, wrt: Sequence) -> list[np.ndarr
     for w in wrt:
         g = grads.get(_key(w))
         if g is None:
-            g = np.zeros(w.shape, w.dtype if np.issubdtype(w.dtype, np.inexact) else np.float32)
+            g = np.zeros(w.shape, w.dtype if np.issubdtype(w.dtype, np.inexact) or is_float_dtype(w.dtype)
+                         else np.float32)
         result.append(np.array(g))               # own, writable, contiguous
     return result

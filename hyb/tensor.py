@@ -13,12 +13,14 @@ A :class:`Parameter` is a Tensor that requires a gradient: a leaf of the graph, 
 weight assigned as an attribute of a :class:`hyb.nn.Cell`.
 
 The dtype constants ``hyb.float32`` etc. are NumPy dtypes, usable wherever NumPy takes one.
+``hyb.bfloat16`` is ``ml_dtypes.bfloat16``'s, made on first use (it needs that package).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import tape
+from .dsl import types
 from .errors import HybridTypeError, HybridUnsupportedError
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple",
@@ -31,22 +33,32 @@ uint8, uint16, uint32, uint64 = np.dtype("uint8"), np.dtype("uint16"), np.dtype(
 bool_ = np.dtype("bool")
 
 
+def __getattr__(name):
+    if name == "bfloat16":  # ml_dtypes is imported only when asked for
+        return types.bfloat16()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _dtype(dtype) -> np.dtype:
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return types.bfloat16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise HybridTypeError(f"{dtype!r} is not a dtype", None,
                               "use hyb.float32, a NumPy dtype or a name such as 'float32'") from None
-    if dt.kind not in "biufc":
+    if dt.kind not in "biufc" and not types.is_float_dtype(dt):
         raise HybridTypeError(f"a Tensor holds numbers, not {dt}", None, "use a bool, integer or float dtype")
     return dt
 
 
 def _ms_name(dtype: np.dtype) -> str:
-    """MindSpore's name of a dtype, for repr: Float32, Int64, UInt8, Bool."""
+    """MindSpore's name of a dtype, for repr: Float32, Int64, UInt8, Bool, BFloat16."""
     name = dtype.name
     if name == "bool":
         return "Bool"
+    if name == "bfloat16":
+        return "BFloat16"
     if name.startswith("uint"):
         return "UInt" + name[4:]
     return name[0].upper() + name[1:]
@@ -58,7 +70,7 @@ def _data(x):
 
 
 def _float(a):
-    return a if np.issubdtype(a.dtype, np.inexact) else a.astype(np.float64)
+    return a if np.issubdtype(a.dtype, np.inexact) or types.is_float_dtype(a.dtype) else a.astype(np.float64)
 
 
 def _apply(name, inputs, forward, backward=None):

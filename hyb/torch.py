@@ -30,6 +30,7 @@ import torch
 
 from .autodiff.reverse import param_kinds
 from .dsl import ast as syntax
+from .dsl import types
 from .dsl.check import ArgSpec, arg_spec, check_kernel
 from .errors import HybridArgumentError, HybridTypeError
 from .runtime.kernel import Kernel
@@ -43,21 +44,27 @@ _taken: set = set()
 
 
 # ------------------------------------------------------------------ dtypes
-_DTYPES = {getattr(torch, n): np.dtype(n) for n in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64")}
+# torch.bfloat16 is ml_dtypes.bfloat16 in NumPy (torch's .numpy() refuses it: its memory is viewed
+# as int16 and reinterpreted, both ways).
+_DTYPES = {getattr(torch, n): n for n in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32",
+    "float64")}
 _TORCH = {v: k for k, v in _DTYPES.items()}
 
 
 def _torch_dtype(np_dtype) -> torch.dtype:
-    return _TORCH[np.dtype(np_dtype)]
+    return _TORCH[np.dtype(np_dtype).name]
 
 
-def _numpy_dtype(t: torch.Tensor) -> np.dtype:
+def _numpy_dtype(t: torch.Tensor) -> str:
+    """The dtype name of a tensor's elements in hyb (bfloat16 needs ml_dtypes)."""
     dt = _DTYPES.get(t.dtype)
     if dt is None:
         raise HybridArgumentError(f"a tensor of dtype {t.dtype} was passed; hyb kernels take bool, int8 ... "
-                                  "int64, uint8 ... uint64, float16, float32 and float64", None,
+                                  "int64, uint8 ... uint64, float16, bfloat16, float32 and float64", None,
                                   "convert it first, e.g. `x.float()`")
+    if dt == "bfloat16":
+        types.bfloat16()
     return dt
 
 
@@ -66,15 +73,25 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    _numpy_dtype(t)
-    return t.resolve_conj().resolve_neg().numpy()
+    dt = _numpy_dtype(t)
+    t = t.resolve_conj().resolve_neg()
+    if dt == "bfloat16":
+        return t.view(torch.int16).numpy().view(types.bfloat16())
+    return t.numpy()
+
+
+def _from_numpy(a: np.ndarray) -> torch.Tensor:
+    """A tensor sharing the memory of a NumPy array (bfloat16 through its bits)."""
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def _spec(a) -> ArgSpec:
     if isinstance(a, torch.Tensor):
         # int() of a symbolic size (torch.compile with dynamic shapes) specialises on its value:
         # a hyb kernel is compiled for one signature.
-        return ArgSpec(tuple(int(s) for s in a.shape), _numpy_dtype(a).name)
+        return ArgSpec(tuple(int(s) for s in a.shape), _numpy_dtype(a))
     return arg_spec(a)
 
 
@@ -91,7 +108,8 @@ class _Signature:
 
     def __init__(self, kernel: Kernel, specs: list):
         typed = check_kernel(kernel.kdef, kernel.module, specs)
-        self.outputs = [(tuple(typed.tensors[n].shape), np.dtype(typed.tensors[n].dtype)) for n in typed.outputs]
+        self.outputs = [(tuple(typed.tensors[n].shape), types.numpy_dtype(typed.tensors[n].dtype))
+                        for n in typed.outputs]
         touched = set(typed.written) | set(typed.outputs)
         self.copy = {i for i, n in enumerate(typed.inputs) if n in touched}
 
@@ -167,7 +185,7 @@ class _Op:
             if id(o) in seen:  # one array returned twice: outputs must not alias
                 o = o.copy()
             seen.add(id(o))
-            t = torch.from_numpy(o)
+            t = _from_numpy(o)
             result.append(t if device.type == "cpu" else t.to(device))
         return result[0] if single else tuple(result)
 
@@ -212,7 +230,7 @@ class _Op:
             d = np.require(d, dtype=x.dtype, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
             if d is x or np.shares_memory(d, x):
                 d = d.copy()
-            t = torch.from_numpy(d)
+            t = _from_numpy(d)
             result.append(t if inputs[i].device.type == "cpu" else t.to(inputs[i].device))
         return result
 

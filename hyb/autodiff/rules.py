@@ -12,7 +12,7 @@ from ..dsl import intrinsics
 from ..dsl import types
 from ..errors import HybridUnsupportedError
 
-FLOAT_CASTS = ("float16", "float32", "float64")
+FLOAT_CASTS = types.FLOATS
 ZERO_GRAD = tuple(n for n, row in intrinsics.TABLE.items() if row.derivative == intrinsics.ZERO)
 
 

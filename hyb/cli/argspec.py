@@ -71,8 +71,8 @@ class ArgType:
         if self.dtype == "float":
             return 0.0
         if self.scalar:
-            return np.dtype(self.dtype).type(0)
-        return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
+            return types.numpy_dtype(self.dtype).type(0)
+        return np.broadcast_to(np.zeros((), dtype=types.numpy_dtype(self.dtype)), self.shape)
 
     def random(self, rng: np.random.Generator):
         """A random value of this type: normal floats, integers in [0, 10), random booleans."""
@@ -81,7 +81,7 @@ class ArgType:
         if dt == "bool":
             v = rng.integers(0, 2, size=shape).astype(bool)
         elif dt in types.FLOATS:
-            v = rng.standard_normal(size=shape).astype(dt)
+            v = rng.standard_normal(size=shape).astype(types.numpy_dtype(dt))
         else:
             v = rng.integers(0, 10, size=shape).astype(dt)
         if self.dtype in PYTHON_SCALARS:
@@ -307,8 +307,8 @@ def parse_value(text: str, option: str = "input"):
             if types.is_int(dtype):
                 if not re.fullmatch(r"[-+]?\d+", number):
                     raise ValueError(f"{number} is not an integer")
-                return np.dtype(dtype).type(_checked_int(int(number), dtype))
-            return np.dtype(dtype).type(float(number))
+                return types.numpy_dtype(dtype).type(_checked_int(int(number), dtype))
+            return types.numpy_dtype(dtype).type(float(number))
         except (OverflowError, ValueError) as e:
             raise UsageError(f"`{number}` is not a {dtype}: {e}", None, where) from None
     if _NUMBER.fullmatch(text):

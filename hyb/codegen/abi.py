@@ -41,7 +41,8 @@ class AssertSite:
 @dataclass(frozen=True)
 class PrintSite:
     """A ``print(...)``: its items, each a string or the dtype of a value the code passes (as 8
-    bytes: an int64, or a double for floats) to ``hyb_print(rt, site, values)``."""
+    bytes: an int64, a double for floats, the 16 bits zero-extended for bfloat16) to
+    ``hyb_print(rt, site, values)``."""
 
     items: tuple
     span: object

@@ -72,7 +72,7 @@ class AotParam:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * types.numpy_dtype(self.dtype).itemsize
 
     def __str__(self):
         if self.role == "scalar":
@@ -279,7 +279,7 @@ def _buffer_plan(typed, order: list, sig: AotSignature):
     body, after, owned = [], [], []
     for k, name in enumerate(order):
         t = typed.tensors[name]
-        nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(types.concrete(t.dtype)).itemsize
+        nbytes = int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
         label = t.source_name or name
         if k < n_in:
             if name in written and name in out_index:

@@ -24,7 +24,9 @@ A reduction into one element over a loop inside a thread (``c[i, j] += ...`` ove
 is kept in that thread, and ``__restrict__`` lets nvcc keep the accumulator in a register.
 
 Numerics mirror :mod:`hyb.codegen.llvm` operation for operation: float16 is ``__half`` in
-memory and in registers, every operation computed in float and rounded back; integer
+memory and in registers, every operation computed in float and rounded back; bfloat16 is
+``__nv_bfloat16``, converted to and from float by the integer operations on its bits that
+:mod:`hyb.codegen.legalise` made (as on the CPU, not by CUDA's conversions); integer
 arithmetic wraps; ``//`` and ``%`` follow NumPy (division by zero gives 0); NaN-propagating
 max/min; ``round`` is ``rint``; float → int casts truncate as x86 does (out of range: the
 minimum of the int32/int64 it goes through).  Compile with ``-fmad=false`` (no contraction

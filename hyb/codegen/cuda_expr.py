@@ -3,7 +3,9 @@
 The expressions are legalised (:mod:`hyb.codegen.legalise`): NumPy's ``//``, ``%``, max/min,
 integer ``**`` and float16 arithmetic arrive as primitives (``Let``, ``Pick``, ``Bits``,
 ``Prim``), each a C operator, a CUDA math function or (``ipow``) a prelude helper.  float16
-(``__half``) values are only loaded, stored, converted and selected here."""
+(``__half``) values are only loaded, stored, converted and selected here; bfloat16
+(``__nv_bfloat16``) values are only loaded, stored, selected and reinterpreted
+(``Prim("bitcast")``), their conversions being integer operations on their bits."""
 from __future__ import annotations
 
 import re
@@ -13,13 +15,18 @@ import numpy as np
 
 from ..dsl import tir
 from ..dsl import types
-from ..errors import HybridUnsupportedError
+from ..errors import HybridInternalError, HybridUnsupportedError
 
 CTYPES = {
     "bool": "unsigned char", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
     "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
     "uint64": "unsigned long long", "float16": "__half", "float32": "float", "float64": "double",
+    "bfloat16": "__nv_bfloat16",
 }
+
+# Prim("bitcast"): (from, to) -> the prelude's reinterpretation.
+_BITCASTS = {("float32", "uint32"): "__float_as_uint", ("uint32", "float32"): "__uint_as_float",
+             ("bfloat16", "uint16"): "hyb_bf2bits", ("uint16", "bfloat16"): "hyb_bits2bf"}
 
 # The unsigned type integer arithmetic of a dtype is done in (wrapping, never undefined).
 _UNSIGNED_OF = {"int8": "unsigned int", "uint8": "unsigned int", "int16": "unsigned int", "uint16": "unsigned int",
@@ -57,6 +64,12 @@ def _int_literal(value: int, dt: str) -> str:
         return f"((long long)0x{value & ((1 << 64) - 1):016x}ull)"
     return f"(({CTYPES[dt]}){value})"
 
+def _not_bfloat16(dtype: str, what: str):
+    """bfloat16's constants and conversions must have been lowered to integer operations on its bits."""
+    if dtype == "bfloat16":
+        raise HybridInternalError(f"{what} in bfloat16 was not legalised", "cuda")
+
+
 class CudaExpressions:
     """Typed-IR expressions as CUDA C: arithmetic with NumPy's semantics, casts, intrinsics.
 
@@ -65,11 +78,12 @@ class CudaExpressions:
     # ------------------------------------------------------------- expressions
     def e_Const(self, e: tir.Const) -> str:
         dt = types.concrete(e.dtype)
+        _not_bfloat16(dt, "a constant")
         if dt == "bool":
             return "true" if bool(e.value) else "false"
         if dt in types.FLOATS:
             with np.errstate(over="ignore"):
-                return _float_literal(float(np.dtype(dt).type(e.value)), dt)
+                return _float_literal(float(types.numpy_dtype(dt).type(e.value)), dt)
         return _int_literal(int(e.value), dt)
 
     def e_Var(self, e: tir.Var) -> str:
@@ -129,11 +143,16 @@ class CudaExpressions:
         return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
 
     def e_Bits(self, e: tir.Bits) -> str:
-        return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        text = f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        if e.op in ("<<", ">>"):  # (a narrow operand is promoted to int in C)
+            return f"(({CTYPES[types.concrete(e.dtype)]}){text})"
+        return text
 
     def e_Prim(self, e: tir.Prim) -> str:
         dt = types.concrete(e.dtype)
         args = [self.expr(a) for a in e.args]
+        if e.name == "bitcast":
+            return f"{_BITCASTS[types.concrete(e.args[0].dtype), dt]}({args[0]})"
         if e.name in ("div", "rem") and dt not in types.FLOATS:
             return f"(({CTYPES[dt]})({args[0]} {'/' if e.name == 'div' else '%'} {args[1]}))"
         if e.name in ("rem", "copysign"):
@@ -188,6 +207,8 @@ class CudaExpressions:
     def convert(self, v: str, s: str, d: str) -> str:
         if s == d:
             return v
+        _not_bfloat16(s, "a conversion")
+        _not_bfloat16(d, "a conversion")
         if d == "bool":
             if s == "float16":
                 return f"(hyb_h2f({v}) != 0.0f)"

@@ -1,11 +1,16 @@
 // Helpers every generated CUDA C file starts with (hyb's CUDA back end, hyb/codegen/cuda.py).
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 
 typedef long long hyb_i64;
 
 __device__ __forceinline__ float hyb_h2f(__half x) { return __half2float(x); }
 __device__ __forceinline__ __half hyb_f2h(float x) { return __float2half_rn(x); }
 __device__ __forceinline__ __half hyb_hbits(unsigned short b) { return __ushort_as_half(b); }
+
+/* bfloat16 and its bits (hyb.codegen.legalise converts it with integer operations on them). */
+__device__ __forceinline__ unsigned short hyb_bf2bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ __nv_bfloat16 hyb_bits2bf(unsigned short b) { return __ushort_as_bfloat16(b); }
 
 /* float64 -> float32 rounding to odd, then to float16: one rounding in all (as the CPU path). */
 __device__ __forceinline__ __half hyb_d2h(double v) {

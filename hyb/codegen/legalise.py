@@ -18,23 +18,34 @@ Lowered here:
 * integer ``**``: a constant exponent by repeated squaring, a variable one by the ``ipow``
   primitive with the rule for negative exponents around it (1 for a == 1, ±1 for a == -1,
   else 0, where NumPy raises);
-* float16 arithmetic, comparisons, math functions and intrinsics: computed in float32
-  between casts (as NumPy does); float16 remains only in loads, stores, constants, casts and
-  the values a ``Pick`` chooses between.
+* float16 and bfloat16 arithmetic, comparisons, math functions and intrinsics: computed in
+  float32 between conversions (as NumPy does for float16, and ml_dtypes for bfloat16); float16
+  remains only in loads, stores, constants, casts and the values a ``Pick`` chooses between;
+* every conversion from or to bfloat16, as integer operations on its bits: to float32 its 16
+  bits become the high half of a float32 (exact); from float32 it is rounded to nearest even
+  (NaN stays NaN, made quiet with its sign kept, as ml_dtypes makes it: 0x7fc0); from any other
+  dtype through float32 (as ml_dtypes converts: a float64 or a wide integer is rounded twice,
+  where float16 rounds it once).  bfloat16 remains only in loads, stores, ``Let``, ``Pick`` and
+  ``Select`` values and ``Prim("bitcast")`` to and from uint16 (constants are such bitcasts of
+  uint16 constants), so that a back end stores it as 16-bit integers and needs no
+  conversion of its own.
 
 The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.tir`):
 
 * ``Let(name, value, body)``: ``value`` evaluated once, read in ``body`` as ``Var(name)``
   (names ``legal.<n>``, which no kernel name can be);
 * ``Pick(cond, a, b)``: a select, both sides evaluated (``Select`` stays lazy: it branches);
-* ``Bits(op, a, b)``: ``&``, ``|``, ``^`` (on bool: eager and, or, xor; ``Logic`` short-circuits);
+* ``Bits(op, a, b)``: ``&``, ``|``, ``^`` (on bool: eager and, or, xor; ``Logic`` short-circuits),
+  and on unsigned integers ``<<`` and ``>>`` (logical shifts by less than the width);
 * ``Prim("div" | "rem", a, b)``: truncating integer division and remainder (C's ``/`` and ``%``,
   LLVM's sdiv/udiv, srem/urem) on a divisor that is neither 0 nor, when signed, -1; on floats
   ``rem`` is fmod (LLVM's frem);
 * ``Prim("copysign", x, y)``: the magnitude of ``x`` with the sign of ``y``;
 * ``Prim("ipow", a, n)``: ``a ** n`` wrapping, for ``n >= 0`` read as unsigned;
 * ``Prim("odd", n)``: the lowest bit of an integer, as bool (LLVM's trunc to i1);
-* the existing nodes on non-float16 values: ``Bin`` with ``+ - * /`` (and ``**`` on floats:
+* ``Prim("bitcast", x)``: the bits of ``x`` read as the Prim's dtype, of the same width
+  (float32 <-> uint32, bfloat16 <-> uint16);
+* the existing nodes on values other than float16 and bfloat16: ``Bin`` with ``+ - * /`` (and ``**`` on floats:
   pow), ``Cmp``, ``Unary``, ``Cast``, ``Intrinsic`` (``floor``, ``isnan``, the math functions;
   ``max``, ``min`` and ``ceil_div`` no longer occur).
 
@@ -44,7 +55,10 @@ by ``Let``, so no load is ever evaluated twice.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
+
+import numpy as np
 
 from ..dsl import tir
 from ..dsl import types
@@ -54,6 +68,7 @@ from ..schedule import loops
 LOWERED = ("max", "min", "ceil_div")
 
 F32 = "float32"
+BF16, U16, U32 = "bfloat16", "uint16", "uint32"
 
 
 def legalise(nest: loops.LoopNest) -> loops.LoopNest:
@@ -77,7 +92,26 @@ def _f16(e: tir.TExpr) -> tir.TExpr:
 
 
 def _is_half(dtype: str) -> bool:
-    return types.concrete(dtype) == "float16"
+    """float16 or bfloat16: computed in float32, rounded after every operation."""
+    return types.concrete(dtype) in types.HALVES
+
+
+def _bf16_bits(value) -> int:
+    """The bits of ``value`` rounded to bfloat16 (through float32, as ml_dtypes converts)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return int(np.array(value, dtype=types.bfloat16()).view(np.uint16))
+
+
+def _bf16_const(value) -> tir.TExpr:
+    """A bfloat16 constant: its bits, as uint16, reinterpreted."""
+    return tir.Prim(BF16, "bitcast", [_const(_bf16_bits(value), U16)])
+
+
+def _bf16_const_value(e: tir.TExpr):
+    """The float32 value of a bfloat16 constant made by :func:`_bf16_const`, or None."""
+    if isinstance(e, tir.Prim) and e.name == "bitcast" and e.dtype == BF16 and isinstance(e.args[0], tir.Const):
+        return struct.unpack("<f", struct.pack("<I", int(e.args[0].value) << 16))[0]
+    return None
 
 
 class _Legaliser:
@@ -106,7 +140,7 @@ class _Legaliser:
     def let(self, value: tir.TExpr, body):
         """``body(v)`` with ``v`` standing for ``value`` evaluated once: a ``Let`` unless ``value``
         is a constant or a variable (which cost nothing to read again)."""
-        if isinstance(value, (tir.Const, tir.Var)):
+        if isinstance(value, (tir.Const, tir.Var)) or _bf16_const_value(value) is not None:
             return body(value)
         self.count += 1
         name = f"legal.{self.count}"
@@ -124,6 +158,8 @@ class _Legaliser:
         return getattr(self, "e_" + type(e).__name__)(e)
 
     def e_Const(self, e):
+        if types.concrete(e.dtype) == BF16:
+            return _bf16_const(e.value)
         return replace(e)
 
     def e_Var(self, e):
@@ -141,13 +177,13 @@ class _Legaliser:
     def e_Unary(self, e):
         a = self.expr(e.a)
         if e.op == "neg" and _is_half(e.dtype):
-            return _f16(replace(e, dtype=F32, a=_f32(a)))
+            return self.narrow(replace(e, dtype=F32, a=self.widen(a)), e.dtype)
         return replace(e, a=a)
 
     def e_Cmp(self, e):
         a, b = self.expr(e.a), self.expr(e.b)
         if _is_half(e.a.dtype):
-            return self.lets([a, b], lambda v: replace(e, a=_f32(v[0]), b=_f32(v[1])))
+            return self.lets([a, b], lambda v: replace(e, a=self.widen(v[0]), b=self.widen(v[1])))
         return replace(e, a=a, b=b)
 
     def e_Logic(self, e):
@@ -157,18 +193,62 @@ class _Legaliser:
         return replace(e, cond=self.expr(e.cond), a=self.expr(e.a), b=self.expr(e.b))
 
     def e_Cast(self, e):
-        return replace(e, a=self.expr(e.a))
+        a = self.expr(e.a)
+        src, dst = types.concrete(e.a.dtype), types.concrete(e.dtype)
+        if src == dst or BF16 not in (src, dst):
+            return replace(e, a=a)
+        if src == BF16:
+            f = self.widen(a)
+            return f if dst == F32 else tir.Cast(e.dtype, f, span=e.span)
+        return self.narrow(a if src == F32 else tir.Cast(F32, a, span=e.span), BF16)
 
     def e_Intrinsic(self, e):
         return self.intrinsic(e.name, [self.expr(a) for a in e.args], e)
+
+    # ------------------------------------------------------------- half types
+    def widen(self, e: tir.TExpr) -> tir.TExpr:
+        """A float16 or bfloat16 value (legalised, read once here) as float32, exactly."""
+        if types.concrete(e.dtype) != BF16:
+            return _f32(e)
+        value = _bf16_const_value(e)
+        if value is not None:
+            return _const(value, F32)
+        # (a value just rounded is its uint16 bits reinterpreted: those bits are used directly)
+        raw = e.args[0] if isinstance(e, tir.Prim) and e.name == "bitcast" else tir.Prim(U16, "bitcast", [e])
+        bits = tir.Cast(U32, raw, span=e.span)
+        return tir.Prim(F32, "bitcast", [tir.Bits(U32, "<<", bits, _const(16, U32), span=e.span)], span=e.span)
+
+    def narrow(self, e: tir.TExpr, dtype: str) -> tir.TExpr:
+        """A float32 value rounded to the half type ``dtype``."""
+        if types.concrete(dtype) != BF16:
+            return _f16(e)
+        if isinstance(e, tir.Const):
+            return _bf16_const(e.value)
+        return self.let(tir.Prim(U32, "bitcast", [e], span=e.span), lambda bits: self.let(
+            tir.Bits(U32, ">>", bits, _const(16, U32)), lambda high: self.round_bf16(bits, high)))
+
+    def round_bf16(self, bits, high):
+        """bfloat16 from the bits of a float32 (``high``: its upper half): round to nearest, ties to
+        even (adding 0x7fff, and one more when the kept half is odd, carries exactly the values
+        above the halfway point, and the halfway ones to an even result; the largest finite
+        values carry into the exponent and become inf); a NaN becomes the quiet NaN of its sign."""
+        def u(v):
+            return _const(v, U32)
+
+        odd = tir.Bits(U32, "&", high, u(1))
+        rounded = tir.Bits(U32, ">>", tir.Bin(U32, "+", tir.Bin(U32, "+", bits, u(0x7FFF)), odd), u(16))
+        nan = tir.Cmp("bool", ">", tir.Bits(U32, "&", bits, u(0x7FFFFFFF)), u(0x7F800000))
+        quiet = tir.Bits(U32, "|", tir.Bits(U32, "&", high, u(0x8000)), u(0x7FC0))
+        return tir.Prim(BF16, "bitcast", [tir.Cast(U16, tir.Pick(U32, nan, quiet, rounded))])
 
     # ------------------------------------------------------------- operators
     def bin(self, op: str, a, b, dtype: str, like=None):
         """``a op b`` of legalised operands, lowered."""
         dt = types.concrete(dtype)
         span = like.span if like is not None else a.span
-        if dt == "float16":  # both operands evaluated before either is converted, as before
-            return self.lets([a, b], lambda v: _f16(self.bin(op, _f32(v[0]), _f32(v[1]), F32, like)))
+        if dt in types.HALVES:  # both operands evaluated before either is converted, as before
+            return self.lets([a, b], lambda v: self.narrow(self.bin(op, self.widen(v[0]), self.widen(v[1]), F32, like),
+                                                           dt))
         if dt == "bool":  # the checker makes no bool arithmetic; a back end says what it supports
             return tir.Bin(dtype, op, a, b, span=span)
         if op in ("//", "%"):
@@ -296,32 +376,38 @@ class _Legaliser:
             return self.lets(args, lambda v: tir.Bin(e.dtype, "+", self.bin("//", v[0], v[1], e.dtype, e), tir.Cast(
                 e.dtype, tir.Cmp("bool", "!=", self.bin("%", v[0], v[1], e.dtype, e), _const(0, e.dtype))),
                 span=e.span))
-        if dt != "float16":
+        if dt not in types.HALVES:
             return replace(e, args=args)
-        if name == "rsqrt":  # 1 / sqrt(x), each rounded to float16
-            sqrt = tir.Intrinsic("float16", "sqrt", args, span=e.span)
-            return self.bin("/", _const(1.0, "float16"), self.intrinsic("sqrt", args, sqrt), "float16", e)
-        if name == "sigmoid":  # 1 / (1 + exp(-x)), each rounded to float16
-            neg = _f16(tir.Unary(F32, "neg", _f32(args[0])))
-            ex = tir.Intrinsic("float16", "exp", [neg], span=e.span)
-            one = _const(1.0, "float16")
-            return self.bin("/", one, self.bin("+", one, self.intrinsic("exp", [neg], ex), "float16", e), "float16", e)
+        if name == "rsqrt":  # 1 / sqrt(x), each rounded to the half type
+            sqrt = tir.Intrinsic(dt, "sqrt", args, span=e.span)
+            return self.bin("/", self.e_Const(_const(1.0, dt)), self.intrinsic("sqrt", args, sqrt), dt, e)
+        if name == "sigmoid":  # 1 / (1 + exp(-x)), each rounded to the half type
+            one = self.e_Const(_const(1.0, dt))
+            neg = self.narrow(tir.Unary(F32, "neg", self.widen(args[0])), dt)
+            ex = tir.Intrinsic(dt, "exp", [neg], span=e.span)
+            return self.bin("/", one, self.bin("+", one, self.intrinsic("exp", [neg], ex), dt, e), dt, e)
+        if name == "sign" and dt == BF16:  # ml_dtypes' sign returns a zero as it is (-0.0 stays -0.0)
+            return self.let(args[0], lambda x: tir.Pick(dt, tir.Cmp("bool", "==", self.widen(x), _const(0.0, F32)), x,
+                                                        self.narrow(tir.Intrinsic(F32, "sign", [self.widen(x)]), dt),
+                                                        span=e.span))
+
         def computed(v):
-            r = tir.Intrinsic(F32 if _is_half(e.dtype) else e.dtype, name, [_f32(a) for a in v], span=e.span)
-            return _f16(r) if _is_half(e.dtype) else r
+            r = tir.Intrinsic(F32 if _is_half(e.dtype) else e.dtype, name, [self.widen(a) for a in v], span=e.span)
+            return self.narrow(r, e.dtype) if _is_half(e.dtype) else r
 
         return self.lets(args, computed)
 
     def extremum(self, name: str, a, b, dtype: str, span):
         """NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
-        equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=."""
+        equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=
+        (ml_dtypes' bfloat16 loop compares strictly, as float32's)."""
         dt = types.concrete(dtype)
         op = ">" if name == "max" else "<"
 
         def lower(x, y):
             if dt not in types.FLOATS:
                 return tir.Pick(dtype, tir.Cmp("bool", op, x, y), x, y, span=span)
-            cx, cy = (_f32(x), _f32(y)) if dt == "float16" else (x, y)
+            cx, cy = (self.widen(x), self.widen(y)) if dt in types.HALVES else (x, y)
             beats = tir.Cmp("bool", op + "=" if dt == "float16" else op, cx, cy)
             nan = tir.Intrinsic("bool", "isnan", [cx])
             return tir.Pick(dtype, tir.Bits("bool", "|", beats, nan), x, y, span=span)

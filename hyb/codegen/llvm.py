@@ -262,7 +262,9 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         raw = self.allocas.alloca(ir.ArrayType(I64, max(1, len(values))), name="print.values")
         slots = b.inttoptr(b.ptrtoint(raw, I64), PTR)
         for k, (v, dt) in enumerate(zip(values, dtypes)):
-            if dt in types.FLOATS:
+            if dt == "bfloat16":  # its 16 bits (i16), zero-extended
+                v = b.zext(v, I64)
+            elif dt in types.FLOATS:
                 v = b.bitcast(v if v.type == F64 else b.fpext(v, F64), I64)
             elif v.type.width < 64:
                 v = b.zext(v, I64) if dt in types.UNSIGNED or dt == "bool" else b.sext(v, I64)

@@ -3,7 +3,9 @@
 The expressions are legalised (:mod:`hyb.codegen.legalise`): NumPy's ``//``, ``%``, max/min,
 integer ``**`` and float16 arithmetic arrive as primitives (``Let``, ``Pick``, ``Bits``,
 ``Prim``), each one instruction, a libm call or (``ipow``) one small loop.  float16 values
-are only loaded, stored, converted and selected here."""
+are only loaded, stored, converted and selected here; bfloat16 values (i16) are only loaded,
+stored, selected and reinterpreted (``Prim("bitcast")``), their conversions being integer
+operations on their bits."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +13,7 @@ from llvmlite import ir
 
 from ..dsl import tir
 from ..dsl import types
-from ..errors import HybridUnsupportedError
+from ..errors import HybridInternalError, HybridUnsupportedError
 from .llvm_types import F16, F32, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
 
 # Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
@@ -24,19 +26,26 @@ _LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
 _NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
 _UNBOUND = object()
 
+
+def _not_bfloat16(dtype: str, what: str):
+    """bfloat16 is i16 here: its constants and conversions must have been lowered to bits."""
+    if types.concrete(dtype) == "bfloat16":
+        raise HybridInternalError(f"{what} in bfloat16 was not legalised", "llvm")
+
 class LlvmExpressions:
     """Typed-IR expressions as LLVM IR: arithmetic with NumPy's semantics, casts, math calls, intrinsics.
 
     Mixed into the LLVM function builder, whose state (the IR builder, the kernel, scopes) it uses."""
 
     def e_Const(self, e: tir.Const):
+        _not_bfloat16(e.dtype, "a constant")
         t = value_type(e.dtype)
         if t is I1:
             return ir.Constant(I1, int(bool(e.value)))
         if isinstance(t, ir.IntType):
             return ir.Constant(t, int(e.value) & ((1 << t.width) - 1))
         with np.errstate(over="ignore"):
-            return ir.Constant(t, float(np.dtype(types.concrete(e.dtype)).type(e.value)))  # rounded (or inf) first
+            return ir.Constant(t, float(types.numpy_dtype(e.dtype).type(e.value)))  # rounded (or inf) first
 
     def e_Var(self, e: tir.Var):
         return self.env[e.name]
@@ -84,10 +93,15 @@ class LlvmExpressions:
 
     def e_Bits(self, e: tir.Bits):
         a, b_ = self.expr(e.a), self.expr(e.b)
-        return {"&": self.b.and_, "|": self.b.or_, "^": self.b.xor}[e.op](a, b_)
+        if e.op == ">>":
+            return self.b.lshr(a, b_) if is_unsigned(e.dtype) else self.b.ashr(a, b_)
+        return {"&": self.b.and_, "|": self.b.or_, "^": self.b.xor, "<<": self.b.shl}[e.op](a, b_)
 
     def e_Prim(self, e: tir.Prim):
         args = [self.expr(a) for a in e.args]
+        if e.name == "bitcast":  # (bfloat16 and uint16 are both i16: nothing to do)
+            t = value_type(e.dtype)
+            return args[0] if args[0].type == t else self.b.bitcast(args[0], t)
         return getattr(self, "p_" + e.name)(types.concrete(e.args[0].dtype), *args)
 
     def p_div(self, dt, a, d):
@@ -207,6 +221,8 @@ class LlvmExpressions:
         s, d = types.concrete(src), types.concrete(dst)
         if s == d:
             return v
+        _not_bfloat16(s, "a conversion")
+        _not_bfloat16(d, "a conversion")
         st, dt_ = value_type(s), value_type(d)
         if d == "bool":
             if s in types.FLOATS:

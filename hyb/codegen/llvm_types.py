@@ -19,6 +19,10 @@ _LLTYPES = {
     "int16": ir.IntType(16), "uint16": ir.IntType(16), "int32": ir.IntType(32), "uint32": ir.IntType(32),
     "int64": ir.IntType(64), "uint64": ir.IntType(64),
     "float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType(),
+    # bfloat16 is its bits: hyb.codegen.legalise leaves it only to be loaded, stored, selected and
+    # reinterpreted as uint16 (llvmlite has no bfloat type, and LLVM's conversions of it call
+    # compiler-rt where the CPU has no instruction for them)
+    "bfloat16": ir.IntType(16),
 }
 
 

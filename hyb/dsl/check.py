@@ -539,7 +539,7 @@ class _Checker(ExpressionChecker):
 
     def dtype_value(self, e) -> str:
         if isinstance(e, syntax.Str):
-            d = types.normalize(e.value) if e.value in types.ALL_DTYPES or e.value in ("float", "int") else None
+            d = types.normalize(e.value, e.span) if e.value in types.ALL_DTYPES or e.value in ("float", "int") else None
             if d is None:
                 close = difflib.get_close_matches(e.value, types.ALL_DTYPES, 1)
                 raise HybridTypeError(f"unknown dtype {e.value!r}", e.span,

@@ -207,7 +207,7 @@ class ExpressionChecker:
         if isinstance(ce, syntax.UnaryOp) and ce.op == "-" and isinstance(ce.operand, syntax.Num):
             return self.v_Num(syntax.Num(span, -ce.operand.value))
         if isinstance(ce, syntax.Str):
-            d = types.normalize(ce.value)
+            d = types.normalize(ce.value, span)
             if d:
                 return DTypeVal(d)
         # Other constant expressions are evaluated in the module scope.
@@ -426,6 +426,8 @@ class ExpressionChecker:
             if len(e.args) != 1:
                 shown = as_written(e.func)
                 raise HybridTypeError(f"{shown}() takes 1 argument, got {len(e.args)}", e.span, f"{shown}(x)")
+            if name == "bfloat16":
+                types.bfloat16(e.func.span)  # ml_dtypes is needed to hold the results
             return self.coerce(self.expr(e.args[0]), name) if name != "bool" else self._to_bool(e)
         if name == "len":
             if len(e.args) != 1:

@@ -21,7 +21,7 @@ _HYB_KEYWORDS = ("def return for in if elif else and or not pass True False None
                  "from lambda parallel serial vectorize unroll reduce const_range").split()
 _HYB_BUILTINS = ("output_tensor allocate range grid len sqrt rsqrt exp expm1 log log1p sin cos tan tanh sigmoid "
                  "erf atan atan2 power abs sign floor ceil trunc round isnan isinf isfinite max min ceil_div "
-                 "popcount bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64").split()
+                 "popcount bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64").split()
 
 
 def _words(words) -> str:

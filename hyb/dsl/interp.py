@@ -3,7 +3,8 @@
 It is the oracle every compiled kernel is tested against, so it is kept simple and
 independent of the polyhedral and LLVM stages.  The typed IR is translated into plain
 Python source (loops stay loops, elements are NumPy scalars, every cast is an explicit
-NumPy constructor) and executed.  ``emulate_source`` returns that text for inspection.
+NumPy constructor) and executed.  bfloat16 values are ``ml_dtypes.bfloat16`` scalars, whose
+arithmetic computes in float32 and rounds the result, as NumPy's float16 does.  ``emulate_source`` returns that text for inspection.
 """
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ class _Emitter:
             return "int"
         if dtype == types.WEAK_FLOAT:
             return "float"
+        if dtype == "bfloat16":
+            return "_bfloat16"  # ml_dtypes' scalar type, which NumPy has no attribute for
         return "np." + ("bool_" if dtype == "bool" else dtype)
 
     def stmts(self, body: list, depth: int):
@@ -189,10 +192,10 @@ class _Emitter:
         self.emit(0, f"def {k.name}(" + ", ".join(self.ref(n) for n in k.inputs) + "):")
         for t in k.tensors.values():
             if t.kind in ("output", "temp"):
-                self.emit(1, f"{self.ref(t.name)} = np.zeros({t.shape!r}, dtype=np.{t.dtype})")
+                self.emit(1, f"{self.ref(t.name)} = np.zeros({t.shape!r}, dtype={self.cast_fn(t.dtype)})")
         self.stmts(k.body, 1)
         self.emit(1, "return (" + ", ".join(self.ref(n) for n in k.outputs) + ",)")
-        header = [f"{name} = np.{dt}({val})" for (dt, val), name in self.consts.items()]
+        header = [f"{name} = {self.cast_fn(dt)}({val})" for (dt, val), name in self.consts.items()]
         return "\n".join(header + self.lines) + "\n", len(header)
 
 
@@ -327,6 +330,8 @@ def run(k: tir.TypedKernel, arrays: list) -> tuple:
     src, nheader = em.source()
     namespace = {"np": np, "_ix": _ix, "_AssertFailed": _AssertFailed, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
                  "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf}
+    if "_bfloat16" in src:
+        namespace["_bfloat16"] = types.bfloat16().type
     code = compile(src, f"<emulate {k.name}>", "exec")
     with np.errstate(all="ignore"):
         exec(code, namespace)  # the constants' header: float16(70000.0) is inf, as in compiled code

@@ -135,7 +135,8 @@ class Pick(TExpr):
 
 @dataclass
 class Bits(TExpr):
-    """Bitwise ``&``, ``|`` or ``^`` of two values of one dtype (on bool: eager and, or, xor)."""
+    """Bitwise ``&``, ``|`` or ``^`` of two values of one dtype (on bool: eager and, or, xor), or a
+    logical shift ``<<``/``>>`` of an unsigned integer."""
 
     op: str
     a: TExpr
@@ -144,7 +145,8 @@ class Bits(TExpr):
 
 @dataclass
 class Prim(TExpr):
-    """A primitive operation of :mod:`hyb.codegen.legalise`'s set: ``div``, ``rem``, ``copysign``, ``ipow``, ``odd``."""
+    """A primitive operation of :mod:`hyb.codegen.legalise`'s set: ``div``, ``rem``, ``copysign``, ``ipow``, ``odd``,
+    ``bitcast``."""
 
     name: str
     args: list

@@ -77,13 +77,14 @@ enum TypeId : int {
   kNumberTypeFloat16,
   kNumberTypeFloat32,
   kNumberTypeFloat64,
+  kNumberTypeBFloat16,  // ml_dtypes.bfloat16 (NumPy has no bfloat16 of its own)
 };
 
 // Bytes per element.
 inline size_t TypeIdSize(TypeId t) {
   switch (t) {
     case kNumberTypeBool: case kNumberTypeInt8: case kNumberTypeUInt8: return 1;
-    case kNumberTypeInt16: case kNumberTypeUInt16: case kNumberTypeFloat16: return 2;
+    case kNumberTypeInt16: case kNumberTypeUInt16: case kNumberTypeFloat16: case kNumberTypeBFloat16: return 2;
     case kNumberTypeInt32: case kNumberTypeUInt32: case kNumberTypeFloat32: return 4;
     case kNumberTypeInt64: case kNumberTypeUInt64: case kNumberTypeFloat64: return 8;
     default: throw std::invalid_argument("hyb: unknown TypeId");
@@ -105,11 +106,12 @@ inline const char *TypeIdName(TypeId t) {
     case kNumberTypeFloat16: return "float16";
     case kNumberTypeFloat32: return "float32";
     case kNumberTypeFloat64: return "float64";
+    case kNumberTypeBFloat16: return "bfloat16";
     default: return "unknown";
   }
 }
 
-// The TypeId of a C++ element type (float16 data is read as uint16_t).
+// The TypeId of a C++ element type (float16 and bfloat16 data are read as uint16_t).
 template <typename T> struct TypeIdOf { static constexpr TypeId value = kTypeUnknown; };
 template <> struct TypeIdOf<bool> { static constexpr TypeId value = kNumberTypeBool; };
 template <> struct TypeIdOf<int8_t> { static constexpr TypeId value = kNumberTypeInt8; };
@@ -189,11 +191,12 @@ class BaseTensor {
   size_t Size() const { return nbytes(); }
   void *data_c() const { return data_; }
 
-  // The elements as T*; T must be the element type (uint16_t for float16).
+  // The elements as T*; T must be the element type (uint16_t for float16 and bfloat16).
   template <typename T>
   T *data() const {
     constexpr TypeId want = TypeIdOf<std::remove_cv_t<T>>::value;
-    bool ok = want == dtype_ || (dtype_ == kNumberTypeFloat16 && std::is_same_v<std::remove_cv_t<T>, uint16_t>) ||
+    bool half = dtype_ == kNumberTypeFloat16 || dtype_ == kNumberTypeBFloat16;
+    bool ok = want == dtype_ || (half && std::is_same_v<std::remove_cv_t<T>, uint16_t>) ||
               (want == kTypeUnknown && sizeof(T) == itemsize());
     if (!ok) {
       throw std::invalid_argument(std::string("hyb: BaseTensor::data<T>() with the wrong T: the tensor holds ") +
@@ -246,8 +249,8 @@ namespace detail {
 // The TypeId of NumPy's dtype name (names, not descriptor fields: their layout changed in NumPy 2).
 inline TypeId TypeIdOfName(const std::string &name) {
   static const char *names[] = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                                "uint32", "uint64", "float16", "float32", "float64"};
-  for (int t = kNumberTypeBool; t <= kNumberTypeFloat64; t++) {
+                                "uint32", "uint64", "float16", "float32", "float64", "bfloat16"};
+  for (int t = kNumberTypeBool; t <= kNumberTypeBFloat16; t++) {
     if (name == names[t - kNumberTypeBool]) return static_cast<TypeId>(t);
   }
   return kTypeUnknown;

@@ -6,6 +6,7 @@ import inspect
 import numpy as np
 
 from ..dsl import ast as syntax
+from ..dsl import types
 from ..errors import HybridArgumentError
 from ..runtime.compiler import prepare_arrays
 from ..runtime.kernel import Kernel, hybrid
@@ -54,7 +55,7 @@ class HybridImpl:
         return out
 
     def typed(self, kargs):
-        key = tuple((a.shape, a.dtype.str) if isinstance(a, np.ndarray) else type(a) for a in kargs)
+        key = tuple((a.shape, a.dtype) if isinstance(a, np.ndarray) else type(a) for a in kargs)
         t = self._typed.get(key)
         if t is None:
             t = self._typed[key] = self.kernel.typed(*kargs)
@@ -63,7 +64,7 @@ class HybridImpl:
     def run(self, op, arrays, attrs, declared, target):
         kargs = self._kernel_args(op, arrays, attrs)
         typed = self.typed(kargs)
-        real = [(tuple(typed.tensors[n].shape), np.dtype(typed.tensors[n].dtype)) for n in typed.outputs]
+        real = [(tuple(typed.tensors[n].shape), types.numpy_dtype(typed.tensors[n].dtype)) for n in typed.outputs]
         if declared is not None:
             compare_specs(op, declared, real)
         # Operators are functional: a kernel that writes an input in place gets a copy.

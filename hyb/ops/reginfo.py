@@ -48,7 +48,7 @@ _PREFIXES = {
     "BOOL": "bool",
     "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
     "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64",
-    "F16": "float16", "F32": "float32", "F64": "float64",
+    "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
 }
 for _prefix, _dtype in _PREFIXES.items():
     setattr(DataType, f"{_prefix}_Default", (_dtype, "DefaultFormat"))

@@ -6,6 +6,7 @@ import inspect
 
 import numpy as np
 
+from ..dsl import types
 from ..errors import HybridArgumentError, HybridTypeError, HybridUnsupportedError
 from ..tensor import Tensor
 
@@ -78,7 +79,7 @@ def as_dtypes(op, d) -> list:
     out = []
     for x in items:
         try:
-            out.append(np.dtype(x))
+            out.append(types.bfloat16() if isinstance(x, str) and x == "bfloat16" else np.dtype(x))
         except TypeError:
             raise HybridArgumentError(f"Custom op `{op.name}`: out_dtype gave {x!r}, which is not a dtype", None,
                                       "use hyb.float32, np.float32 or \"float32\"") from None
@@ -109,13 +110,12 @@ def fits_dtype(dtype_name: str, value) -> bool:
         return True
     if isinstance(value, (np.ndarray, np.generic)):
         return value.dtype.name == dtype_name
-    kind = np.dtype(dtype_name).kind
     if isinstance(value, bool):
-        return kind == "b"
+        return dtype_name == "bool"
     if isinstance(value, int):
-        return kind in "iu"
+        return types.is_int(dtype_name)
     if isinstance(value, float):
-        return kind == "f"
+        return types.is_float(dtype_name)
     return False
 
 

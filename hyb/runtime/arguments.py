@@ -12,7 +12,7 @@ from ..errors import HybridArgumentError, HybridTypeError
 def scalar_buffer(t: tir.Tensor, value) -> np.ndarray:
     """A scalar argument as a 0-d array the native code reads through a pointer."""
     try:
-        return np.array(value, dtype=types.concrete(t.dtype))
+        return np.array(value, dtype=types.numpy_dtype(t.dtype))
     except OverflowError:
         raise HybridArgumentError(f"argument `{t.source_name}` = {value!r} does not fit {types.concrete(t.dtype)}",
                                   t.span, "pass a smaller value, or a NumPy scalar of a wider dtype") from None

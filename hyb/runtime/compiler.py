@@ -13,6 +13,7 @@ from ..codegen import abi, jit
 from ..codegen import llvm as llvm_codegen
 from ..dsl import interp
 from ..dsl import tir
+from ..dsl import types
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError
@@ -63,7 +64,7 @@ class CompiledKernel:
         self._kinds = [typed.tensors[n].kind for n in typed.inputs]
         self._in_place = any(n in self._written for n in typed.inputs)
         made = self.buffers[len(typed.inputs):]
-        self._made = [(typed.tensors[n].shape, typed.tensors[n].dtype) for n in made]
+        self._made = [(typed.tensors[n].shape, types.numpy_dtype(typed.tensors[n].dtype)) for n in made]
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
                            for n in typed.outputs]
 
@@ -131,10 +132,10 @@ class CompiledKernel:
         """The gradient kernel's source, headed by the tape it allocates for this signature."""
         if self.kernel is None:
             raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
-        args = [np.dtype(s.dtype if s.dtype not in ("int", "float") else
-                         ("int64" if s.dtype == "int" else "float64")).type(s.value or 0) if s.scalar
-                else np.zeros(s.shape, dtype=s.dtype) for s in self.specs]
-        douts = [np.zeros(self.typed.tensors[n].shape, dtype=self.typed.tensors[n].dtype) for n in self.typed.outputs]
+        args = [types.numpy_dtype(s.dtype).type(s.value or 0) if s.scalar
+                else np.zeros(s.shape, dtype=types.numpy_dtype(s.dtype)) for s in self.specs]
+        douts = [np.zeros(self.typed.tensors[n].shape, dtype=types.numpy_dtype(self.typed.tensors[n].dtype))
+                 for n in self.typed.outputs]
         g = self.kernel.grad()
         derived, _ = g._pick(args + douts)
         tape = g.tape_bytes(*args, *douts)

@@ -168,7 +168,10 @@ class CudaCompiledKernel(CompiledKernel):
             t = k.tensors[name]
             if kind == "param":
                 dt = types.concrete(t.dtype)
-                params.append(np.array(a, dtype="uint8" if dt == "bool" else dt)[()])
+                if dt == "bfloat16":  # its 16 bits (pycuda packs NumPy's own scalar types only)
+                    params.append(np.array(a, dtype=types.bfloat16()).view(np.uint16)[()])
+                else:
+                    params.append(np.array(a, dtype="uint8" if dt == "bool" else dt)[()])
                 continue
             if _is_device_array(a):
                 any_device = True
@@ -185,7 +188,7 @@ class CudaCompiledKernel(CompiledKernel):
         made = []
         for n in self._made_names:
             t = k.tensors[n]
-            nbytes = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(types.concrete(t.dtype)).itemsize
+            nbytes = int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
             alloc = drv.mem_alloc(max(1, nbytes))
             drv.memset_d8(alloc, 0, max(1, nbytes))
             keep.append(alloc)
@@ -216,7 +219,7 @@ class CudaCompiledKernel(CompiledKernel):
                 continue
             n = self._made_names[-i - 1]
             t = k.tensors[n]
-            dtype = np.dtype(types.concrete(t.dtype))
+            dtype = types.numpy_dtype(t.dtype)
             if any_device:
                 from pycuda import gpuarray
                 outs.append(gpuarray.GPUArray(t.shape, dtype, gpudata=made[-i - 1]))

@@ -20,6 +20,7 @@ from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
+from ..dsl import types
 from ..dsl.check import NeedsValue, arg_specs, check_kernel
 from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
 from . import cache
@@ -262,7 +263,7 @@ class GradKernel(Kernel):
         out = set()
         for p, a in zip(self.forward.params, args[:n]):
             dt = getattr(a, "dtype", None)
-            if dt is None or not isinstance(a, np.ndarray) or not np.issubdtype(np.dtype(dt), np.floating):
+            if dt is None or not isinstance(a, np.ndarray) or not types.is_float_dtype(dt):
                 out.add(p)
         return frozenset(out)
 
@@ -321,7 +322,7 @@ class GradKernel(Kernel):
         d, kernel = self._pick(args)
         typed = kernel.typed(*args)
         names = {tp[0] for tp in d.tapes}
-        return sum(int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+        return sum(int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
                    for t in typed.tensors.values() if t.kind == "temp" and t.source_name in names)
 
 

@@ -25,9 +25,11 @@ _SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.POIN
 
 def value_text(bits: int, dtype: str) -> str:
     """An 8-byte slot as Python prints the value of ``dtype`` it holds."""
+    if dtype == "bfloat16":  # the slot holds its 16 bits
+        return str(np.array(bits & 0xFFFF, np.uint16).view(types.bfloat16())[()])
     if dtype in types.FLOATS:
         v = struct.unpack("<d", struct.pack("<q", bits))[0]
-        return str(np.dtype(dtype).type(v))
+        return str(types.numpy_dtype(dtype).type(v))
     if dtype == "bool":
         return str(bool(bits))
     if dtype == "uint64":

@@ -248,6 +248,20 @@ def test_float32_kernel_gets_float32_gradients():
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
 
 
+def test_bfloat16_kernel_gets_bfloat16_gradients():
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    _, _, args, _, douts = setup("matmul", (3, 4, 5))
+    g = G.grad_of("matmul")
+    small = [a.astype(bf16) for a in args + douts]
+    got = g(*small)
+    emulated = g.emulate(*small)
+    want = g(*[a.astype(np.float64) for a in small])  # the same inputs, in float64
+    for x, e, y in zip(got, emulated, want):
+        assert x.dtype == bf16
+        np.testing.assert_array_equal(x.astype(np.float32), e.astype(np.float32))
+        np.testing.assert_allclose(x.astype(np.float64), y, rtol=2e-2, atol=2e-2)
+
+
 def test_grad_of_a_hybrid_function():
     @hyb.hybrid
     def scaled_square(x, y):

@@ -183,6 +183,11 @@ struct __half { unsigned short x; };
 static inline float __half2float(__half h) { _Float16 v; memcpy(&v, &h.x, 2); return (float)v; }
 static inline __half __float2half_rn(float f) { _Float16 v = (_Float16)f; __half r; memcpy(&r.x, &v, 2); return r; }
 static inline __half __ushort_as_half(unsigned short b) { __half r; r.x = b; return r; }
+struct __nv_bfloat16 { unsigned short x; };
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) { __nv_bfloat16 r; r.x = b; return r; }
+static inline unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
+static inline float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
@@ -219,7 +224,8 @@ class HostLibrary:
 
         def build(k):
             src = os.path.join(workdir, f"emu{digest}_{k}.cpp")
-            Path(src).write_text(SHIM + cg.PRELUDE.replace("#include <cuda_fp16.h>", "") + "\n".join(batches[k]))
+            prelude = cg.PRELUDE.replace("#include <cuda_fp16.h>", "").replace("#include <cuda_bf16.h>", "")
+            Path(src).write_text(SHIM + prelude + "\n".join(batches[k]))
             so = src[:-4] + ".so"
             return _run([CXX, "-O1", "-shared", "-fPIC", "-w", "-o", so, src]), so
 
@@ -251,8 +257,8 @@ class HostLibrary:
             t = k.tensors[name]
             dt = ty.concrete(t.dtype)
             if kind == "param":
-                if dt == "float16":
-                    params.append(_Half(int(np.array(a, np.float16).view(np.uint16))))
+                if dt in ty.HALVES:  # its 16 bits
+                    params.append(_Half(int(np.array(a, ty.numpy_dtype(dt)).view(np.uint16))))
                 else:
                     params.append(_CT[dt](np.array(a, dtype="uint8" if dt == "bool" else dt)[()].item()))
                 continue
@@ -298,7 +304,7 @@ def _seeded_args(case, shape, dtype):
 
 
 DIFF_PARAMS = list(td.params())
-EXTRA_DTYPES = ["float16", "int8", "int16", "uint8", "uint16", "uint32", "uint64", "bool"]
+EXTRA_DTYPES = ["float16", "bfloat16", "int8", "int16", "uint8", "uint16", "uint32", "uint64", "bool"]
 
 
 def _extra_params():
@@ -364,6 +370,8 @@ def test_cuda_c_on_host_matches_cpu_in_other_dtypes(case, shape, dtype, host_lib
     got = td.as_tuple(lib.run(ck, *[a.copy() for a in args]))
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape
+        if dtype == "bfloat16":  # (NumPy's testing sees NaN only in its own float types)
+            g, w = g.astype(np.float32), w.astype(np.float32)
         np.testing.assert_array_equal(g, w, err_msg=f"CUDA C output {k} vs the CPU back end ({dtype})")
 
 
@@ -409,7 +417,7 @@ def _special(dtype, n=64):
 
 
 @needs_cxx
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_intrinsics_on_host_match_cpu(dtype, tmp_path):
     if dtype == "float16" and not cpu_cg.half_in_hardware():
         pytest.skip("the CPU back end needs F16C for float16")
@@ -420,12 +428,14 @@ def test_intrinsics_on_host_match_cpu(dtype, tmp_path):
         want = INTRINSICS(a, b)
     lib = HostLibrary([ck], tmp_path)
     got = lib.run(ck, a, b)
+    if dtype == "bfloat16":  # (NumPy's testing sees NaN only in its own float types)
+        got, want = got.astype(np.float32), want.astype(np.float32)
     # Rows of math functions may differ in the last place (LLVM turns pow(x, 0.5) into sqrt, say);
     # the others (rounding, divmod, casts, comparisons, max/min, sign, popcount) are exact.
     inexact = [0, 1, 2, 3, 4, 5, 12, 21]
     exact = [r for r in range(got.shape[0]) if r not in inexact]
     np.testing.assert_array_equal(got[exact], want[exact])
-    rtol = {"float16": 1e-3, "float32": 1e-6, "float64": 1e-14}[dtype]
+    rtol = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-6, "float64": 1e-14}[dtype]
     np.testing.assert_allclose(got[inexact].astype(np.float64), want[inexact].astype(np.float64), rtol=rtol,
                                atol=rtol)
 
@@ -632,6 +642,12 @@ def scale(a, s):
     assert re.search(r"__global__ void hyb_scale_k0\(const __half \*__restrict__ t_a, __half \*__restrict__ t_c, "
                      r"__half p_s, unsigned char", src)
     assert "hyb_f2h((hyb_h2f(_ld" in src  # float16 arithmetic in float, rounded after the operation
+    bf16 = ty.bfloat16()
+    src = k.compile(np.ones(4, bf16), bf16.type(2), target="cuda").inspect("cuda")
+    assert re.search(r"__global__ void hyb_scale_k0\(const __nv_bfloat16 \*__restrict__ t_a, __nv_bfloat16 "
+                     r"\*__restrict__ t_c, __nv_bfloat16 p_s, unsigned char", src)
+    # bfloat16 arithmetic in float, its conversions on its bits
+    assert "__uint_as_float(((unsigned int)(((unsigned int)(hyb_bf2bits(_ld" in src and "hyb_bits2bf(" in src
 
 
 SCALE = hyb.compile_source('''
@@ -644,7 +660,7 @@ def scale(a, s, flag):
 
 
 @needs_cxx
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "uint16", "int64", "uint64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int8", "uint16", "int64", "uint64"])
 def test_scalar_parameters_on_host(dtype, tmp_path):
     if dtype == "float16" and not cpu_cg.half_in_hardware():
         pytest.skip("the CPU back end needs F16C for float16")

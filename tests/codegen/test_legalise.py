@@ -41,6 +41,9 @@ MOD = hyb.compile_source(SRC)
 
 # What legalised IR may do with float16 values: read, write, convert and choose between them.
 HALF_ALLOWED = (tir.Load, tir.Const, tir.Var, tir.Cast, tir.Let, tir.Pick, tir.Select)
+# With bfloat16 values: read, write, choose between them and reinterpret them as uint16 (its
+# constants are reinterpreted uint16 constants, its conversions operations on those bits).
+BF16_ALLOWED = (tir.Load, tir.Var, tir.Let, tir.Pick, tir.Select)
 
 
 def nest_of(name, *args):
@@ -90,6 +93,12 @@ def not_primitive(e):
             | {a.dtype for a in getattr(e, "args", [])}
         if "float16" in dtypes:
             return f"{type(e).__name__} on float16"
+    if not isinstance(e, BF16_ALLOWED):
+        dtypes = {e.dtype} | {getattr(e, k).dtype for k in ("a", "b", "cond") if hasattr(e, k)} \
+            | {a.dtype for a in getattr(e, "args", [])}
+        bitcast = isinstance(e, tir.Prim) and e.name == "bitcast" and {e.dtype, e.args[0].dtype} == {"bfloat16", "uint16"}
+        if "bfloat16" in dtypes and not bitcast:
+            return f"{type(e).__name__} on bfloat16"
     return None
 
 
@@ -103,7 +112,8 @@ def ops_args(dt, n=7):
 
 @pytest.mark.parametrize("name, dt", [("ops", "int8"), ("ops", "uint32"), ("ops", "int64"), ("ops", "float16"),
                                       ("ops", "float32"), ("ops", "float64"), ("ints", "int16"), ("ints", "uint8"),
-                                      ("ints", "int64"), ("halves", "float16")])
+                                      ("ints", "int64"), ("halves", "float16"), ("ops", "bfloat16"),
+                                      ("halves", "bfloat16")])
 def test_only_primitives_remain(name, dt):
     args = ops_args(dt)[:2] if name == "halves" else ops_args(dt)
     nest = nest_of(name, *args)
@@ -134,7 +144,7 @@ def test_the_middle_end_hands_the_back_ends_the_legalised_nest():
     assert middle.code.body == middle.nest.body and middle.code.kernel is middle.nest.kernel
 
 
-@pytest.mark.parametrize("name, dt", [("ops", "int32"), ("ops", "float16"), ("ints", "int64")])
+@pytest.mark.parametrize("name, dt", [("ops", "int32"), ("ops", "float16"), ("ops", "bfloat16"), ("ints", "int64")])
 def test_a_checked_load_stays_checked_and_is_read_once(name, dt):
     nest = nest_of(name, *ops_args(dt))
     checked = [e for e in statement_exprs(nest) if id(e) in nest.runtime_checked]
@@ -177,14 +187,14 @@ def test_guards_are_legalised():
                    for e in tir.walk_expr(g))
 
 
-@pytest.mark.parametrize("dt", ["int8", "int64", "uint16", "float16", "float64"])
+@pytest.mark.parametrize("dt", ["int8", "int64", "uint16", "float16", "bfloat16", "float64"])
 def test_the_legalised_kernel_computes_numpys_values(dt):
     a = np.array([7, -7, 0, 5, -128, 3, -1], dtype=np.int64)
     b = np.array([2, 2, 3, 0, -1, -3, -1], dtype=np.int64)
     if dt.startswith("uint"):
         a, b = np.abs(a), np.abs(b)
     a, b = a.astype(dt), b.astype(dt)
-    if dt.startswith("float"):
+    if "float" in dt:
         a[2], b[1] = np.nan, -0.0
     idx = np.arange(7)[::-1].astype(np.int64)
     k = MOD.kernels["ops"]
@@ -192,4 +202,7 @@ def test_the_legalised_kernel_computes_numpys_values(dt):
         got = k(a, b, idx)
         want = k.emulate(a, b, idx)
     for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        if dt == "bfloat16":  # (NumPy's testing sees NaN only in its own float types)
+            g, w = g.astype(np.float32), w.astype(np.float32)
         np.testing.assert_array_equal(g, w)

@@ -1,6 +1,6 @@
-"""Every dtype of the language, compiled == emulate == NumPy.
+"""Every dtype of the language, compiled == emulate == NumPy (with ml_dtypes for bfloat16).
 
-Arithmetic wraps for integers, float16 rounds after every operation, stores cast to the
+Arithmetic wraps for integers, float16 and bfloat16 round after every operation, stores cast to the
 element dtype, bool tensors are one byte, and `**`, `//`, `%` follow NumPy for every dtype
 (special values and negative operands included).
 """
@@ -16,7 +16,7 @@ from hyb.dsl import tir as T
 from hyb.errors import HybridTypeError
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-FLOATS = ["float16", "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
 NUMBERS = INTS + FLOATS
 ALL = ["bool"] + NUMBERS
 SIZES = (33, 7, 1, 0)
@@ -26,6 +26,8 @@ def same(got, want, what=""):
     """Equal element for element and in dtype; for floats also in the sign of zeros (NaN == NaN)."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    if got.dtype.name == "bfloat16":  # exactly as float32 (NumPy's testing sees NaN only in its own floats)
+        got, want = got.astype(np.float32), want.astype(np.float32)
     np.testing.assert_array_equal(got, want, err_msg=what)
     if got.dtype.kind == "f":
         zero = want == 0
@@ -37,9 +39,12 @@ def close(got, want, ulps, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
     finite = np.isfinite(want)
+    spacing = np.spacing(np.abs(want[finite])).astype(np.float64)  # in want's dtype
+    if got.dtype.name == "bfloat16":  # (NumPy's testing sees NaN only in its own floats)
+        got, want = got.astype(np.float32), want.astype(np.float32)
     np.testing.assert_array_equal(got[~finite], want[~finite], err_msg=what)
     g, w = got[finite].astype(np.float64), want[finite].astype(np.float64)
-    tol = ulps * np.spacing(np.abs(want[finite])).astype(np.float64)
+    tol = ulps * spacing
     bad = np.abs(g - w) > tol
     assert not bad.any(), f"{what}: {g[bad][:5]} != {w[bad][:5]} (more than {ulps} ulp)"
 
@@ -384,7 +389,10 @@ def logic(p, q, a):
 
 
 MIXED = [("int8", "uint8"), ("uint64", "int64"), ("float16", "int16"), ("int32", "float32"), ("uint32", "int8"),
-         ("float16", "uint8"), ("uint16", "float16"), ("int64", "float16"), ("uint8", "uint64"), ("bool", "int8")]
+         ("float16", "uint8"), ("uint16", "float16"), ("int64", "float16"), ("uint8", "uint64"), ("bool", "int8"),
+         # the pairs ml_dtypes gives NumPy a rule for (tests/dsl/test_bfloat16.py has the others)
+         ("bfloat16", "int8"), ("uint8", "bfloat16"), ("bfloat16", "float32"), ("float64", "bfloat16"),
+         ("bool", "bfloat16")]
 
 
 @pytest.mark.parametrize("da,db", MIXED)

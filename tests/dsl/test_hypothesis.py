@@ -15,13 +15,13 @@ Hypothesis draws whole kernels from :mod:`kernelgen`:
   ``and``/``or``/``not``, ``bool()``, and the intrinsics (``abs`` ... ``popcount``, ``max``/``min``,
   ``sqrt``, and in some kernels the transcendental ones);
 * random shapes (0 and 1 included, square ones for triangular loops), dtypes (float32/64 and
-  int32/64 mixed, or every dtype from bool to uint64 and float16), values (negative, zero,
+  int32/64 mixed, or every dtype from bool to uint64, float16 and bfloat16), values (negative, zero,
   integer extremes, nan/inf/-0.0 in some runs) and ``schedule=``/``threads=`` options (the
   isl scheduler, the original order, tiny tiles).
 
 Each kernel runs compiled and emulated on copies of the same arguments; outputs and in-place
 inputs must agree: integers exactly, floats to ~1e-5 (float32) / 1e-12 (float64) / 1e-3
-(float16) of the output's magnitude (wider where transcendental functions are involved), nan
+(float16) / 8e-3 (bfloat16) of the output's magnitude (wider where transcendental functions are involved), nan
 where nan, the same infinities.  A variant lets data-dependent subscripts leave their tensor:
 compiled code must raise ``HybridIndexError`` exactly when emulate does.
 
@@ -60,9 +60,9 @@ def budget(n):
                     print_blob=EXPLORE)
 
 
-RTOL = {"float16": 1e-3, "float32": 1e-5, "float64": 1e-12}
+RTOL = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-5, "float64": 1e-12}
 # Programs with transcendental intrinsics or pow(): NumPy and libm may differ by a few ulp.
-RTOL_INEXACT = {"float16": 4e-3, "float32": 1e-4, "float64": 1e-10}
+RTOL_INEXACT = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-4, "float64": 1e-10}
 
 
 def as_tuple(r):
@@ -73,6 +73,9 @@ def assert_same(got, want, what, rtol=None):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} (compiled) != {want.shape} (emulated)"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} (compiled) != {want.dtype} (emulated)"
+    name = want.dtype.name
+    if name == "bfloat16":  # exactly as float32 (NumPy's testing knows its own floats only)
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if want.dtype.kind != "f":
         np.testing.assert_array_equal(got, want, err_msg=what)
         return
@@ -82,7 +85,7 @@ def assert_same(got, want, what, rtol=None):
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.isfinite(got), finite, err_msg=f"{what}: finite positions")
     if finite.any():
-        rtol = (rtol or RTOL)[want.dtype.name]
+        rtol = (rtol or RTOL)[name]
         scale = max(1.0, float(np.abs(want[finite]).max()))
         np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=rtol * scale, err_msg=what)
 
@@ -109,8 +112,9 @@ def run_both(source, arrays, inplace=(), rtol=None, options=None):
         if pos in inplace:
             assert_same(c, e, f"input {pos} (written in place)", rtol)
         else:
-            np.testing.assert_array_equal(c, orig, err_msg=f"compiled kernel changed input {pos}")
-            np.testing.assert_array_equal(e, orig, err_msg=f"emulate changed input {pos}")
+            bits = f"u{orig.dtype.itemsize}"  # bit for bit (NaN too, in every float dtype)
+            np.testing.assert_array_equal(c.view(bits), orig.view(bits), err_msg=f"compiled kernel changed input {pos}")
+            np.testing.assert_array_equal(e.view(bits), orig.view(bits), err_msg=f"emulate changed input {pos}")
     return got, emu
 
 

@@ -17,7 +17,7 @@ from hyb.dsl import tir as T
 from hyb.errors import HybridError, HybridNameError, HybridTypeError
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-FLOATS = ["float16", "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
 SIZES = (33, 7, 1, 0)
 
 FLOAT_MATH = ["sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "atan"]
@@ -59,6 +59,8 @@ def numpy(f, *args):
 def same(got, want, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    if got.dtype.name == "bfloat16":  # exactly as float32 (NumPy's testing sees NaN only in its own floats)
+        got, want = got.astype(np.float32), want.astype(np.float32)
     np.testing.assert_array_equal(got, want, err_msg=what)
     if got.dtype.kind == "f":
         zero = want == 0
@@ -66,14 +68,18 @@ def same(got, want, what=""):
 
 
 def close(got, want, what=""):
-    """Within a few ulp (one for float16, whose functions are float32 ones rounded), NaN and inf exact."""
+    """Within a few ulp (one for float16 and bfloat16, whose functions are float32 ones rounded), NaN
+    and inf exact."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
     finite = np.isfinite(want)
+    ulps = 1 if want.dtype.name in ("float16", "bfloat16") else 4
+    spacing = np.spacing(np.abs(want[finite])).astype(np.float64)  # in want's dtype
+    if got.dtype.name == "bfloat16":
+        got, want = got.astype(np.float32), want.astype(np.float32)
     np.testing.assert_array_equal(got[~finite], want[~finite], err_msg=what)
-    ulps = 1 if want.dtype == np.float16 else 4
     g, w = got[finite].astype(np.float64), want[finite].astype(np.float64)
-    bad = np.abs(g - w) > ulps * np.spacing(np.abs(want[finite])).astype(np.float64)
+    bad = np.abs(g - w) > ulps * spacing
     assert not bad.any(), f"{what}: {g[bad][:5]} != {w[bad][:5]} (more than {ulps} ulp)"
 
 
@@ -131,7 +137,7 @@ def unary_kernel(dt):
 def test_unary_intrinsics(dt):
     k = unary_kernel(dt)
     a = inputs(dt)
-    for n in SIZES if dt in ("float16", "float32", "int32") else SIZES[:1]:
+    for n in SIZES if dt in ("float16", "bfloat16", "float32", "int32") else SIZES[:1]:
         got, emu = run3(k, a[:n])
         for name, g, e in zip(unary_names(dt), got, emu):
             check(name, g, e, numpy(REFERENCE[name], a[:n]), f"{name}({dt}) n={n}")

@@ -55,10 +55,10 @@ def both(capsys, kernel, *args):
     return compiled, emulated
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "uint64", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int8", "uint64", "int32"])
 def test_compiled_prints_what_emulate_prints(mod, capsys, dtype):
     a = np.array([1, 2, 250 if dtype in ("uint64", "int32") else 3], dtype=dtype)
-    if dtype.startswith("float"):
+    if "float" in dtype:
         a = a / np.array(3, dtype=dtype)
     compiled, emulated = both(capsys, mod.running, a, np.uint64(2**63 + 5))
     assert compiled == emulated

@@ -105,6 +105,7 @@ F64_ROW = (DataType.F64_Default,) * 3
 def test_datatype_constants():
     assert DataType.F32_Default == ("float32", "DefaultFormat")
     assert DataType.F16_Default == ("float16", "DefaultFormat")
+    assert DataType.BF16_Default == ("bfloat16", "DefaultFormat")
     assert DataType.F64_Default == ("float64", "DefaultFormat")
     assert DataType.BOOL_Default == ("bool", "DefaultFormat")
     assert DataType.None_None == ("", "")

@@ -240,8 +240,31 @@ class TestTorch:
     def test_unsupported_dtype(self):
         torch = self.torch
         op = self.ht.op(matmul)
-        with pytest.raises(hyb.HybridArgumentError, match="bfloat16"):
-            op(torch.ones(2, 2, dtype=torch.bfloat16), torch.ones(2, 2, dtype=torch.bfloat16))
+        with pytest.raises(hyb.HybridArgumentError, match="complex64.*bfloat16"):
+            op(torch.ones(2, 2, dtype=torch.complex64), torch.ones(2, 2, dtype=torch.complex64))
+
+    def test_bfloat16_tensors(self):
+        torch = self.torch
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        op = self.ht.op(two)
+        x = torch.randn(9, dtype=torch.bfloat16, requires_grad=True)
+        idx = torch.arange(9)
+        s, p = op(x, idx)
+        assert s.dtype == p.dtype == torch.bfloat16
+        xb = x.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)  # the same bits in NumPy
+        want_s, want_p = two(xb, idx.numpy())
+        assert np.array_equal(s.detach().view(torch.int16).numpy(), want_s.view(np.int16))
+        assert np.array_equal(p.detach().view(torch.int16).numpy(), want_p.view(np.int16))
+        torch.testing.assert_close(p.detach(), x.detach() * x.detach())  # torch rounds as hyb does
+        (s.sum() + p.sum()).backward()
+        assert x.grad.dtype == torch.bfloat16
+        ds, dp = np.ones(9, ml_dtypes.bfloat16), np.ones(9, ml_dtypes.bfloat16)
+        want = two.grad()(xb, idx.numpy(), ds, dp)[0]
+        assert np.array_equal(x.grad.view(torch.int16).numpy(), want.view(np.int16))
+        # not contiguous, and through the fake (meta) implementation
+        y = torch.randn(4, 9, dtype=torch.bfloat16).t()[2]
+        torch.testing.assert_close(op(y, idx)[1], y * y)
+        torch.library.opcheck(op, (x.detach(), idx), test_utils=("test_schema", "test_faketensor"))
 
     def test_torch_compile(self):
         torch = self.torch
@@ -325,6 +348,21 @@ class TestJax:
         g = self.jax.grad(lambda s, x: f(s, x).sum())(s, x)
         np.testing.assert_allclose(g, x.sum(), rtol=1e-12)
         self.check(f, (s, x))
+
+    def test_bfloat16_arrays(self):
+        jax, jnp = self.jax, self.jax.numpy
+        f = self.hj.op(two)
+        x = jnp.asarray(self.rand(8), jnp.bfloat16)  # ml_dtypes.bfloat16 in NumPy
+        idx = np.arange(8)
+        s, p = jax.jit(f)(x, idx)
+        assert s.dtype == p.dtype == jnp.bfloat16
+        want_s, want_p = two(np.asarray(x), idx)
+        assert np.array_equal(np.asarray(s).view(np.int16), want_s.view(np.int16))
+        assert np.array_equal(np.asarray(p).view(np.int16), want_p.view(np.int16))
+        g = jax.grad(lambda x: jnp.sum(f(x, idx)[1].astype(jnp.float32)))(x)
+        assert g.dtype == jnp.bfloat16
+        want = two.grad()(np.asarray(x), idx, np.zeros(8, x.dtype), np.ones(8, x.dtype))[0]
+        assert np.array_equal(np.asarray(g).view(np.int16), want.view(np.int16))
 
     def test_in_place_and_bprops(self):
         x = self.rand(7)

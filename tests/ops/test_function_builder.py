@@ -409,6 +409,13 @@ BaseTensorPtr arange(int64_t n) {
 
 double first_as_float(const BaseTensorPtr &t) { return t->data<float>()[0]; }
 
+// A new tensor of t's dtype (float16 or bfloat16, read as their bits) with every sign flipped.
+BaseTensorPtr negate_halves(const BaseTensorPtr &t) {
+  auto r = std::make_shared<BaseTensor>(t->data_type(), t->shape());
+  for (int64_t i = 0; i < t->numel(); i++) r->data<uint16_t>()[i] = t->data<uint16_t>()[i] ^ 0x8000;
+  return r;
+}
+
 }  // namespace hyb
 
 PYBIND11_MODULE(HYB_EXTENSION_NAME, m) {
@@ -421,6 +428,7 @@ PYBIND11_MODULE(HYB_EXTENSION_NAME, m) {
   m.def("info", &hyb::info);
   m.def("arange", &hyb::arange);
   m.def("first_as_float", &hyb::first_as_float);
+  m.def("negate_halves", &hyb::negate_halves);
 }
 """
 
@@ -533,6 +541,13 @@ def test_cpp_tensor_conversions(test_ops):
     assert test_ops.info(3) == ([], "int64", 1)
     assert test_ops.info(None) == (None, "null", 0)
     assert test_ops.info(np.zeros((2, 3), np.float16)) == ([2, 3], "float16", 6)
+    bf16 = hyb.dtype.bfloat16
+    assert test_ops.info(np.zeros((2, 3), bf16)) == ([2, 3], "bfloat16", 6)
+    for dt in (np.float16, bf16):
+        x = np.array([1.5, -2.0, 0.0, np.inf], dt)
+        y = test_ops.negate_halves(x)
+        assert isinstance(y, hyb.Tensor) and y.dtype == dt
+        np.testing.assert_array_equal(y.asnumpy().astype(np.float32), -x.astype(np.float32))
     assert test_ops.info(np.zeros((4, 6))[:, ::2]) == ([4, 3], "float64", 12)   # non-contiguous: copied
     t = test_ops.arange(5)                                                      # memory owned by Python
     assert isinstance(t, hyb.Tensor) and t.dtype == np.int64
