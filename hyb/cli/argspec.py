@@ -325,6 +325,11 @@ def parse_value(text: str, option: str = "input"):
         value.close()
         raise UsageError(f"{option}: {text} holds several arrays; inputs are .npy files of one array",
                          "save each array with numpy.save")
+    if value.dtype.kind == "V":
+        # numpy.save writes an ml_dtypes.bfloat16 array as raw 2-byte records, which lose their type
+        raise UsageError(f"{option}: {text} holds raw {value.dtype.itemsize}-byte records (dtype {value.dtype.str}), "
+                         "not numbers", "a bfloat16 array saved with numpy.save loads back like this: save it as "
+                         "float32 and cast it in the kernel, or call the kernel from Python")
     return value
 
 

@@ -321,6 +321,12 @@ def test_run_npy_inputs(env, tmp_path):
     # The interpreter gives the same.
     r = hyb_cmd("run", EXAMPLES / "add.hyb", "a.npy", "b.npy", "--emulate", env=env, cwd=tmp_path)
     assert r.returncode == 0 and "[3.5, 4.5, 5.5]" in r.stdout
+    # numpy.save keeps no dtype for bfloat16 (ml_dtypes) arrays: raw 2-byte records come back
+    np.save(tmp_path / "raw.npy", np.zeros(6, dtype="V2"))
+    r = hyb_cmd("run", EXAMPLES / "add.hyb", "raw.npy", "b.npy", env=env, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "input `a`: raw.npy holds raw 2-byte records (dtype |V2), not numbers" in r.stderr
+    assert "a bfloat16 array saved with numpy.save" in r.stderr
 
 
 def test_run_scalars_random_and_npz(env, files, tmp_path):
