@@ -58,5 +58,6 @@ __all__ += ["Function", "AutogradContext", "include_dir"]
 
 def __getattr__(name):
     if name == "bfloat16":
+        from . import tensor
         return tensor.bfloat16
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

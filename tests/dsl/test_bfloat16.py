@@ -9,7 +9,6 @@ test_intrinsics.py run their every-dtype suites on it too.)
 """
 from __future__ import annotations
 
-import struct
 import sys
 import warnings
 
@@ -19,18 +18,13 @@ import pytest
 import hyb
 from hyb.dsl import types
 from hyb.errors import HybridDependencyError, HybridNameError, HybridTypeError
+from tests.dsl.test_intrinsics import numpy
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 SIZES = (0, 1, 7, 33)
 OTHERS = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
           "float64"]
-
-
-def numpy(f, *args):
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return f(*args)
 
 
 def same(got, want, what=""):
