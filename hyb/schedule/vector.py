@@ -170,7 +170,8 @@ def access_strides(acc, ndim: int):
             c = aff.get_coefficient_val(isl.dim_type.in_, k)
             if c.is_zero():
                 continue
-            if j == nout - 1 and abs(c.to_python()) == 1 and k not in out:
+            # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
+            if j == nout - 1 and c.is_int() and abs(c.to_python()) == 1 and k not in out:
                 out[k] = 3.0
             else:
                 out[k] = -4.0

@@ -314,3 +314,30 @@ def test_regression_a_bool_scalar_is_taped_as_a_bool():
     x = np.array([[0.5, 0.0], [0.0, 0.0]])
     dx = hyb.compile_source(src).k.grad()(x.copy(), np.ones_like(x), np.ones_like(x))
     np.testing.assert_array_equal(dx, [[0.0, 1.0], [1.0, 0.0]])
+
+
+MODULO_OF_A_STRIDED_LOOP = '''
+def k(x0, p0, p1):
+    y0 = output_tensor(x0.shape, "float64")
+    y1 = output_tensor((), "float32")
+    for i in range(0, x0.shape[0], 2):
+        s1 = p0
+        for j in range(x0.shape[1]):
+            for k in range(x0.shape[2]):
+                s1 = (0 < x0[i, j, (i) % x0.shape[2]])
+                y0[i, x0.shape[1] - 1 - j, k] = x0[i, j, (i) % x0.shape[2]] * 2.0
+        y1[()] = s1
+    return y0, y1
+'''
+
+
+def test_regression_modulo_of_a_strided_loop_variable_in_a_subscript():
+    # From the parity campaign: the subscript `i % 3` of a loop with step 2 has a rational
+    # coefficient in isl (i = 2 i'), and the loop-order heuristic took it for an integer (an
+    # exception inside isl's callback, reported as "isl_schedule_map_schedule_node_bottom_up failed").
+    k = hyb.compile_source(MODULO_OF_A_STRIDED_LOOP, "mod.hyb", threads=2).k
+    x = np.random.default_rng(0).standard_normal((5, 3, 3)).astype(np.float32)
+    got, want = k(x, False, 0), k.emulate(x, False, 0)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0][4, 2, 1] == np.float64(x[4, 0, 1]) * 2.0
