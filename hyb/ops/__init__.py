@@ -4,15 +4,17 @@
     op = ops.Custom(add, out_shape=lambda x, _: x, out_dtype=lambda x, _: x, func_type="akg")
 
 ``Custom`` (hybrid/akg, pyfunc and aot kinds), the operator information builder
-``CustomRegOp`` with ``DataType`` and ``custom_info_register``, and ``GradOperation``
-(from ``hyb.autograd``, re-exported here under MindSpore's ``ops`` name).
+``CustomRegOp`` with ``DataType`` and ``custom_info_register``, the decorators MindSpore names
+``kernel``, ``ms_kernel`` and ``ms_hybrid`` (``hyb.hybrid`` under those names), and
+``GradOperation`` (from ``hyb.autograd``, re-exported here under MindSpore's ``ops`` name).
 """
 from .builder import CustomOpBuilder
 from .custom import AotKernelError, Custom
+from .decorators import kernel, ms_hybrid, ms_kernel
 from .reginfo import CustomRegOp, DataType, OpInfo, custom_info_register
 
 __all__ = ["Custom", "CustomRegOp", "DataType", "OpInfo", "custom_info_register", "AotKernelError",
-           "GradOperation", "CustomOpBuilder"]
+           "GradOperation", "CustomOpBuilder", "kernel", "ms_kernel", "ms_hybrid"]
 
 
 def __getattr__(name):
