@@ -1,13 +1,15 @@
 """``func_type="hybrid"`` / ``"akg"``: a kernel in hyb's language, compiled by hyb."""
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 
 import numpy as np
 
 from ..dsl import ast as syntax
 from ..dsl import types
-from ..errors import HybridArgumentError
+from ..errors import HybridArgumentError, HybridUnsupportedError, Span
 from ..runtime.compiler import prepare_arrays
 from ..runtime.kernel import Kernel, hybrid
 from .values import compare_specs
@@ -23,6 +25,7 @@ class HybridImpl:
         if isinstance(func, Kernel):
             self.kernel = func
         elif callable(func) and inspect.isfunction(func):
+            refuse_ir_builder(func, func_type)
             self.kernel = hybrid(func)
         else:
             raise HybridArgumentError(
@@ -95,3 +98,32 @@ def returned_names(kdef: syntax.KernelDef):
         if isinstance(stmt, syntax.Return):
             return [v.id if isinstance(v, syntax.Name) else "" for v in stmt.values]
     return None
+
+
+def refuse_ir_builder(func, func_type: str):
+    """A function written with TVM's IR builder (akg's other way to write a kernel: ``ib =
+    tvm.ir_builder.create()``, ``with ib.for_range(...)``) is refused where it uses the builder,
+    before the language's parser would stop at some construct of it."""
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except (OSError, TypeError):
+        return  # hyb.hybrid says it cannot read the source
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    for node in ast.walk(tree):
+        named = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None)
+        if named not in ("ir_builder", "IRBuilder"):
+            continue
+        line = first + node.lineno - 1
+        col = node.col_offset + indent + 1
+        text = lines[node.lineno - 1].rstrip("\n")
+        end_col = (node.end_col_offset + indent + 1) if node.end_lineno == node.lineno else len(text) + 1
+        span = Span(inspect.getsourcefile(func) or "<unknown>", line, col, line, end_col, text)
+        raise HybridUnsupportedError(
+            f"`{func.__name__}` is written with TVM's IR builder, which hyb does not run "
+            f'(func_type="{func_type}" takes a kernel in the hybrid language)', span,
+            "write it as a hybrid kernel: c = output_tensor(a.shape, a.dtype), `for i in range(...)` loops and "
+            "c[i] = ... stores (README, \"Language\"), then pass it to Custom")

@@ -131,3 +131,32 @@ def test_bad_uses_of_the_decorator():
         @kernel(reg_info=[])
         def nothing(a):
             return a
+
+
+class _Tvm:
+    """Stands in for akg's `tvm` module: the function below is never run."""
+
+
+tvm = _Tvm()
+
+
+def add_one_ir(a, b):
+    ib = tvm.ir_builder.create()
+    with ib.for_range(0, a.shape[0], name="i") as i:
+        ib.store(b, i, ib.load(a, i) + 1)
+    return ib.get()
+
+
+@pytest.mark.parametrize("func_type", ["akg", "hybrid"])
+def test_an_ir_builder_kernel_is_refused_where_it_uses_the_builder(func_type):
+    import inspect
+    with pytest.raises(hyb.HybridUnsupportedError) as info:
+        Custom(add_one_ir, out_shape=lambda a, b: a, out_dtype=lambda a, b: a, func_type=func_type)
+    e = info.value
+    assert isinstance(e, NotImplementedError)
+    assert e.message == (f"`add_one_ir` is written with TVM's IR builder, which hyb does not run "
+                         f'(func_type="{func_type}" takes a kernel in the hybrid language)')
+    line = inspect.getsourcelines(add_one_ir)[1] + 1
+    assert (e.span.filename, e.span.line, e.span.col) == (__file__, line, 10)
+    assert e.span.source_line.strip() == "ib = tvm.ir_builder.create()"
+    assert "output_tensor" in e.hint and "^^^" in str(e)
