@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import islpy as isl
+import numpy as np
 
 from ..dsl import tir
 from ..dsl import types
@@ -142,10 +143,13 @@ def affine(e: tir.TExpr) -> str:
     if isinstance(e, tir.Var):
         return iname(e.name)
     if isinstance(e, tir.Cast) and types.is_int(e.dtype) and types.is_int(e.a.dtype):
-        return affine(e.a)
-    if isinstance(e, tir.Unary) and e.op == "neg":
+        if _wide(e.dtype) or _holds(e.dtype, e.a):
+            return affine(e.a)
+        raise _NotAffine  # the cast may wrap
+    # isl's integers never wrap: arithmetic in a narrower (or unsigned) type, which may, is not affine
+    if isinstance(e, tir.Unary) and e.op == "neg" and _wide(e.dtype):
         return f"(-{affine(e.a)})"
-    if isinstance(e, tir.Bin) and types.is_int(e.dtype):
+    if isinstance(e, tir.Bin) and types.is_int(e.dtype) and _wide(e.dtype):
         if e.op in ("+", "-"):
             return f"({affine(e.a)} {e.op} {affine(e.b)})"
         if e.op == "*":
@@ -160,6 +164,23 @@ def affine(e: tir.TExpr) -> str:
                 return f"floor({affine(e.a)} / {e.b.value})"
             return f"({affine(e.a)} mod {e.b.value})"
     raise _NotAffine
+
+
+def _wide(dt: str) -> bool:
+    """Integer arithmetic that isl's exact integers model: int64 (whose wrapping needs values no
+    shape reaches) and the weak integers of literals, loop variables and shapes."""
+    return dt in ("int64", types.WEAK_INT)
+
+
+def _holds(dt: str, e: tir.TExpr) -> bool:
+    """Whether every value of ``e`` fits integer type ``dt`` (a constant in range, or a narrower type)."""
+    info = np.iinfo(dt)
+    if isinstance(e, tir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return info.min <= e.value <= info.max
+    if e.dtype in types.SIGNED or e.dtype in types.UNSIGNED:
+        src = np.iinfo(e.dtype)
+        return info.min <= src.min and src.max <= info.max
+    return False
 
 
 def bound_terms(e: tir.TExpr, split: str) -> list:

@@ -341,3 +341,36 @@ def test_regression_modulo_of_a_strided_loop_variable_in_a_subscript():
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert got[0][4, 2, 1] == np.float64(x[4, 0, 1]) * 2.0
+
+
+UNSIGNED_BOUND = '''
+def k(x0):
+    y0 = output_tensor((x0.shape[0],), "bool")
+    for i in range((uint8(1) - x0.shape[0]) % x0.shape[0]):
+        y0[i] = True
+    return y0
+
+
+def j(x0):
+    y0 = output_tensor((x0.shape[0],), "float64")
+    for i in range(x0.shape[0]):
+        y0[(int8(i) * int8(100)) % x0.shape[0]] += 1.0
+    return y0
+'''
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
+def test_regression_narrow_integer_arithmetic_wraps_in_bounds_and_subscripts(n):
+    # From the parity campaign: `uint8(1) - 3` is 254 in NumPy (and emulate), but the loop bound was
+    # given to isl, whose integers do not wrap, as -2. Arithmetic in a type narrower than int64 (or
+    # unsigned) is not affine any more.
+    m = hyb.compile_source(UNSIGNED_BOUND, "narrow.hyb", threads=2)
+    x = np.zeros(n, np.int8)
+    np.testing.assert_array_equal(m.k(x), m.k.emulate(x))
+    with np.errstate(over="ignore"):
+        assert m.k(x).sum() == min(n, (np.uint8(1) - np.uint8(n)) % n)
+        want = np.zeros(n)
+        for i in range(n):
+            want[(int(np.int8(i) * np.int8(100))) % n] += 1.0
+    np.testing.assert_array_equal(m.j(x), want)
+    np.testing.assert_array_equal(m.j.emulate(x), want)
