@@ -6,17 +6,9 @@ import numpy as np
 import pytest
 
 import hyb
-from hyb import context, ops
+from hyb import ops
 from hyb.ops import Custom, CustomRegOp, DataType, custom_info_register, kernel, ms_hybrid, ms_kernel
-
-F32 = np.float32
-
-
-@pytest.fixture(autouse=True)
-def cpu_context():
-    context._reset()
-    yield
-    context._reset()
+from tests.ops.test_custom_ops import F32, cpu_context  # noqa: F401 - the fixture runs each test on the CPU
 
 
 def add_info(name="add"):
