@@ -244,6 +244,14 @@ def parse_string(text: str, filename: str = "<string>") -> syntax.Module:
 
 def parse_function(fn) -> syntax.Module:
     """Parse the source of a Python function decorated with ``@hyb.hybrid``."""
+    text, smap = function_source(fn)
+    module = parse_text(text, smap)
+    return replace(module, outside=_outside_names(fn))
+
+
+def function_source(fn) -> tuple:
+    """``(text, source_map)`` of a Python function: its text from the ``def`` line on (decorators
+    dropped, dedented), and the map of positions in that text to the user's file."""
     try:
         lines, first = inspect.getsourcelines(fn)
         filename = inspect.getsourcefile(fn) or "<unknown>"
@@ -269,8 +277,7 @@ def parse_function(fn) -> syntax.Module:
     except OSError:
         file_lines = [""] * (first - 1) + src.split("\n")
     smap = SourceMap(filename, file_lines, line_offset=first - 1 + def_line - 1, col_offset=col_offset)
-    module = parse_text("\n".join(body_lines), smap)
-    return replace(module, outside=_outside_names(fn))
+    return "\n".join(body_lines), smap
 
 
 def _outside_names(fn) -> dict:

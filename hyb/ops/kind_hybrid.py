@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 
 import numpy as np
 
 from ..dsl import ast as syntax
+from ..dsl import parser
 from ..dsl import types
-from ..errors import HybridArgumentError, HybridUnsupportedError, Span
+from ..errors import HybridArgumentError, HybridUnsupportedError
 from ..runtime.compiler import prepare_arrays
 from ..runtime.kernel import Kernel, hybrid
 from .values import compare_specs
@@ -105,25 +105,16 @@ def refuse_ir_builder(func, func_type: str):
     tvm.ir_builder.create()``, ``with ib.for_range(...)``) is refused where it uses the builder,
     before the language's parser would stop at some construct of it."""
     try:
-        lines, first = inspect.getsourcelines(func)
-    except (OSError, TypeError):
-        return  # hyb.hybrid says it cannot read the source
-    try:
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except SyntaxError:
-        return
-    indent = len(lines[0]) - len(lines[0].lstrip())
+        text, smap = parser.function_source(func)
+        tree = ast.parse(text)
+    except (HybridUnsupportedError, SyntaxError):
+        return  # hyb.hybrid reports what is wrong with the source
     for node in ast.walk(tree):
-        named = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None)
-        if named not in ("ir_builder", "IRBuilder"):
-            continue
-        line = first + node.lineno - 1
-        col = node.col_offset + indent + 1
-        text = lines[node.lineno - 1].rstrip("\n")
-        end_col = (node.end_col_offset + indent + 1) if node.end_lineno == node.lineno else len(text) + 1
-        span = Span(inspect.getsourcefile(func) or "<unknown>", line, col, line, end_col, text)
-        raise HybridUnsupportedError(
-            f"`{func.__name__}` is written with TVM's IR builder, which hyb does not run "
-            f'(func_type="{func_type}" takes a kernel in the hybrid language)', span,
-            "write it as a hybrid kernel: c = output_tensor(a.shape, a.dtype), `for i in range(...)` loops and "
-            "c[i] = ... stores (README, \"Language\"), then pass it to Custom")
+        named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if named in ("ir_builder", "IRBuilder"):
+            raise HybridUnsupportedError(
+                f"`{func.__name__}` is written with TVM's IR builder, which hyb does not run "
+                f'(func_type="{func_type}" takes a kernel in the hybrid language)',
+                smap.span(node.lineno, node.col_offset + 1, node.end_lineno, node.end_col_offset + 1),
+                "write it as a hybrid kernel: c = output_tensor(a.shape, a.dtype), `for i in range(...)` loops and "
+                "c[i] = ... stores (README, \"Language\"), then pass it to Custom")
