@@ -104,6 +104,26 @@ def _component(x: syntax.Subscript):
     return i.value if rules.is_num(i) and type(i.value) is int else None
 
 
+def shape_component(shape, k: int, span):
+    """Dimension ``k`` of a shape expression: an item of a tuple (None past its end), else
+    ``shape[k]``."""
+    if isinstance(shape, syntax.Tuple):
+        return shape.elts[k] if -len(shape.elts) <= k < len(shape.elts) else None
+    return syntax.Subscript(span, shape, [num(k)])
+
+
+def grid_loops(kdef: syntax.KernelDef, module: syntax.Module) -> dict:
+    """``(line, col) -> (rank, span)`` for each ``grid`` loop of ``kdef`` and the kernels it calls;
+    the rank is the smallest the loop's text allows (one more than its highest ``idx[k]``)."""
+    out = {}
+    for x in (x for st in inline_calls(kdef, module).body for x in walk(st)):
+        if (isinstance(x, syntax.For) and isinstance(x.iter, syntax.Call) and isinstance(x.iter.func, syntax.Name)
+                and x.iter.func.id == "grid" and x.span is not None):
+            rank = max([1] + [k + 1 if k >= 0 else -k for k in grid_components(x.body, x.target.id)])
+            out[(x.span.line, x.span.col)] = (rank, x.span)
+    return out
+
+
 def grid_components(body, idx: str):
     """The literal components ``k`` of ``idx[k]`` in ``body`` (negative ones count from the end)."""
     return [k for s in body for x in walk(s) if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name)
@@ -223,16 +243,11 @@ class _Normaliser:
             return (isinstance(x, syntax.Name) and x.id in self.tensors and self.tensors[x.id].kind != "param"
                     and self.tensors[x.id].shape is not None)
 
-        def component(shape, k, span):
-            if isinstance(shape, syntax.Tuple):
-                return shape.elts[k] if -len(shape.elts) <= k < len(shape.elts) else None
-            return syntax.Subscript(span, shape, [num(k)])
-
         def replace_query(x):
             if isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Attribute) and x.value.attr == "shape" \
                     and made(x.value.value) and len(x.indices) == 1 and rules.is_num(x.indices[0]) \
                     and isinstance(x.indices[0].value, int):
-                return component(self.tensors[x.value.value.id].shape, x.indices[0].value, x.span)
+                return shape_component(self.tensors[x.value.value.id].shape, x.indices[0].value, x.span)
             if isinstance(x, syntax.Attribute) and made(x.value):
                 decl = self.tensors[x.value.id]
                 if x.attr == "shape":
@@ -244,7 +259,7 @@ class _Normaliser:
                 if x.attr == "ndim" and isinstance(decl.shape, syntax.Attribute) and decl.shape.attr == "shape":
                     return syntax.Attribute(x.span, decl.shape.value, "ndim")
             if isinstance(x, syntax.Call) and rules.call_name(x) == "len" and len(x.args) == 1 and made(x.args[0]):
-                return component(self.tensors[x.args[0].id].shape, 0, x.span)
+                return shape_component(self.tensors[x.args[0].id].shape, 0, x.span)
             return None
         return rewrite(e, replace_query)
 
@@ -345,13 +360,12 @@ class _Normaliser:
         """``for idx in grid(shape)`` as one ``range`` loop per dimension, for the rank the
         checker found for this signature: ``t[idx]`` becomes ``t[idx_0, idx_1]`` and ``idx[k]``
         becomes ``idx_k``."""
-        where = (s.span.line, s.span.col) if s.span is not None else None
-        rank = self.grid_ranks.get(where) if self.grid_ranks is not None else None
         if self.grid_ranks is None:
             raise HybridUnsupportedError("the gradient of a kernel with a `grid` loop is derived for the ranks of its "
                                          "arguments, and none were given", s.span,
                                          "derive it for a signature: call the gradient, or read "
                                          "`kernel.grad().source_for(*inputs)`")
+        rank = self.grid_ranks.get((s.span.line, s.span.col)) if s.span is not None else None
         if rank is None:
             raise unsupported("a `grid` loop whose rank differs between two calls of its kernel", s,
                               "write one `range` loop per dimension")
@@ -360,11 +374,6 @@ class _Normaliser:
         shape = s.iter.args[0]
         idx = s.target.id
         names = [self.names.fresh(f"{idx}_{k}") for k in range(rank)]
-
-        def bound(k):
-            if isinstance(shape, syntax.Tuple):
-                return shape.elts[k]
-            return syntax.Subscript(shape.span, shape, [num(k)])
 
         def component(x):
             if not (isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == idx):
@@ -389,7 +398,7 @@ class _Normaliser:
 
         body = [rewrite(b, replace_idx) for b in s.body]
         for k in reversed(range(rank)):
-            rng = syntax.Call(s.iter.span, syntax.Name(s.iter.func.span, "range"), [bound(k)])
+            rng = syntax.Call(s.iter.span, syntax.Name(s.iter.func.span, "range"), [shape_component(shape, k, shape.span)])
             body = [syntax.For(s.span, syntax.Name(s.target.span, names[k]), rng, body)]
         return body[0]
 

@@ -14,8 +14,7 @@ import warnings
 import numpy as np
 
 from .. import autodiff
-from ..autodiff.normalise import grid_components
-from ..autodiff.tree import walk
+from ..autodiff.normalise import grid_loops
 from ..dsl import ast as syntax
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
@@ -211,7 +210,7 @@ class GradKernel(Kernel):
         self.with_outputs = with_outputs
         self._variants: dict = {}
         self._ranks: dict = {}  # (ndim, dtype) of each input -> grid_ranks
-        self._grids = _grid_loops(forward.kdef, forward.module)
+        self._grids = grid_loops(forward.kdef, forward.module)
         # the gradient's parameters do not depend on the ranks: a first derivation with each
         # grid loop at the smallest rank its text allows gives them
         ranks = {w: r for w, (r, _) in self._grids.items()} if self._grids else None
@@ -324,26 +323,6 @@ class GradKernel(Kernel):
         names = {tp[0] for tp in d.tapes}
         return sum(int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
                    for t in typed.tensors.values() if t.kind == "temp" and t.source_name in names)
-
-
-def _grid_loops(kdef: syntax.KernelDef, module: syntax.Module) -> dict:
-    """``(line, col) -> (rank, span)`` for each ``grid`` loop of ``kdef`` and the kernels it calls;
-    the rank is the smallest the loop's text allows (one more than its highest ``idx[k]``)."""
-    out, seen, todo = {}, set(), [kdef]
-    while todo:
-        k = todo.pop()
-        if k.name in seen:
-            continue
-        seen.add(k.name)
-        for x in (x for st in k.body for x in walk(st)):
-            if isinstance(x, syntax.Call) and isinstance(x.func, syntax.Name) and x.func.id in module.kernels:
-                todo.append(module.kernels[x.func.id])
-            if not (isinstance(x, syntax.For) and isinstance(x.iter, syntax.Call) and isinstance(x.iter.func, syntax.Name)
-                    and x.iter.func.id == "grid" and x.span is not None):
-                continue
-            rank = max([1] + [k + 1 if k >= 0 else -k for k in grid_components(x.body, x.target.id)])
-            out[(x.span.line, x.span.col)] = (rank, x.span)
-    return out
 
 
 def _public_options(options: dict) -> dict:
