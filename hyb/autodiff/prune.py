@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
-from .tree import Gradient, walk
+from .tree import Gradient, value_walk, walk
 
 
 def prune(g: Gradient) -> Gradient:
@@ -49,32 +49,14 @@ def _same(a: list, b: list) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _names(e, out: set, types: set | None = None) -> set:
-    """Names whose values ``e`` reads (into ``out``); names asked for ``.dtype``/``.shape``/``.ndim``
-    or ``len()`` go to ``types`` instead."""
-    if isinstance(e, syntax.Name):
-        out.add(e.id)
-    elif isinstance(e, syntax.Attribute) and isinstance(e.value, syntax.Name):
-        if types is not None:
-            types.add(e.value.id)
-    elif isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id == "len" and e.args \
-            and isinstance(e.args[0], syntax.Name):
-        if types is not None:
-            types.add(e.args[0].id)
-    elif isinstance(e, syntax.Node):
-        for v in vars(e).values():
-            for x in (v if isinstance(v, list) else v.values() if isinstance(v, dict) else [v]):
-                if isinstance(x, syntax.Node):
-                    _names(x, out, types)
-    return out
+def _reads(*exprs) -> set:
+    """Names whose values ``exprs`` read (not those only asked for a shape or dtype)."""
+    return {x.id for e in exprs for x in value_walk(e) if isinstance(x, syntax.Name)}
 
 
-def _allocation(s) -> str | None:
-    """The name ``s`` declares with ``allocate(...)``, else None."""
-    if (isinstance(s, syntax.Assign) and isinstance(s.target, syntax.Name) and isinstance(s.value, syntax.Call)
-            and isinstance(s.value.func, syntax.Name) and s.value.func.id == "allocate"):
-        return s.target.id
-    return None
+def _uses(*exprs) -> set:
+    """Every name ``exprs`` mention: values, dtypes and shapes."""
+    return {x.id for e in exprs for x in walk(e) if isinstance(x, syntax.Name)}
 
 
 def _quotes_line(s) -> bool:
@@ -94,15 +76,16 @@ class _Pruner:
     def __init__(self, body: list):
         self.body = body
         self.tensors = set()
-        self.reads = set()  # every name whose value or dtype/shape is read anywhere (tensor loads included)
+        allocated = set()
+        used = set()  # every name whose value or dtype/shape is read anywhere (tensor loads included)
         for s in walk_all(body):
             made = _maker(s)
             if made is not None:
                 self.tensors.add(made)
-            self.reads |= self.uses(s)
-        # temporaries no statement reads
-        self.unread = {t for t in self.tensors if t not in self.reads
-                       and any(_allocation(s) == t for s in walk_all(body))}
+                if s.value.func.id == "allocate":
+                    allocated.add(made)
+            used |= self.uses(s)
+        self.unread = allocated - used  # temporaries no statement reads
         # the assignment that declares each use's name where it is used: it stays, live or not
         self.pins: set = set()
         self.declarations(body, [])
@@ -110,27 +93,20 @@ class _Pruner:
     @staticmethod
     def uses(s) -> set:
         """The names a statement's own expressions read (values, dtypes and shapes)."""
-        out: set = set()
         if _maker(s) is not None:
-            for a in s.value.args:
-                _names(a, out, out)
-        elif isinstance(s, (syntax.Assign, syntax.AugAssign)):
+            return _uses(*s.value.args)
+        if isinstance(s, (syntax.Assign, syntax.AugAssign)):
             t = s.target
             if isinstance(t, syntax.Name):
-                if isinstance(s, syntax.AugAssign):
-                    out.add(t.id)
-            else:
-                for i in t.indices:
-                    _names(i, out, out)
-            _names(s.value, out, out)
-        elif isinstance(s, syntax.For):
-            _names(s.iter, out, out)
-        elif isinstance(s, syntax.If):
-            _names(s.cond, out, out)
-        elif isinstance(s, syntax.Return):
-            for v in s.values:
-                _names(v, out, out)
-        return out
+                return _uses(s.value) | ({t.id} if isinstance(s, syntax.AugAssign) else set())
+            return _uses(s.value, *t.indices)
+        if isinstance(s, syntax.For):
+            return _uses(s.iter)
+        if isinstance(s, syntax.If):
+            return _uses(s.cond)
+        if isinstance(s, syntax.Return):
+            return _uses(*s.values)
+        return set()
 
     def declarations(self, stmts: list, chain: list):
         """Pin, for each name a statement uses, the latest assignment of it before the statement
@@ -173,7 +149,7 @@ class _Pruner:
                 if mark:
                     self.dead.add(id(s))
                 return live
-            return live | _names(syntax.Tuple(None, list(s.value.args)), set())
+            return live | _reads(*s.value.args)
         if isinstance(s, (syntax.Assign, syntax.AugAssign)):
             t = s.target
             if isinstance(t, syntax.Name):
@@ -182,18 +158,14 @@ class _Pruner:
                         self.dead.add(id(s))
                     return live
                 out = live - {t.id} if isinstance(s, syntax.Assign) else live | {t.id}
-                return out | _names(s.value, set())
+                return out | _reads(s.value)
             if isinstance(t.value, syntax.Name) and t.value.id in self.unread:
                 if mark:
                     self.dead.add(id(s))
                 return live
-            reads = _names(s.value, set())
-            for i in t.indices:
-                _names(i, reads)
-            return live | reads
+            return live | _reads(s.value, *t.indices)
         if isinstance(s, syntax.If):
-            return (self.live_block(s.body, live, mark) | self.live_block(s.orelse, live, mark)
-                    | _names(s.cond, set()))
+            return self.live_block(s.body, live, mark) | self.live_block(s.orelse, live, mark) | _reads(s.cond)
         if isinstance(s, syntax.For):
             var = s.target.id
             out = set(live)
@@ -205,10 +177,10 @@ class _Pruner:
                 out = grown
             if mark:
                 self.live_block(s.body, out, True)
-            return out | _names(s.iter, set())
+            return out | _reads(s.iter)
         if isinstance(s, syntax.Return):
-            return live | _names(syntax.Tuple(None, list(s.values)), set())
-        return live | _names(s, set())
+            return live | _reads(*s.values)
+        return live | _reads(s)
 
     # ------------------------------------------------------------ removal
     def rebuild(self, stmts: list) -> list:

@@ -106,13 +106,13 @@ class Names:
 
 
 def walk(e):
-    """Every node below ``e`` (``e`` first)."""
+    """Every node below ``e`` (``e`` first), keyword arguments' values included."""
     yield e
     for v in vars(e).values():
         if isinstance(v, syntax.Node):
             yield from walk(v)
-        elif isinstance(v, list):
-            for x in v:
+        elif isinstance(v, (list, dict)):
+            for x in (v.values() if isinstance(v, dict) else v):
                 if isinstance(x, syntax.Node):
                     yield from walk(x)
 
