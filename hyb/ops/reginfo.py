@@ -29,19 +29,35 @@ from ..errors import HybridArgumentError, HybridUnsupportedError
 
 TARGETS = ("CPU", "GPU", "Ascend")
 PARAM_TYPES = ("required", "optional", "dynamic")
-ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr")
-FORMATS = ("DefaultFormat", "")  # hyb tensors are always row-major: no NCHW/NHWC/5HD layouts
+ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr", "all")
+# Formats whose data is row-major in the order of the tensor's own dimensions: a hyb array is
+# all of them.  Other formats (NC1HWC0, FRACTAL_Z, ...) are the blocked layouts of Ascend kernels;
+# rows that ask for them are recorded, and never match a call.
+ROW_MAJOR_FORMATS = ("DefaultFormat", "", "ND", "NCHW", "NHWC", "NCDHW", "NDHWC")
 
 
-class DataType:
+class _DataTypeNames(type):
+    """Any ``<DTYPE>_<FORMAT>`` name MindSpore's ``DataType`` has: ``F16_5HD`` is
+    ``("float16", "NC1HWC0")``, so that registrations for Ascend layouts still build."""
+
+    def __getattr__(cls, name):
+        prefix, _, fmt = name.partition("_")
+        if prefix in _PREFIXES and fmt:
+            return (_PREFIXES[prefix], _FORMAT_NAMES.get(fmt, fmt))
+        raise AttributeError(f"type object 'DataType' has no attribute {name!r}")
+
+
+class DataType(metaclass=_DataTypeNames):
     """``(dtype, format)`` pairs for ``CustomRegOp.dtype_format`` rows, named as in MindSpore.
 
     ``F32_Default`` is ``("float32", "DefaultFormat")``; ``F32_None`` is ``("float32", "")``
     (a dtype with no layout requirement, the same thing in hyb); ``None_None`` is ``("", "")``,
-    which matches any dtype.
+    which matches any dtype.  Names with other formats (``F16_5HD``, ``F32_FracZ``, ...) exist as
+    in MindSpore; hyb's arrays have none of those layouts, so rows made of them never match.
     """
 
     None_None = ("", "")
+    None_Default = ("", "DefaultFormat")
 
 
 _PREFIXES = {
@@ -56,6 +72,10 @@ for _prefix, _dtype in _PREFIXES.items():
 del _prefix, _dtype
 
 DTYPE_NAMES = tuple(_PREFIXES.values())
+_PREFIXES.update({"C64": "complex64", "C128": "complex128", "STR": "string"})  # names only: no such arrays
+_FORMAT_NAMES = {"Default": "DefaultFormat", "None": "", "5HD": "NC1HWC0", "FracZ": "FRACTAL_Z",
+                 "FracNZ": "FRACTAL_NZ", "C1HWNCoC0": "C1HWNCoC0", "NDC1HWC0": "NDC1HWC0",
+                 "FRACTAL_Z_3D": "FRACTAL_Z_3D", "ChannelLast": "ChannelLast"}
 
 
 class OpInfo(dict):
@@ -77,8 +97,27 @@ class OpInfo(dict):
 
     def rows(self) -> list:
         """The supported dtype combinations: one tuple of dtype names per row, inputs then
-        outputs; ``""`` matches any dtype."""
-        return [tuple(dt for dt, _fmt in row) for row in self["dtype_format"]]
+        outputs; ``""`` matches any dtype.  Rows that ask for a blocked layout (an Ascend format)
+        are left out: no hyb array has one."""
+        return [tuple(dt for dt, _fmt in row) for row in self["dtype_format"]
+                if all(fmt in ROW_MAJOR_FORMATS for _dt, fmt in row)]
+
+    def layout_rows(self) -> list:
+        """The formats of the rows :meth:`rows` leaves out."""
+        return sorted({fmt for row in self["dtype_format"] for _dt, fmt in row if fmt not in ROW_MAJOR_FORMATS})
+
+    @property
+    def attr_only(self) -> bool:
+        """Information that declares attributes and no inputs or outputs: the call's leading
+        tensors are the inputs, and the values after them the attributes."""
+        return not self["inputs"] and not self["outputs"] and bool(self["attr"])
+
+    def dynamic_inputs(self) -> set:
+        """Positions of the inputs declared ``"dynamic"``."""
+        return {pos for pos, i in enumerate(self["inputs"]) if i.get("param_type") == "dynamic"}
+
+    def optional_inputs(self) -> set:
+        return {pos for pos, i in enumerate(self["inputs"]) if i.get("param_type") == "optional"}
 
     def describe_rows(self) -> str:
         """The rows as text, one per line: ``(float32, float32) -> (float32)``."""
@@ -117,7 +156,8 @@ class CustomRegOp:
     # ------------------------------------------------------------ inputs and outputs
     def input(self, index=None, name=None, param_type="required", **kwargs):
         """Declare input ``index`` (0, 1, ...) called ``name``; ``param_type`` is
-        ``"required"``, ``"optional"`` or ``"dynamic"``."""
+        ``"required"``, ``"optional"`` (a call may leave it out, or pass None) or ``"dynamic"``
+        (a call passes a tuple or list of tensors as this one argument)."""
         self._inputs.append(self._io("input", self._inputs, index, name, param_type, kwargs))
         return self
 
@@ -141,9 +181,9 @@ class CustomRegOp:
         if param_type not in PARAM_TYPES:
             raise HybridArgumentError(f"{where}: param_type {param_type!r} is not one of "
                                       + ", ".join(PARAM_TYPES), None, None)
-        if param_type == "dynamic":
-            raise HybridUnsupportedError(f"{where}: dynamic (variadic) {what}s are not supported by hyb", None,
-                                         f"declare each {what} on its own")
+        if param_type == "dynamic" and what == "output":
+            raise HybridUnsupportedError(f"{where}: dynamic (variadic) outputs are not supported by hyb", None,
+                                         "declare each output on its own")
         entry = {"index": index, "name": name, "param_type": param_type}
         entry.update(kwargs)
         return entry
@@ -153,7 +193,8 @@ class CustomRegOp:
         """Declare an attribute: a named constant the implementation receives.
 
         ``param_type`` is ``"required"`` or ``"optional"``; ``value_type`` one of ``int``,
-        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``;
+        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr`` or
+        ``all`` (any of those, taken as given);
         ``default_value`` (text, as in MindSpore, or a Python value) and ``value`` give the
         value used when a call does not pass one (``value`` first).
         """
@@ -194,15 +235,10 @@ class CustomRegOp:
                     f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} is {pair!r}, not a DataType pair',
                     None, "use the constants of hyb.ops.DataType, e.g. DataType.F32_Default")
             dtype, fmt = pair
-            if dtype and dtype not in DTYPE_NAMES:
+            if dtype and dtype not in _PREFIXES.values():
                 raise HybridArgumentError(
                     f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} has unknown dtype {dtype!r}', None,
                     "known dtypes: " + ", ".join(DTYPE_NAMES))
-            if fmt not in FORMATS:
-                raise HybridUnsupportedError(
-                    f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} asks for format {fmt!r}; '
-                    "hyb tensors have one layout (row-major, DefaultFormat)", None,
-                    "use the *_Default constants")
             row.append((dtype, fmt))
         if not row:
             raise HybridArgumentError(f'CustomRegOp("{self.op_name}").dtype_format() needs at least one entry',
@@ -310,6 +346,8 @@ def convert_attr(attr: dict, value, where: str):
     """The Python value of an attribute, converted to its declared ``type`` (MindSpore writes
     defaults as text: ``"0.5"``, ``"true"``, ``"1,2"``)."""
     vt = attr["type"]
+    if vt == "all":
+        return _any_value(value, where)
     if vt.startswith("list"):
         if isinstance(value, str):
             items = [v.strip() for v in value.split(",") if v.strip()]
@@ -347,3 +385,19 @@ def _convert_one(vt, value, where, declared):
     except (TypeError, ValueError):
         pass
     raise HybridArgumentError(f"{where}: {value!r} is not a valid `{declared}` value", None, None)
+
+
+def _any_value(value, where):
+    """The value of an ``all`` attribute: a number, bool, string, or a list or tuple of them
+    (kept as a tuple)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_any_value(v, where) for v in value)
+    raise HybridArgumentError(f"{where}: {value!r} is not a number, bool, string or list of them", None, None)
