@@ -156,8 +156,9 @@ class Custom:
         dynamic = info.dynamic_inputs() if info is not None else set()
         # A dynamic input is a tuple of arrays; pyfunc receives it so, hybrid and aot kernels
         # receive its arrays as consecutive arguments.
-        arrays = [tuple(to_numpy(x, pos) for x in a) if pos in dynamic else to_numpy(a, pos)
-                  for pos, a in enumerate(inputs)]
+        optional = info.optional_inputs() if info is not None else set()
+        arrays = [tuple(to_numpy(x, pos) for x in a) if pos in dynamic else None if a is None and pos in optional
+                  else to_numpy(a, pos) for pos, a in enumerate(inputs)]
         flat = flatten(arrays)
         structured = getattr(self._impl, "takes_missing", False)
         if any(a is None for a in flat) and not structured:
