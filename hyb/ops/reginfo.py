@@ -22,10 +22,11 @@ made it rather than at a later call of the operator.
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 
-from ..errors import HybridArgumentError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
 
 TARGETS = ("CPU", "GPU", "Ascend")
 PARAM_TYPES = ("required", "optional", "dynamic")
@@ -173,9 +174,6 @@ class CustomRegOp:
                                       f"number the {what}s 0, 1, 2, ... in the order the implementation has them")
         if not isinstance(name, str) or not name:
             raise HybridArgumentError(f"{where}: the name must be a non-empty string", None, None)
-        if any(d["index"] == index for d in declared):
-            raise HybridArgumentError(f"{where}: {what} {index} is declared twice", None,
-                                      f"give each {what} its own index")
         if any(d["name"] == name for d in declared):
             raise HybridArgumentError(f"{where}: another {what} is already called `{name}`", None, None)
         if param_type not in PARAM_TYPES:
@@ -264,13 +262,18 @@ class CustomRegOp:
 
     # ------------------------------------------------------------ result
     def get_op_info(self) -> OpInfo:
-        """The operator information as a dict (checked: indices 0..n-1, rows of the right length)."""
+        """The operator information as a dict (checked: rows of the right length).
+
+        Inputs and outputs are ordered by index, and in the order they were declared where two
+        share one.  Indices other than 0..n-1 are accepted, as MindSpore accepts them, with a
+        warning: the order is what counts."""
         for what, declared in (("input", self._inputs), ("output", self._outputs)):
-            indices = sorted(d["index"] for d in declared)
-            if indices != list(range(len(declared))):
-                raise HybridArgumentError(
-                    f'CustomRegOp("{self.op_name}"): {what} indices are {indices}, not 0..{len(declared) - 1}',
-                    None, f"number the {what}s 0, 1, 2, ... with no gaps")
+            indices = [d["index"] for d in declared]
+            if sorted(indices) != list(range(len(declared))):
+                warnings.warn(HybridWarning(
+                    f'CustomRegOp("{self.op_name}"): {what} indices are {indices}, not 0..{len(declared) - 1}; '
+                    f"the {what}s are taken in the order " + ", ".join(d["name"] for d in _ordered(declared))),
+                    stacklevel=2)
         width = len(self._inputs) + len(self._outputs)
         for row in self._rows:
             if len(row) != width:
@@ -283,11 +286,15 @@ class CustomRegOp:
             imply_type="Custom",
             fusion_type=self._fusion_type,
             target=self._target,
-            inputs=sorted((dict(d) for d in self._inputs), key=lambda d: d["index"]),
-            outputs=sorted((dict(d) for d in self._outputs), key=lambda d: d["index"]),
+            inputs=[dict(d) for d in _ordered(self._inputs)],
+            outputs=[dict(d) for d in _ordered(self._outputs)],
             attr=[dict(a) for a in self._attrs],
             dtype_format=[[list(p) for p in row] for row in self._rows],
         )
+
+
+def _ordered(declared: list) -> list:
+    return sorted(declared, key=lambda d: d["index"])  # stable: declaration order among equal indices
 
 
 def custom_info_register(*reg_info):

@@ -138,13 +138,21 @@ def test_inputs_are_ordered_by_index():
     assert info.input_names == ["a", "b"]
 
 
+def test_indices_other_than_0_to_n_are_accepted_with_a_warning():
+    with pytest.warns(hyb.HybridWarning) as w:
+        info = CustomRegOp("f").input(0, "x1").input(0, "x2").output(0, "y").get_op_info()
+    assert info.input_names == ["x1", "x2"]
+    assert str(w[0].message) == ('warning: CustomRegOp("f"): input indices are [0, 0], not 0..1; the inputs are '
+                                 "taken in the order x1, x2")
+    with pytest.warns(hyb.HybridWarning, match=r"input indices are \[2, 0\], not 0..1; the inputs are taken in the "
+                                               "order b, a"):
+        assert CustomRegOp("f").input(2, "a").input(0, "b").get_op_info().input_names == ["b", "a"]
+
+
 @pytest.mark.parametrize("build_it, cls, message", [
     (lambda: CustomRegOp("f").input(-1, "a"), hyb.HybridArgumentError, "the index must be an integer >= 0"),
-    (lambda: CustomRegOp("f").input(0, "a").input(0, "b"), hyb.HybridArgumentError, "input 0 is declared twice"),
     (lambda: CustomRegOp("f").input(0, "a").input(1, "a"), hyb.HybridArgumentError,
      "another input is already called `a`"),
-    (lambda: CustomRegOp("f").input(0, "a").input(2, "b").get_op_info(), hyb.HybridArgumentError,
-     "input indices are [0, 2], not 0..1"),
     (lambda: CustomRegOp("f").input(0, "a").output(0, "c").dtype_format(DataType.F32_Default).get_op_info(),
      hyb.HybridArgumentError, "a dtype_format row has 1 entries, but the operator has 1 inputs and 1 outputs"),
     (lambda: CustomRegOp("f").target("TPU"), hyb.HybridArgumentError, "the target must be 'CPU', 'GPU', 'Ascend'"),
