@@ -29,7 +29,7 @@ from ..errors import HybridArgumentError, HybridUnsupportedError
 
 TARGETS = ("CPU", "GPU", "Ascend")
 PARAM_TYPES = ("required", "optional", "dynamic")
-ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr")
+ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr", "all")
 FORMATS = ("DefaultFormat", "")  # hyb tensors are always row-major: no NCHW/NHWC/5HD layouts
 
 
@@ -153,7 +153,8 @@ class CustomRegOp:
         """Declare an attribute: a named constant the implementation receives.
 
         ``param_type`` is ``"required"`` or ``"optional"``; ``value_type`` one of ``int``,
-        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``;
+        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``, or ``all``
+        (the value's own type, lists of lists included);
         ``default_value`` (text, as in MindSpore, or a Python value) and ``value`` give the
         value used when a call does not pass one (``value`` first).
         """
@@ -310,6 +311,8 @@ def convert_attr(attr: dict, value, where: str):
     """The Python value of an attribute, converted to its declared ``type`` (MindSpore writes
     defaults as text: ``"0.5"``, ``"true"``, ``"1,2"``)."""
     vt = attr["type"]
+    if vt == "all":
+        return _convert_any(value, where)
     if vt.startswith("list"):
         if isinstance(value, str):
             items = [v.strip() for v in value.split(",") if v.strip()]
@@ -320,6 +323,20 @@ def convert_attr(attr: dict, value, where: str):
         item_type = vt[4:].lower()
         return tuple(_convert_one(item_type, v, where, vt) for v in items)
     return _convert_one(vt, value, where, vt)
+
+
+def _convert_any(value, where):
+    """A value of an ``"all"`` attribute (any type): a bool, int, float or string, or a list of
+    them (lists become tuples; lists of lists are kept for vector-of-vector attributes)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_convert_any(v, where) for v in value)
+    raise HybridArgumentError(f"{where}: {value!r} is not a bool, int, float, string or a list of them", None, None)
 
 
 def _convert_one(vt, value, where, declared):
