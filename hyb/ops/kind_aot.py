@@ -28,6 +28,7 @@ import collections
 import ctypes
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -108,6 +109,9 @@ class AotImpl:
             self.last_error.restype = ctypes.c_char_p
             self.last_error.argtypes = []
         self._configs = collections.OrderedDict()
+        # One call at a time per operator: a combination dropped from _configs is freed at once,
+        # which must not happen while another thread's launch uses it.
+        self._lock = threading.Lock()
         # Kernel data is deleted by code in the kernel's library: the finalizer keeps it loaded.
         self._finalizer = weakref.finalize(self, _free_configs, self._configs, lib)
         self._finalizer.atexit = False
@@ -140,6 +144,10 @@ class AotImpl:
 
     # ------------------------------------------------------------------ calls
     def run(self, op, arrays, attrs, declared, target):
+        with self._lock:
+            return self._run(op, arrays, attrs, declared, target)
+
+    def _run(self, op, arrays, attrs, declared, target):
         if self.cuda and target != "GPU":
             raise cuda_on_cpu(self.name, self.source)
         if target == "GPU":

@@ -35,7 +35,8 @@ SOURCES = {
 extern "C" int CustomAdd(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
                          void *extra) {
   if (nparam != 3) return 1;
-  float *a = static_cast<float *>(params[0]), *b = static_cast<float *>(params[1]), *c = static_cast<float *>(params[2]);
+  float *a = static_cast<float *>(params[0]), *b = static_cast<float *>(params[1]);
+  float *c = static_cast<float *>(params[2]);
   size_t n = 1;
   for (int i = 0; i < ndims[2]; i++) n *= shapes[2][i];
   for (size_t i = 0; i < n; i++) c[i] = a[i] + b[i];
