@@ -5,9 +5,10 @@ The implementation is one of several kinds (``func_type``):
 * ``"hybrid"`` / ``"akg"`` (``kind_hybrid.py``): a kernel in hyb's language (a ``@hyb.hybrid`` kernel, a kernel of a
   ``.hyb`` file, or a plain Python function written in the language), compiled by hyb;
 * ``"pyfunc"`` (``kind_pyfunc.py``): a Python function on NumPy arrays;
-* ``"aot"`` (``kind_aot.py``): ``"path/to/lib.so:func"``, a C function with MindSpore's aot signature
-  ``int func(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-  void *stream, void *extra)``, called through ctypes;
+* ``"aot"`` (``kind_aot.py``): ``"path/to/lib.so:func"`` or a source hyb compiles (``"path/add.cc:func"``),
+  a C function with MindSpore's aot signature ``int func(int nparam, void **params, int *ndims,
+  int64_t **shapes, const char **dtypes, void *stream, void *extra)`` and its optional ``funcInit``,
+  ``funcInferShape`` and ``funcInferType``;
 * ``"tbe"`` / ``"aicpu"``: Ascend-only kinds, refused.
 
 A call converts its arguments (``hyb.Tensor``, NumPy arrays, scalars) to NumPy, checks them
@@ -75,15 +76,13 @@ class Custom:
             self._impl = PyfuncImpl(func)
         else:
             self._impl = AotImpl(func, caller_dir())
-            if out_shape is None or out_dtype is None:
-                raise HybridArgumentError(
-                    f"aot operator `{self._impl.name}` needs out_shape and out_dtype: hyb allocates its outputs", None,
-                    "e.g. out_shape=lambda x, _: x, out_dtype=lambda x, _: x")
         self.name = self._impl.name
         # Each registration is checked against the implementation when a call first uses it, as
         # MindSpore does: one for a target the program never runs on does not stop it.
         self.reg_info = select_infos(func, reg_info, func_type)
         self._checked = set()
+        if func_type == "aot":
+            self._impl.check_op(self)  # out_shape/out_dtype or InferShape/InferType; attributes and Init
 
     def __repr__(self):
         return f"<hyb.ops.Custom {self.name} ({self.func_type})>"

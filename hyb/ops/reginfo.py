@@ -191,8 +191,8 @@ class CustomRegOp:
         """Declare an attribute: a named constant the implementation receives.
 
         ``param_type`` is ``"required"`` or ``"optional"``; ``value_type`` one of ``int``,
-        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr`` or
-        ``all`` (any of those, taken as given);
+        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``, or ``all``
+        (the value's own type, lists of lists included);
         ``default_value`` (text, as in MindSpore, or a Python value) and ``value`` give the
         value used when a call does not pass one (``value`` first).
         """
@@ -354,7 +354,7 @@ def convert_attr(attr: dict, value, where: str):
     defaults as text: ``"0.5"``, ``"true"``, ``"1,2"``)."""
     vt = attr["type"]
     if vt == "all":
-        return _any_value(value, where)
+        return _convert_any(value, where)
     if vt.startswith("list"):
         if isinstance(value, str):
             items = [v.strip() for v in value.split(",") if v.strip()]
@@ -365,6 +365,20 @@ def convert_attr(attr: dict, value, where: str):
         item_type = vt[4:].lower()
         return tuple(_convert_one(item_type, v, where, vt) for v in items)
     return _convert_one(vt, value, where, vt)
+
+
+def _convert_any(value, where):
+    """A value of an ``"all"`` attribute (any type): a bool, int, float or string, or a list of
+    them (lists become tuples; lists of lists are kept for vector-of-vector attributes)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_convert_any(v, where) for v in value)
+    raise HybridArgumentError(f"{where}: {value!r} is not a bool, int, float, string or a list of them", None, None)
 
 
 def _convert_one(vt, value, where, declared):
@@ -393,18 +407,3 @@ def _convert_one(vt, value, where, declared):
         pass
     raise HybridArgumentError(f"{where}: {value!r} is not a valid `{declared}` value", None, None)
 
-
-def _any_value(value, where):
-    """The value of an ``all`` attribute: a number, bool, string, or a list or tuple of them
-    (kept as a tuple)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return tuple(_any_value(v, where) for v in value)
-    raise HybridArgumentError(f"{where}: {value!r} is not a number, bool, string or list of them", None, None)

@@ -4,6 +4,7 @@ examples in examples/seeds/, each run as a script and compared with what the see
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -436,8 +437,8 @@ def dropout_info(target="CPU"):
 @pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                                    "float16", "float32", "float64"])
 def test_aot_dropout_two_outputs_and_attributes(tmp_path, dtype):
-    so = build(tmp_path, "dropout2d")
-    op = Custom(f"{so}:Dropout2D", out_shape=lambda x, *_: (x, x), out_dtype=lambda x, *_: (x, hyb.bool_),
+    op = Custom(f"{SEEDS / 'dropout2d.cc'}:Dropout2D", out_shape=lambda x, *_: (x, x),
+                out_dtype=lambda x, *_: (x, hyb.bool_),
                 func_type="aot", reg_info=dropout_info())
     x = (np.arange(1, 401).reshape(4, 100) % 7 + 1).astype(dtype)
     y, mask = op(hyb.Tensor(x), 0.5, 3)
@@ -459,8 +460,8 @@ def test_aot_dropout_two_outputs_and_attributes(tmp_path, dtype):
 
 @needs_gxx
 def test_aot_required_attribute_and_dtype_rows(tmp_path):
-    so = build(tmp_path, "dropout2d")
-    op = Custom(f"{so}:Dropout2D", out_shape=lambda x, *_: (x, x), out_dtype=lambda x, *_: (x, hyb.bool_),
+    op = Custom(f"{SEEDS / 'dropout2d.cc'}:Dropout2D", out_shape=lambda x, *_: (x, x),
+                out_dtype=lambda x, *_: (x, hyb.bool_),
                 func_type="aot", reg_info=dropout_info())
     with pytest.raises(hyb.HybridArgumentError) as e:
         op(np.ones(3, F32))
@@ -813,8 +814,10 @@ GRAD_OUTPUT = "[ 2.  8. 18.]\n"
 
 
 def run_example(name, cwd=None):
+    # The checkout's hyb, not an installed one: a script's own directory comes first on sys.path.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, str(SEEDS / name)], capture_output=True, text=True, cwd=cwd or ROOT,
-                          timeout=300)
+                          timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -852,9 +855,8 @@ def _bools(text):
 
 
 @needs_gxx
-def test_seed_dropout_example(tmp_path):
-    build(tmp_path, "dropout2d")
-    out = run_example("dropout_aot.py", cwd=tmp_path).stdout
+def test_seed_dropout_example():
+    out = run_example("dropout_aot.py").stdout
     # The seed shows: output : [[[[2.  2.  2.] [2.  2.  2.]]]]  /  mask: [[[[True  True  True]  [True  True  True]]]]
     first, second = out.split("mask:")
     assert first.startswith("output: ") and _numbers(first) == [2.0] * 6

@@ -263,7 +263,7 @@ def test_all_attribute_refuses_other_values():
     with pytest.raises(hyb.HybridArgumentError) as e:
         CustomRegOp("f").attr("v", "required", "all", value={"a": 1})
     assert str(e.value).splitlines()[0] == (
-        "error: CustomRegOp(\"f\").attr('v') value: {'a': 1} is not a number, bool, string or list of them")
+        "error: CustomRegOp(\"f\").attr('v') value: {'a': 1} is not a bool, int, float, string or a list of them")
 
 
 def test_list_attribute_types():
