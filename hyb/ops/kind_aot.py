@@ -29,12 +29,13 @@ import ctypes
 import os
 import sys
 import threading
+import warnings
 import weakref
 
 import numpy as np
 
 from .. import context
-from ..errors import HybridArgumentError, HybridError, HybridTypeError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridError, HybridTypeError, HybridUnsupportedError, HybridWarning
 from . import aot_build, reginfo
 from .values import no_gradient
 
@@ -160,6 +161,8 @@ class AotImpl:
                else np.array(a, dtype=a.dtype.newbyteorder("="), order="C") for a in ins]
         for pos, a in enumerate(ins):
             check_dtype(self.name, f"input {pos}", a.dtype)
+        if info is not None and info.attr_only:
+            info = None  # attributes only: no inputs or outputs to count
         n_out = len(declared) if declared else (len(info["outputs"]) if info is not None else None)
         if info is not None and n_out != len(info["outputs"]):
             raise HybridArgumentError(
@@ -178,11 +181,15 @@ class AotImpl:
                 _free_extra(self._configs.popitem(last=False)[1].extra)
         else:
             self._configs.move_to_end(key)
-        outs = [np.zeros(shape, dtype) for shape, dtype in config.specs]
-        workspace = [np.zeros(size, np.uint8) for size in config.workspace]
-        buffers = ins + outs + workspace
+        outs = [Guarded(shape, dtype) for shape, dtype in config.specs]
+        workspace = [Guarded((size,), np.uint8) for size in config.workspace]
+        buffers = ins + [g.array for g in outs + workspace]
         status = _call(runtime().hyb_aot_call_kernel, "kernel", self, self.kernel, len(buffers),
                        *_param_arrays(buffers), None, config.extra, with_status=True)
+        for what, guarded in [(f"output {i}", g) for i, g in enumerate(outs)] + \
+                [(f"workspace buffer {i}", g) for i, g in enumerate(workspace)]:
+            guarded.check(self, what)
+        outs = [g.array for g in outs]
         if status != 0:
             detail = self.last_error() if self.last_error is not None else None
             raise AotKernelError(f"aot kernel `{self.name}` in {self.shown} returned {status}"
@@ -274,6 +281,40 @@ class _Config:
 
     def __init__(self, extra, specs, workspace):
         self.extra, self.specs, self.workspace = extra, specs, workspace
+
+
+GUARD_BYTES = 1 << 16
+_CANARY = 0xA5
+
+
+class Guarded:
+    """An output or workspace buffer of an aot kernel with a guard zone after it: a kernel that
+    writes past the end of its buffer (MindSpore's memory pool hides such bugs) writes into the
+    guard, not into hyb's heap, and :meth:`check` reports it."""
+
+    def __init__(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.raw = np.zeros(self.nbytes + GUARD_BYTES, np.uint8)
+        self.raw[self.nbytes:] = _CANARY
+        self.array = self.raw[:self.nbytes].view(dtype).reshape(shape)
+
+    def check(self, impl, what):
+        guard = self.raw[self.nbytes:]
+        touched = np.flatnonzero(guard != _CANARY)
+        if not touched.size:
+            return
+        past = int(touched[-1]) + 1
+        where = (f"aot kernel `{impl.name}` in {impl.shown} wrote past the end of its {what} "
+                 f"({self.nbytes} bytes): at least {past} bytes beyond it")
+        if past >= GUARD_BYTES - 64:
+            raise HybridError(where + f", to the end of hyb's {GUARD_BYTES}-byte guard zone, so memory after it may "
+                              "be corrupted", None, "size the loops by the buffer's shape (ndims/shapes); "
+                              "workspace sizes given to SetWorkSpace are in bytes")
+        warnings.warn(HybridWarning(where + f"; hyb's {GUARD_BYTES}-byte guard zone took the stray writes and the "
+                                    "results are the buffer's own bytes. The kernel has a bug: size its loops by "
+                                    "the buffer's shape (workspace sizes given to SetWorkSpace are in bytes)"),
+                      stacklevel=4)
 
 
 def cuda_on_cpu(name, path):
