@@ -194,6 +194,17 @@ extern "C" int CustomAdd(int nparam, void **params, int *ndims, int64_t **shapes
   return 0;
 }
 """,
+    # A kernel that writes `extra` floats past the end of its output (params[1][0] says how many).
+    "overrun.cc": """
+#include <stdint.h>
+extern "C" int Overrun(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
+                       void *extra) {
+  float *x = static_cast<float *>(params[0]), *out = static_cast<float *>(params[2]);
+  int64_t n = shapes[2][0], more = static_cast<int64_t>(static_cast<float *>(params[1])[0]);
+  for (int64_t i = 0; i < n + more; i++) out[i] = i < n ? x[i] * 2 : -1.0f;
+  return 0;
+}
+""",
 }
 
 
@@ -493,3 +504,20 @@ def test_helper_library_is_not_reloaded_per_operator(src):
     rt = kind_aot.runtime()
     ops.Custom(f"{src / 'add.cc'}:CustomAdd", lambda x, _: x, lambda x, _: x, "aot")(X, Y)
     assert kind_aot.runtime() is rt and isinstance(rt, ctypes.CDLL)
+
+
+def test_a_kernel_writing_past_its_output_is_reported_not_a_corruption(src):
+    op = ops.Custom(f"{src}/overrun.cc:Overrun", lambda x, m: x, lambda x, m: x, "aot")
+    x = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(op(x, np.array([0], np.float32)).asnumpy(), 2 * x)
+    with pytest.warns(hyb.HybridWarning) as w:
+        out = op(x, np.array([3], np.float32))
+    np.testing.assert_array_equal(out.asnumpy(), 2 * x)  # the stray writes went to the guard zone
+    message = str(w[0].message)
+    assert "aot kernel `Overrun` in " in message
+    assert ("wrote past the end of its output 0 (20 bytes): at least 12 bytes beyond it; hyb's 65536-byte guard "
+            "zone took the stray writes") in message
+    with pytest.raises(hyb.HybridError) as e:  # to the guard's end: memory after it may be hit
+        op(x, np.array([(65536 - 16) // 4], np.float32))
+    assert "at least 65520 bytes beyond it, to the end of hyb's 65536-byte guard zone, so memory after it may be " \
+           "corrupted" in str(e.value)
