@@ -6,6 +6,7 @@
 // hyb builds it once (hyb/ops/aot_build.py) and calls it through ctypes (hyb/ops/kind_aot.py).
 // Every entry point returns 0 on success, else an error kind (HYB_AOT_*), with the text in
 // hyb_aot_error().
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -131,6 +132,13 @@ class HybExtra : public AotExtra {
   }
   static bool number(const Value &v) { return v.kind == Value::Int || v.kind == Value::Float; }
   static double as_double(const Value &v) { return v.kind == Value::Int ? static_cast<double>(v.i) : v.f; }
+  // An integer, or a float with an integral value: a registration may declare "float" for a
+  // value the kernel reads as an integer (MindSpore keeps the Python value's own type).
+  static bool integral(const Value &v) {
+    return v.kind == Value::Int ||
+           (v.kind == Value::Float && std::isfinite(v.f) && v.f == std::trunc(v.f) && std::fabs(v.f) < 9.0e18);
+  }
+  static int64_t as_int(const Value &v) { return v.kind == Value::Int ? v.i : static_cast<int64_t>(v.f); }
 
   bool GetAttrBool(std::string name) override {
     const Value &v = get(name);
@@ -139,8 +147,8 @@ class HybExtra : public AotExtra {
   }
   int64_t GetAttrInt(std::string name) override {
     const Value &v = get(name);
-    if (v.kind != Value::Int) wrong(name, v, "int64_t");
-    return v.i;
+    if (!integral(v)) wrong(name, v, "int64_t");
+    return as_int(v);
   }
   float GetAttrFloat(std::string name) override {
     const Value &v = get(name);
@@ -170,8 +178,7 @@ class HybExtra : public AotExtra {
   }
   std::vector<int64_t> GetAttrIntVec(std::string name) override {
     return list<int64_t>(
-        name, "std::vector<int64_t>", [](const Value &x) { return x.kind == Value::Int; },
-        [](const Value &x) { return x.i; });
+        name, "std::vector<int64_t>", integral, as_int);
   }
   std::vector<float> GetAttrFloatVec(std::string name) override {
     return list<float>(name, "std::vector<float>", number, [](const Value &x) { return float(as_double(x)); });

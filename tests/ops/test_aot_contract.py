@@ -379,6 +379,13 @@ def test_wrong_attribute_type_is_an_error(src):
         op(X)
     assert ("attribute `f` of aot operator `AttrsWrongType` is a float (0.5), not the int64_t that Attr<int64_t> "
             "asks for (in the kernel of `AttrsWrongType`") in str(e.value)
+    # a "float" attribute whose value is integral reads as an integer, as in MindSpore (which keeps 3 an int)
+    info = attr_info("w", ("f", "required", "float"), inputs=("x",))
+    op = ops.Custom(f"{src / 'attrs.cc'}:AttrsWrongType", lambda x, f: x, lambda x, f: x, "aot", reg_info=info)
+    op(X, 0)
+    with pytest.raises(AotKernelError) as e:
+        op(X, 3)  # the kernel returns the value it read as its status
+    assert e.value.code == 3
 
 
 def test_exception_and_init_status_are_errors(src):
