@@ -18,7 +18,9 @@ the order they were assigned, then those of its sub-cells in turn.
 """
 from __future__ import annotations
 
-from .errors import HybridUnsupportedError
+import numpy as np
+
+from .errors import HybridArgumentError, HybridTypeError, HybridUnsupportedError
 from .tensor import Parameter, ParameterTuple
 
 __all__ = ["Cell"]
@@ -63,7 +65,22 @@ class Cell:
                                      "a Cell subclass computes its output in construct(self, *inputs)")
 
     def __call__(self, *args, **kwargs):
+        declared = self.__dict__.get("_declared_inputs")
+        if declared is not None:
+            check_inputs(type(self).__name__, declared, args)
         return self.construct(*args, **kwargs)
+
+    def set_inputs(self, *inputs):
+        """Declare the inputs' shapes and dtypes, as MindSpore does before compiling a network
+        for dynamic shapes: ``net.set_inputs(Tensor(shape=[4, None], dtype=hyb.float32))``.  hyb
+        runs eagerly, so nothing is compiled; each later call is checked against the declaration
+        (rank, the dimensions given as numbers, dtype), as MindSpore checks it."""
+        object.__setattr__(self, "_declared_inputs", tuple(inputs))
+        return self
+
+    def get_inputs(self):
+        """What :meth:`set_inputs` declared (None before it)."""
+        return self.__dict__.get("_declared_inputs")
 
     # ------------------------------------------------------------------ parameters and cells
     def parameters_and_names(self, prefix=""):
@@ -116,3 +133,24 @@ class Cell:
     def __repr__(self):
         inner = ", ".join(f"{name}={cell!r}" for name, cell in self._registry("_cells").items())
         return f"{type(self).__name__}<{inner}>"
+
+
+def check_inputs(cell: str, declared: tuple, args: tuple):
+    """A call's arguments against ``set_inputs``: the count, and for each declared tensor its
+    rank, its dimensions that are numbers (None is any size) and its dtype."""
+    if len(args) != len(declared):
+        raise HybridArgumentError(f"{cell}.set_inputs declared {len(declared)} inputs; the call passes {len(args)}",
+                                  None, "call the network with the inputs set_inputs declared, or declare them again")
+    for pos, (want, got) in enumerate(zip(declared, args)):
+        if not hasattr(want, "shape") or not hasattr(want, "dtype") or want.shape is None:
+            continue  # a value that is not a tensor declares nothing to check
+        shape = tuple(np.shape(got.asnumpy() if hasattr(got, "asnumpy") else got))
+        dtype = np.asarray(got.asnumpy() if hasattr(got, "asnumpy") else got).dtype
+        wanted = tuple(want.shape)
+        if len(shape) != len(wanted) or any(w is not None and w != -1 and w != n for w, n in zip(wanted, shape)):
+            shown = "[" + ", ".join("None" if w is None or w == -1 else str(w) for w in wanted) + "]"
+            raise HybridTypeError(f"input {pos} of {cell} has shape {list(shape)}, but set_inputs declared {shown}",
+                                  None, "None in a declared shape is any size; a number must match")
+        if np.dtype(want.dtype) != dtype:
+            raise HybridTypeError(f"input {pos} of {cell} has dtype {dtype}, but set_inputs declared "
+                                  f"{np.dtype(want.dtype)}", None, "cast the input, or declare its dtype")
