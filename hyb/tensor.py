@@ -118,7 +118,7 @@ def _operand(op, pos, v):
         return v
     if isinstance(v, (list, tuple)):
         return Tensor(v)
-    raise HybridTypeError(f"{op}: input {pos} is a {type(v).__name__}, not a Tensor or a number", None,
+    raise HybridTypeError(f"{op}: input {pos} has type {type(v).__name__}, not a Tensor or a number", None,
                           "pass a hyb.Tensor, a NumPy array or a Python number")
 
 
@@ -182,7 +182,7 @@ def as_tensor(op, x, pos=0) -> "Tensor":
         return Tensor.from_numpy(x)
     if isinstance(x, (bool, int, float, np.generic, list, tuple)):
         return Tensor(x)
-    raise HybridTypeError(f"{op}: input {pos} is a {type(x).__name__}, not a Tensor", None,
+    raise HybridTypeError(f"{op}: input {pos} has type {type(x).__name__}, not a Tensor", None,
                           "pass a hyb.Tensor or a NumPy array")
 
 

@@ -35,8 +35,8 @@ def _kind(dtype) -> int:
 
 
 def is_weak(v) -> bool:
-    """A Python number: it takes the dtype of the Tensors it meets."""
-    return isinstance(v, (bool, int, float, complex))
+    """A Python number (not a NumPy scalar): it takes the dtype of the Tensors it meets."""
+    return isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic)
 
 
 def _weak_kind(v) -> int:
@@ -117,6 +117,8 @@ def _min_b(g, a, b):
 
 
 def _matmul_b(g, a, b):
+    if a.ndim == 1 and b.ndim == 1:          # a dot product
+        return g * b, g * a
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     g2 = g

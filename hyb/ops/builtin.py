@@ -403,7 +403,8 @@ def _tensors(op, tensors) -> list:
         raise HybridTypeError(f"{op}: takes a tuple or list of tensors, got {type(tensors).__name__}", None,
                               f"e.g. {op}((x, y))" if op[0].isupper() else f"e.g. {op}((x, y), axis=0)")
     if not tensors:
-        raise HybridArgumentError(f"{op}: takes at least one tensor, got an empty {type(tensors).__name__}")
+        raise HybridArgumentError(f"{op}: takes at least one tensor, got an empty {type(tensors).__name__}", None,
+                                  "pass the tensors to join, e.g. (x, y)")
     return [as_tensor(op, t, i) for i, t in enumerate(tensors)]
 
 
