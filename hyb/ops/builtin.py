@@ -97,8 +97,9 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002
     if rounding_mode == "floor":
         return elementwise("ops.div", "floor_divide", input, other)
     if rounding_mode == "trunc":
-        q = elementwise("ops.div", "divide", input, other)
-        dtype = tm.result_dtype([v for v in (input, other)])
+        values = [v if tm.is_weak(v) else as_tensor("ops.div", v, i) for i, v in enumerate((input, other))]
+        q = elementwise("ops.div", "divide", *values)
+        dtype = tm.result_dtype(values)
         return apply("ops.div", [q], lambda a: np.trunc(a).astype(dtype))
     raise HybridArgumentError(f"ops.div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}", None,
                               "None divides exactly")

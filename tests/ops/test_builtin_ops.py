@@ -159,6 +159,7 @@ def test_integer_inputs_become_float32_where_mindspore_computes_in_float():
     np.testing.assert_array_equal(ops.div(x, 2, rounding_mode="floor").asnumpy(), [-4.0, 3.0, 1.0])
     np.testing.assert_array_equal(ops.div(x, 2, rounding_mode="trunc").asnumpy(), [-3.0, 3.0, 1.0])
     assert ops.div(n, 3, rounding_mode="trunc").dtype == np.int32
+    assert ops.div([7, -7], 2, rounding_mode="trunc").tolist() == [3, -3]     # int64, rounded towards 0
 
 
 def test_non_float_inputs_get_no_gradient():
