@@ -10,9 +10,21 @@ from .tensor import bool_, float16, float32, float64, int8, int16, int32, int64,
 float_ = float32
 int_ = int64
 bool = bool_  # noqa: A001 - MindSpore's name
+# MindSpore's other names for the same dtypes.
+byte, short, intc, intp = int8, int16, int32, int64
+ubyte, ushort, uintc, uintp = uint8, uint16, uint32, uint64
+half, single, double = float16, float32, float64
 
 __all__ = ["bool_", "bool", "float16", "float32", "float64", "float_", "int8", "int16", "int32", "int64", "int_",
-           "uint8", "uint16", "uint32", "uint64"]
+           "uint8", "uint16", "uint32", "uint64", "byte", "short", "intc", "intp", "ubyte", "ushort", "uintc", "uintp",
+           "half", "single", "double", "dtype_to_nptype"]
+
+
+def dtype_to_nptype(type_):
+    """The NumPy scalar type of a dtype (MindSpore's ``mstype.dtype_to_nptype``): ``np.float32``
+    for ``mstype.float32``."""
+    import numpy as np
+    return np.dtype(type_).type
 
 
 def __getattr__(name):

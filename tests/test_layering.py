@@ -24,7 +24,7 @@ LAYERS = [
     ("autodiff", ["hyb.autodiff"], {"base", "front end", "autodiff"}),
     ("runtime", ["hyb.runtime"], {"base", "front end", "middle end", "back ends", "autodiff", "runtime"}),
     ("operator layer", ["hyb.context", "hyb.tape", "hyb.tensor_math", "hyb.tensor", "hyb.autograd", "hyb.dtype",
-                        "hyb.nn", "hyb.function", "hyb.ops", "hyb.torch", "hyb.jax"],
+                        "hyb.nn", "hyb.function", "hyb.ops", "hyb.common", "hyb.torch", "hyb.jax"],
      {"base", "front end", "middle end", "back ends", "autodiff", "runtime", "operator layer"}),
     ("cli", ["hyb.cli"],
      {"base", "front end", "middle end", "back ends", "autodiff", "runtime", "operator layer", "cli"}),

@@ -1,26 +1,25 @@
 // Dropout2D as an aot kernel for the CPU: y = x / keep_prob where the mask keeps an element,
-// 0 elsewhere; mask is a bool tensor.  Build: g++ --shared -fPIC -o dropout2d.so dropout2d.cc
+// 0 elsewhere; mask is a bool tensor.  hyb compiles it: Custom("./dropout2d.cc:Dropout2D", ...).
 //
-// The attributes of the operator information (keep_prob, seed) arrive through `extra`,
-// which hyb points at a HybAttrs structure (NULL when the operator has no attributes).
+// The attributes of the operator information (keep_prob, seed) arrive through the AotExtra
+// object hyb passes as `extra`: Dropout2DInit reads them (once per combination of shapes, dtypes
+// and attribute values) into the kernel's data, which the launches read back.
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-struct HybAttrs {
-  int nattr;
-  const char **names;
-  const char **types;   // "float", "int", "bool", "str", "listInt", ...
-  const char **values;  // each value as text: "0.5", "7", "true", ...
+#include "custom_aot_extra.h"
+
+struct DropoutData : public AotKernelData {
+  double keep_prob = 1.0;
+  uint64_t seed = 0;
 };
 
-static const char *attr(void *extra, const char *name) {
-  HybAttrs *attrs = static_cast<HybAttrs *>(extra);
-  if (attrs == nullptr) return nullptr;
-  for (int i = 0; i < attrs->nattr; i++) {
-    if (strcmp(attrs->names[i], name) == 0) return attrs->values[i];
-  }
-  return nullptr;
+extern "C" int Dropout2DInit(int *ndims, int64_t **shapes, const char **dtypes, AotExtra *extra) {
+  auto *data = new DropoutData;
+  data->keep_prob = extra->Attr<double>("keep_prob");
+  data->seed = static_cast<uint64_t>(extra->Attr<int64_t>("seed"));
+  extra->SetKernelData(data);
+  return 0;
 }
 
 // A small deterministic generator (xorshift64*): the same seed gives the same mask everywhere.
@@ -79,17 +78,15 @@ static void apply(const T *x, T *y, const bool *mask, size_t n, double scale) {
 extern "C" int Dropout2D(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream,
                          void *extra) {
   if (nparam != 3) return 1;
-  const char *keep = attr(extra, "keep_prob");
-  const char *seed = attr(extra, "seed");
-  if (keep == nullptr) return 3;
-  double keep_prob = atof(keep);
+  auto *data = static_cast<DropoutData *>(static_cast<AotExtra *>(extra)->KernelData());
+  double keep_prob = data->keep_prob;
   if (!(keep_prob > 0.0 && keep_prob <= 1.0)) return 3;
   if (strcmp(dtypes[0], dtypes[1]) != 0 || strcmp(dtypes[2], "bool") != 0) return 4;
 
   size_t n = 1;
   for (int i = 0; i < ndims[0]; i++) n *= shapes[0][i];
   bool *mask = static_cast<bool *>(params[2]);
-  uint64_t state = seed ? strtoull(seed, nullptr, 10) * 0x9E3779B97F4A7C15ULL + 1 : 1;
+  uint64_t state = data->seed * 0x9E3779B97F4A7C15ULL + 1;
   for (size_t i = 0; i < n; i++) mask[i] = uniform(&state) < keep_prob;
 
   const char *dt = dtypes[0];

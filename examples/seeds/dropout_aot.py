@@ -5,13 +5,12 @@
 # mask:  [[[[ True  True  True]
 #    [ True  True  True]]]]
 #
-# Build the kernel first, in the directory you run this from (or next to this script):
-#     g++ --shared -fPIC -o dropout2d.so dropout2d.cc
+# hyb compiles the kernel's source, dropout2d.cc (next to this script), on first use and caches it.
 #
 # Differences from the seed:
 # - func_type="aot" and target "CPU": aicpu operators run on Ascend hardware, which hyb does not
 #   target.  An aot library cannot be decorated, so the operator information is passed as
-#   reg_info (the seeds' rule), and the implementation is "./dropout2d.so:Dropout2D".
+#   reg_info (the seeds' rule), and the implementation is "./dropout2d.cc:Dropout2D".
 # - The "cust_aicpu" attribute (the name of an Ascend kernel library) becomes "seed", the seed
 #   of the kernel's random generator.  Seed 68 keeps all six elements, which is what the seed
 #   document shows (its dropout is random, so its output varies from run to run).
@@ -52,7 +51,7 @@ dropout2d_op_info = CustomRegOp("Dropout2D") \
 class NetDropout2D(nn.Cell):
     def __init__(self, keep_prob=0.5):
         super(NetDropout2D, self).__init__()
-        self.op = ops.Custom("./dropout2d.so:Dropout2D", out_shape=lambda x, _, seed: (x, x), \
+        self.op = ops.Custom("./dropout2d.cc:Dropout2D", out_shape=lambda x, _, seed: (x, x), \
                               out_dtype=lambda x, _, seed: (x, mstype.bool_), func_type="aot",
                               reg_info=dropout2d_op_info)
         self.keep_prob = keep_prob

@@ -5,9 +5,10 @@ The implementation is one of several kinds (``func_type``):
 * ``"hybrid"`` / ``"akg"`` (``kind_hybrid.py``): a kernel in hyb's language (a ``@hyb.hybrid`` kernel, a kernel of a
   ``.hyb`` file, or a plain Python function written in the language), compiled by hyb;
 * ``"pyfunc"`` (``kind_pyfunc.py``): a Python function on NumPy arrays;
-* ``"aot"`` (``kind_aot.py``): ``"path/to/lib.so:func"``, a C function with MindSpore's aot signature
-  ``int func(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-  void *stream, void *extra)``, called through ctypes;
+* ``"aot"`` (``kind_aot.py``): ``"path/to/lib.so:func"`` or a source hyb compiles (``"path/add.cc:func"``),
+  a C function with MindSpore's aot signature ``int func(int nparam, void **params, int *ndims,
+  int64_t **shapes, const char **dtypes, void *stream, void *extra)`` and its optional ``funcInit``,
+  ``funcInferShape`` and ``funcInferType``;
 * ``"tbe"`` / ``"aicpu"``: Ascend-only kinds, refused.
 
 A call converts its arguments (``hyb.Tensor``, NumPy arrays, scalars) to NumPy, checks them
@@ -20,16 +21,18 @@ the kernel's derived gradient (``Kernel.grad()``) for hybrid kernels.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import autograd, context
-from ..errors import HybridArgumentError, HybridTypeError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridTypeError, HybridUnsupportedError, HybridWarning
 from . import reginfo
 from .kind_aot import AotImpl, AotKernelError, caller_dir
 from .kind_hybrid import HybridImpl
 from .kind_pyfunc import PyfuncImpl
 from .values import (as_dtypes, as_shapes, check_output_rows, dout_like, dtype_of, evaluate, is_array_like,
-                     matching_rows, shape_of, to_numpy, wrap)
+                     is_shape_list, matching_rows, shape_of, to_numpy, wrap)
 
 __all__ = ["Custom", "AotKernelError", "FUNC_TYPES"]
 
@@ -73,14 +76,13 @@ class Custom:
             self._impl = PyfuncImpl(func)
         else:
             self._impl = AotImpl(func, caller_dir())
-            if out_shape is None or out_dtype is None:
-                raise HybridArgumentError(
-                    f"aot operator `{self._impl.name}` needs out_shape and out_dtype: hyb allocates its outputs", None,
-                    "e.g. out_shape=lambda x, _: x, out_dtype=lambda x, _: x")
         self.name = self._impl.name
+        # Each registration is checked against the implementation when a call first uses it, as
+        # MindSpore does: one for a target the program never runs on does not stop it.
         self.reg_info = select_infos(func, reg_info, func_type)
-        for info in self.reg_info:
-            self._check_info(info)
+        self._checked = set()
+        if func_type == "aot":
+            self._impl.check_op(self)  # out_shape/out_dtype or InferShape/InferType; attributes and Init
 
     def __repr__(self):
         return f"<hyb.ops.Custom {self.name} ({self.func_type})>"
@@ -100,13 +102,16 @@ class Custom:
         impl = self._impl
         attrs = info.attr_names
         params = impl.param_names  # None when the implementation's parameters are unknown (aot, *args)
-        if params is not None:
-            unknown = [a for a in attrs if a not in params and not impl.takes_kwargs]
+        if params is not None and not impl.takes_kwargs:
+            unknown = [a for a in attrs if a not in params]
             if unknown:
                 raise HybridArgumentError(
                     f"{where}: attribute `{unknown[0]}` is not a parameter of `{impl.name}` "
                     f"({', '.join(params) or 'no parameters'})", None,
                     "attribute names must be the names of the implementation's scalar parameters")
+        if info.attr_only:
+            return
+        if params is not None and not info.dynamic_inputs():
             inputs = [p for p in params if p not in attrs]
             required = [p for p in inputs if p not in impl.optional_names]
             if not len(required) <= len(info["inputs"]) <= len(inputs):
@@ -143,16 +148,36 @@ class Custom:
     def __call__(self, *args):
         target = device_target()
         info = self._info_for(target)
+        if info is not None and target not in self._checked:
+            self._check_info(info)
+            self._checked.add(target)
         inputs, attrs, given_attrs = self._split(args, info)
-        arrays = [to_numpy(a, pos) for pos, a in enumerate(inputs)]
+        dynamic = info.dynamic_inputs() if info is not None else set()
+        # A dynamic input is a tuple of arrays; pyfunc receives it so, hybrid and aot kernels
+        # receive its arrays as consecutive arguments.
+        optional = info.optional_inputs() if info is not None else set()
+        arrays = [tuple(to_numpy(x, pos) for x in a) if pos in dynamic else None if a is None and pos in optional
+                  else to_numpy(a, pos) for pos, a in enumerate(inputs)]
+        flat = flatten(arrays)
+        structured = getattr(self._impl, "takes_missing", False)
+        if any(a is None for a in flat) and not structured:
+            raise HybridUnsupportedError(
+                f"Custom op `{self.name}`: an optional input was passed as None; only pyfunc operators take a "
+                f'missing input (func_type="{self.func_type}" kernels need every argument)', None,
+                "pass a tensor, or leave the optional input out of the operator information")
         rows = matching_rows(self, info, arrays, target)
-        declared = self._declared_specs(args, arrays + given_attrs)
-        outs = self._impl.run(self, arrays, attrs, declared, target)
-        if info is not None:
+        shapes = [tuple(shape_of(x) for x in a) if pos in dynamic else shape_of(a) for pos, a in enumerate(arrays)]
+        dtypes = [tuple(dtype_of(x) for x in a) if pos in dynamic else dtype_of(a) for pos, a in enumerate(arrays)]
+        declared, as_tuple = self._declared_specs(shapes + [shape_of(v) for v in given_attrs],
+                                                  dtypes + [dtype_of(v) for v in given_attrs])
+        outs = self._impl.run(self, arrays if structured else flat, attrs, declared, target)
+        if info is not None and not info.attr_only:
             check_output_rows(self, info, rows, outs)
+        if as_tuple is None:  # inferred from the implementation: one output is a tensor
+            as_tuple = len(outs) != 1
         tensors = [wrap(o) for o in outs]
-        record(self, list(args), arrays, attrs, outs, tensors)
-        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+        record(self, list(args), dynamic, flat, attrs, outs, tensors, as_tuple)
+        return tuple(tensors) if as_tuple else tensors[0]
 
     def _split(self, args, info):
         """The call's inputs, every attribute's value (by name; None for an optional attribute
@@ -162,13 +187,31 @@ class Custom:
         else from the information's ``value``, else from its ``default_value``."""
         if info is None:
             return list(args), {}, []
-        n_in, declared = len(info["inputs"]), info["attr"]
-        if not n_in <= len(args) <= n_in + len(declared):
-            raise HybridArgumentError(
-                f"Custom op `{self.name}` takes {n_in} inputs ({', '.join(info.input_names)})"
-                + (f", then optionally its attributes ({', '.join(info.attr_names)})" if declared else "")
-                + f"; got {len(args)} arguments", None, None)
+        declared = info["attr"]
+        if info.attr_only:
+            n_in = next((i for i, a in enumerate(args) if not is_tensor(a)), len(args))
+        else:
+            n_in = len(info["inputs"])
+            n_req = n_in - sum(1 for i in info.optional_inputs() if i >= n_in - len(info.optional_inputs()))
+            if not n_req <= len(args) <= n_in + len(declared):
+                raise HybridArgumentError(
+                    f"Custom op `{self.name}` takes {n_in} inputs ({', '.join(info.input_names)})"
+                    + (f", then optionally its attributes ({', '.join(info.attr_names)})" if declared else "")
+                    + f"; got {len(args)} arguments", None, None)
+            if len(args) < n_in:  # trailing optional inputs left out
+                n_in = len(args)
+            for pos in info.dynamic_inputs():
+                if pos < n_in and not isinstance(args[pos], (tuple, list)):
+                    raise HybridTypeError(
+                        f"input {pos} (`{info.input_names[pos]}`) of Custom op `{self.name}` is declared dynamic, "
+                        f"so it takes a tuple or list of tensors, not a {type(args[pos]).__name__}", None,
+                        f"pass the tensors together, e.g. op(({info.input_names[pos]}1, {info.input_names[pos]}2))")
         given = list(args[n_in:])
+        if len(given) > len(declared):
+            raise HybridArgumentError(
+                f"Custom op `{self.name}` has {len(declared)} attributes ({', '.join(info.attr_names)}) but the call "
+                f"passes {len(given)} values after its {n_in} tensor inputs", None,
+                "pass the tensors first, then at most one value per attribute in the information's order")
         attrs = {}
         for pos, a in enumerate(declared):
             where = f"attribute `{a['name']}` of Custom op `{self.name}`"
@@ -191,12 +234,24 @@ class Custom:
                 attrs[a["name"]] = None
         return list(args[:n_in]), attrs, [attrs[a["name"]] for a in declared[:len(given)]]
 
-    def _declared_specs(self, args, values):
-        """``[(shape, dtype)]`` from ``out_shape``/``out_dtype`` (either may be None: not declared)."""
+    def _declared_specs(self, shapes, dtypes):
+        """``([(shape, dtype)], as_tuple)`` from ``out_shape``/``out_dtype`` (either may be None:
+        not declared; both None gives ``(None, None)``).
+
+        As in MindSpore, the operator returns a tuple when ``out_shape`` is a tuple or list of
+        shapes or ``out_dtype`` a tuple or list of dtypes, even of one entry; ``out_dtype=()``
+        (with ``out_shape=()``) declares an operator with no outputs."""
         if self.out_shape is None and self.out_dtype is None:
-            return None
-        shapes = evaluate(self, "out_shape", self.out_shape, [shape_of(v) for v in values])
-        dtypes = evaluate(self, "out_dtype", self.out_dtype, [dtype_of(v) for v in values])
+            return None, None
+        shapes = evaluate(self, "out_shape", self.out_shape, shapes)
+        dtypes = evaluate(self, "out_dtype", self.out_dtype, dtypes)
+        if isinstance(dtypes, (tuple, list)) and not dtypes:
+            if shapes is not None and not (isinstance(shapes, (tuple, list)) and not shapes):
+                raise HybridArgumentError(
+                    f"Custom op `{self.name}`: out_dtype=() declares no outputs but out_shape gives {shapes!r}",
+                    None, "an operator without outputs has out_shape=() and out_dtype=()")
+            return [], True
+        as_tuple = isinstance(dtypes, (tuple, list)) or is_shape_list(shapes)
         shapes = None if shapes is None else as_shapes(self, shapes)
         dtypes = None if dtypes is None else as_dtypes(self, dtypes)
         if shapes is not None and dtypes is not None and len(shapes) != len(dtypes):
@@ -204,26 +259,34 @@ class Custom:
                 f"Custom op `{self.name}`: out_shape gives {len(shapes)} outputs but out_dtype gives {len(dtypes)}",
                 None, "give one shape and one dtype per output")
         n = len(shapes) if shapes is not None else len(dtypes)
-        return [(shapes[i] if shapes is not None else None, dtypes[i] if dtypes is not None else None)
-                for i in range(n)]
+        specs = [(shapes[i] if shapes is not None else None, dtypes[i] if dtypes is not None else None)
+                 for i in range(n)]
+        return specs, as_tuple
 
     # ------------------------------------------------------------------ gradients
-    def _backward(self, call_args, arrays, attrs, outs, douts):
-        """Gradients of the call's arguments given the outputs' gradients ``douts``."""
+    def _backward(self, call_args, dynamic, arrays, attrs, outs, douts, as_tuple):
+        """Gradients of the call's arguments given the outputs' gradients ``douts``, one per
+        tensor (a dynamic input's tensors one by one) and None for each attribute value."""
         douts = [dout_like(d, o) for d, o in zip(douts, outs)]
-        if self.bprop is not None:
-            return self._run_bprop(call_args, outs, douts)
-        grads = self._impl.derived_gradient(self, arrays, attrs, outs, douts)
-        return grads + [None] * (len(call_args) - len(grads))
+        n = len(tape_inputs(call_args, dynamic))
+        if self.bprop is None:
+            grads = self._impl.derived_gradient(self, arrays, attrs, outs, douts)
+            return grads + [None] * (n - len(grads))
+        grads = self._run_bprop(call_args, outs, douts, as_tuple)
+        return tape_inputs([g if pos not in dynamic else tuple(g) if isinstance(g, (tuple, list))
+                            else (None,) * len(call_args[pos]) for pos, g in enumerate(grads)], dynamic)
 
-    def _run_bprop(self, call_args, outs, douts):
-        fresh = [wrap(np.array(to_numpy(a, i))) if is_array_like(a) else a for i, a in enumerate(call_args)]
+    def _run_bprop(self, call_args, outs, douts, as_tuple):
+        """The user's bprop: ``out`` and ``dout`` are tuples when the operator returns a tuple."""
+        fresh = [tuple(wrap(np.array(to_numpy(x, i))) for x in a) if isinstance(a, (tuple, list)) and a
+                 and all(is_tensor(x) for x in a) else wrap(np.array(to_numpy(a, i))) if is_array_like(a) else a
+                 for i, a in enumerate(call_args)]
         out = [wrap(o.copy()) for o in outs]
         dout = [wrap(d) for d in douts]
-        if len(outs) == 1:
-            got = self.bprop(*fresh, out[0], dout[0])
-        else:
+        if as_tuple:
             got = self.bprop(*fresh, tuple(out), tuple(dout))
+        else:
+            got = self.bprop(*fresh, out[0], dout[0])
         where = f"bprop of Custom op `{self.name}`"
         if not isinstance(got, (tuple, list)):
             raise HybridTypeError(f"{where} returned a {type(got).__name__}, not a tuple of input gradients", None,
@@ -236,6 +299,13 @@ class Custom:
             if g is None:
                 grads.append(None)
                 continue
+            if isinstance(fresh[pos], tuple):  # a dynamic input: a tuple of gradients
+                if not isinstance(g, (tuple, list)) or len(g) != len(a):
+                    raise HybridTypeError(f"{where} returned {type(g).__name__} for input {pos}, a tuple of "
+                                          f"{len(a)} tensors", None, "return a tuple with one gradient per tensor")
+                grads.append(tuple(None if x is None else np.asarray(x.asnumpy() if hasattr(x, "asnumpy") else x)
+                                   for x in g))
+                continue
             g = np.asarray(g.asnumpy() if hasattr(g, "asnumpy") else g)
             shape = shape_of(a)
             if is_array_like(a) and g.shape != shape:
@@ -246,23 +316,42 @@ class Custom:
 
 
 def select_infos(func, reg_info, func_type) -> list:
-    """The operator information that applies: ``reg_info`` if given, else the decorator's."""
+    """The operator information that applies: ``reg_info`` if given, else the decorator's.
+
+    As in MindSpore, the first registration for a target is the one used; a later one for the
+    same target is ignored, with a warning."""
     if reg_info is None:
         reg_info = getattr(func, "reg_info", None) if func_type != "aot" else None
     if reg_info is None:
         return []
-    items = list(reg_info) if isinstance(reg_info, (list, tuple)) else [reg_info]
-    infos = [reginfo.normalize_info(i) for i in items]
+    infos = [reginfo.normalize_info(i) for i in flatten_nested(reg_info)]
     seen = {}
     for info in infos:
         t = info["target"]
         if t in seen:
-            raise HybridArgumentError(
-                f"operator information for target {t or '(any)'} is given twice "
-                f"(`{seen[t]['op_name']}` and `{info['op_name']}`)", None,
-                "an operator has one registration per target; merge the dtype_format rows into one")
+            warnings.warn(HybridWarning(
+                f"operator information for target {t or '(any)'} is given twice (`{seen[t]['op_name']}` and "
+                f"`{info['op_name']}`); the first is used and `{info['op_name']}` is ignored, as in MindSpore"),
+                stacklevel=3)
+            continue
         seen[t] = info
-    return infos
+    return list(seen.values())
+
+
+def flatten_nested(items) -> list:
+    """Registrations given as a list or tuple, nested or not, as one list."""
+    if isinstance(items, (list, tuple)):
+        return [x for item in items for x in flatten_nested(item)]
+    return [items]
+
+
+def flatten(values) -> list:
+    """The arrays of a call, a dynamic input's tuple spread out in place."""
+    return [x for v in values for x in (v if isinstance(v, tuple) else (v,))]
+
+
+def is_tensor(a) -> bool:
+    return isinstance(a, np.ndarray) or hasattr(a, "asnumpy")
 
 
 def check_order(where, what, declared: list, actual: list):
@@ -278,12 +367,19 @@ def device_target() -> str:
     return context.device_target()
 
 
-def record(op, call_args, arrays, attrs, outs, tensors):
-    """Put the call on hyb's tape when one of its arguments takes part in a gradient."""
-    if not autograd.needs_grad(*call_args):
+def tape_inputs(call_args, dynamic) -> list:
+    """A call's arguments as the tape sees them: a dynamic input's tensors one by one."""
+    return [x for pos, a in enumerate(call_args) for x in (a if pos in dynamic else (a,))]
+
+
+def record(op, call_args, dynamic, arrays, attrs, outs, tensors, as_tuple):
+    """Put the call on hyb's tape when one of its inputs takes part in a gradient.  ``bprop``
+    sees a dynamic input as the tuple it was passed as, and returns a tuple of gradients for it."""
+    inputs = tape_inputs(call_args, dynamic)
+    if not tensors or not autograd.needs_grad(*inputs):
         return
 
     def backward(douts):
-        return op._backward(call_args, arrays, attrs, outs, list(douts))
+        return op._backward(call_args, dynamic, arrays, attrs, outs, list(douts), as_tuple)
 
-    autograd.record(call_args, tensors, backward, name=f"Custom({op.name})")
+    autograd.record(inputs, tensors, backward, name=f"Custom({op.name})")

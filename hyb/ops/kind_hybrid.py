@@ -20,6 +20,7 @@ class HybridImpl:
 
     takes_kwargs = False
     optional_names = ()
+    takes_missing = False
 
     def __init__(self, func, func_type):
         if isinstance(func, Kernel):

@@ -14,6 +14,7 @@ class PyfuncImpl:
 
     static_output_count = None
     static_output_names = None
+    takes_missing = True  # a None for an optional input, a tuple for a dynamic one
 
     def __init__(self, func):
         if not callable(func):
@@ -25,8 +26,14 @@ class PyfuncImpl:
 
     def run(self, op, arrays, attrs, declared, target):
         got = self.func(*arrays, **{k: v for k, v in attrs.items() if v is not None})
+        if declared == [] and got is None:  # out_shape=(), out_dtype=(): run for its side effects
+            return []
         got = list(got) if isinstance(got, (tuple, list)) else [got]
         outs = [np.asarray(g.asnumpy() if hasattr(g, "asnumpy") else g) for g in got]
+        if declared is not None and len(declared) == len(outs):
+            # A number (Python or NumPy) or a 0-d array takes the declared dtype, as MindSpore casts it.
+            outs = [o.astype(d) if o.ndim == 0 and d is not None and o.dtype != d and o.dtype != object else o
+                    for o, (_, d) in zip(outs, declared)]
         # Outputs are new arrays: one that is (a view of) an input is copied.
         outs = [o.copy() if any(isinstance(a, np.ndarray) and np.shares_memory(o, a) for a in arrays) else o
                 for o in outs]

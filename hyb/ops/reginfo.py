@@ -22,26 +22,43 @@ made it rather than at a later call of the operator.
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 
-from ..errors import HybridArgumentError, HybridUnsupportedError
+from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
 
 TARGETS = ("CPU", "GPU", "Ascend")
 PARAM_TYPES = ("required", "optional", "dynamic")
-ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr")
-FORMATS = ("DefaultFormat", "")  # hyb tensors are always row-major: no NCHW/NHWC/5HD layouts
+ATTR_VALUE_TYPES = ("int", "float", "bool", "str", "listInt", "listFloat", "listBool", "listStr", "all")
+# Formats whose data is row-major in the order of the tensor's own dimensions: a hyb array is
+# all of them.  Other formats (NC1HWC0, FRACTAL_Z, ...) are the blocked layouts of Ascend kernels;
+# rows that ask for them are recorded, and never match a call.
+ROW_MAJOR_FORMATS = ("DefaultFormat", "", "ND", "NCHW", "NHWC", "NCDHW", "NDHWC")
 
 
-class DataType:
+class _DataTypeNames(type):
+    """Any ``<DTYPE>_<FORMAT>`` name MindSpore's ``DataType`` has: ``F16_5HD`` is
+    ``("float16", "NC1HWC0")``, so that registrations for Ascend layouts still build."""
+
+    def __getattr__(cls, name):
+        prefix, _, fmt = name.partition("_")
+        if prefix in _PREFIXES and fmt:
+            return (_PREFIXES[prefix], _FORMAT_NAMES.get(fmt, fmt))
+        raise AttributeError(f"type object 'DataType' has no attribute {name!r}")
+
+
+class DataType(metaclass=_DataTypeNames):
     """``(dtype, format)`` pairs for ``CustomRegOp.dtype_format`` rows, named as in MindSpore.
 
     ``F32_Default`` is ``("float32", "DefaultFormat")``; ``F32_None`` is ``("float32", "")``
     (a dtype with no layout requirement, the same thing in hyb); ``None_None`` is ``("", "")``,
-    which matches any dtype.
+    which matches any dtype.  Names with other formats (``F16_5HD``, ``F32_FracZ``, ...) exist as
+    in MindSpore; hyb's arrays have none of those layouts, so rows made of them never match.
     """
 
     None_None = ("", "")
+    None_Default = ("", "DefaultFormat")
 
 
 _PREFIXES = {
@@ -56,6 +73,10 @@ for _prefix, _dtype in _PREFIXES.items():
 del _prefix, _dtype
 
 DTYPE_NAMES = tuple(_PREFIXES.values())
+_PREFIXES.update({"C64": "complex64", "C128": "complex128", "STR": "string"})  # names only: no such arrays
+_FORMAT_NAMES = {"Default": "DefaultFormat", "None": "", "5HD": "NC1HWC0", "FracZ": "FRACTAL_Z",
+                 "FracNZ": "FRACTAL_NZ", "C1HWNCoC0": "C1HWNCoC0", "NDC1HWC0": "NDC1HWC0",
+                 "FRACTAL_Z_3D": "FRACTAL_Z_3D", "ChannelLast": "ChannelLast"}
 
 
 class OpInfo(dict):
@@ -77,8 +98,27 @@ class OpInfo(dict):
 
     def rows(self) -> list:
         """The supported dtype combinations: one tuple of dtype names per row, inputs then
-        outputs; ``""`` matches any dtype."""
-        return [tuple(dt for dt, _fmt in row) for row in self["dtype_format"]]
+        outputs; ``""`` matches any dtype.  Rows that ask for a blocked layout (an Ascend format)
+        are left out: no hyb array has one."""
+        return [tuple(dt for dt, _fmt in row) for row in self["dtype_format"]
+                if all(fmt in ROW_MAJOR_FORMATS for _dt, fmt in row)]
+
+    def layout_rows(self) -> list:
+        """The formats of the rows :meth:`rows` leaves out."""
+        return sorted({fmt for row in self["dtype_format"] for _dt, fmt in row if fmt not in ROW_MAJOR_FORMATS})
+
+    @property
+    def attr_only(self) -> bool:
+        """Information that declares attributes and no inputs or outputs: the call's leading
+        tensors are the inputs, and the values after them the attributes."""
+        return not self["inputs"] and not self["outputs"] and bool(self["attr"])
+
+    def dynamic_inputs(self) -> set:
+        """Positions of the inputs declared ``"dynamic"``."""
+        return {pos for pos, i in enumerate(self["inputs"]) if i.get("param_type") == "dynamic"}
+
+    def optional_inputs(self) -> set:
+        return {pos for pos, i in enumerate(self["inputs"]) if i.get("param_type") == "optional"}
 
     def describe_rows(self) -> str:
         """The rows as text, one per line: ``(float32, float32) -> (float32)``."""
@@ -117,7 +157,8 @@ class CustomRegOp:
     # ------------------------------------------------------------ inputs and outputs
     def input(self, index=None, name=None, param_type="required", **kwargs):
         """Declare input ``index`` (0, 1, ...) called ``name``; ``param_type`` is
-        ``"required"``, ``"optional"`` or ``"dynamic"``."""
+        ``"required"``, ``"optional"`` (a call may leave it out, or pass None) or ``"dynamic"``
+        (a call passes a tuple or list of tensors as this one argument)."""
         self._inputs.append(self._io("input", self._inputs, index, name, param_type, kwargs))
         return self
 
@@ -133,17 +174,14 @@ class CustomRegOp:
                                       f"number the {what}s 0, 1, 2, ... in the order the implementation has them")
         if not isinstance(name, str) or not name:
             raise HybridArgumentError(f"{where}: the name must be a non-empty string", None, None)
-        if any(d["index"] == index for d in declared):
-            raise HybridArgumentError(f"{where}: {what} {index} is declared twice", None,
-                                      f"give each {what} its own index")
         if any(d["name"] == name for d in declared):
             raise HybridArgumentError(f"{where}: another {what} is already called `{name}`", None, None)
         if param_type not in PARAM_TYPES:
             raise HybridArgumentError(f"{where}: param_type {param_type!r} is not one of "
                                       + ", ".join(PARAM_TYPES), None, None)
-        if param_type == "dynamic":
-            raise HybridUnsupportedError(f"{where}: dynamic (variadic) {what}s are not supported by hyb", None,
-                                         f"declare each {what} on its own")
+        if param_type == "dynamic" and what == "output":
+            raise HybridUnsupportedError(f"{where}: dynamic (variadic) outputs are not supported by hyb", None,
+                                         "declare each output on its own")
         entry = {"index": index, "name": name, "param_type": param_type}
         entry.update(kwargs)
         return entry
@@ -153,7 +191,8 @@ class CustomRegOp:
         """Declare an attribute: a named constant the implementation receives.
 
         ``param_type`` is ``"required"`` or ``"optional"``; ``value_type`` one of ``int``,
-        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``;
+        ``float``, ``bool``, ``str``, ``listInt``, ``listFloat``, ``listBool``, ``listStr``, or ``all``
+        (the value's own type, lists of lists included);
         ``default_value`` (text, as in MindSpore, or a Python value) and ``value`` give the
         value used when a call does not pass one (``value`` first).
         """
@@ -194,15 +233,10 @@ class CustomRegOp:
                     f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} is {pair!r}, not a DataType pair',
                     None, "use the constants of hyb.ops.DataType, e.g. DataType.F32_Default")
             dtype, fmt = pair
-            if dtype and dtype not in DTYPE_NAMES:
+            if dtype and dtype not in _PREFIXES.values():
                 raise HybridArgumentError(
                     f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} has unknown dtype {dtype!r}', None,
                     "known dtypes: " + ", ".join(DTYPE_NAMES))
-            if fmt not in FORMATS:
-                raise HybridUnsupportedError(
-                    f'CustomRegOp("{self.op_name}").dtype_format: entry {pos} asks for format {fmt!r}; '
-                    "hyb tensors have one layout (row-major, DefaultFormat)", None,
-                    "use the *_Default constants")
             row.append((dtype, fmt))
         if not row:
             raise HybridArgumentError(f'CustomRegOp("{self.op_name}").dtype_format() needs at least one entry',
@@ -228,13 +262,18 @@ class CustomRegOp:
 
     # ------------------------------------------------------------ result
     def get_op_info(self) -> OpInfo:
-        """The operator information as a dict (checked: indices 0..n-1, rows of the right length)."""
+        """The operator information as a dict (checked: rows of the right length).
+
+        Inputs and outputs are ordered by index, and in the order they were declared where two
+        share one.  Indices other than 0..n-1 are accepted, as MindSpore accepts them, with a
+        warning: the order is what counts."""
         for what, declared in (("input", self._inputs), ("output", self._outputs)):
-            indices = sorted(d["index"] for d in declared)
-            if indices != list(range(len(declared))):
-                raise HybridArgumentError(
-                    f'CustomRegOp("{self.op_name}"): {what} indices are {indices}, not 0..{len(declared) - 1}',
-                    None, f"number the {what}s 0, 1, 2, ... with no gaps")
+            indices = [d["index"] for d in declared]
+            if sorted(indices) != list(range(len(declared))):
+                warnings.warn(HybridWarning(
+                    f'CustomRegOp("{self.op_name}"): {what} indices are {indices}, not 0..{len(declared) - 1}; '
+                    f"the {what}s are taken in the order " + ", ".join(d["name"] for d in _ordered(declared))),
+                    stacklevel=2)
         width = len(self._inputs) + len(self._outputs)
         for row in self._rows:
             if len(row) != width:
@@ -247,11 +286,15 @@ class CustomRegOp:
             imply_type="Custom",
             fusion_type=self._fusion_type,
             target=self._target,
-            inputs=sorted((dict(d) for d in self._inputs), key=lambda d: d["index"]),
-            outputs=sorted((dict(d) for d in self._outputs), key=lambda d: d["index"]),
+            inputs=[dict(d) for d in _ordered(self._inputs)],
+            outputs=[dict(d) for d in _ordered(self._outputs)],
             attr=[dict(a) for a in self._attrs],
             dtype_format=[[list(p) for p in row] for row in self._rows],
         )
+
+
+def _ordered(declared: list) -> list:
+    return sorted(declared, key=lambda d: d["index"])  # stable: declaration order among equal indices
 
 
 def custom_info_register(*reg_info):
@@ -310,6 +353,8 @@ def convert_attr(attr: dict, value, where: str):
     """The Python value of an attribute, converted to its declared ``type`` (MindSpore writes
     defaults as text: ``"0.5"``, ``"true"``, ``"1,2"``)."""
     vt = attr["type"]
+    if vt == "all":
+        return _convert_any(value, where)
     if vt.startswith("list"):
         if isinstance(value, str):
             items = [v.strip() for v in value.split(",") if v.strip()]
@@ -320,6 +365,20 @@ def convert_attr(attr: dict, value, where: str):
         item_type = vt[4:].lower()
         return tuple(_convert_one(item_type, v, where, vt) for v in items)
     return _convert_one(vt, value, where, vt)
+
+
+def _convert_any(value, where):
+    """A value of an ``"all"`` attribute (any type): a bool, int, float or string, or a list of
+    them (lists become tuples; lists of lists are kept for vector-of-vector attributes)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_convert_any(v, where) for v in value)
+    raise HybridArgumentError(f"{where}: {value!r} is not a bool, int, float, string or a list of them", None, None)
 
 
 def _convert_one(vt, value, where, declared):
@@ -347,3 +406,4 @@ def _convert_one(vt, value, where, declared):
     except (TypeError, ValueError):
         pass
     raise HybridArgumentError(f"{where}: {value!r} is not a valid `{declared}` value", None, None)
+

@@ -63,12 +63,17 @@ def is_shape(s) -> bool:
                                                 for d in s)
 
 
+def is_shape_list(s) -> bool:
+    """Whether ``s`` is a tuple or list of shapes (of at least one), not one shape."""
+    return isinstance(s, (tuple, list)) and bool(s) and all(is_shape(x) for x in s)
+
+
 def as_shapes(op, s) -> list:
     if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
         return [(int(s),)]
     if is_shape(s):
         return [tuple(int(d) for d in s)]
-    if isinstance(s, (tuple, list)) and s and all(is_shape(x) for x in s):
+    if is_shape_list(s):
         return [tuple(int(d) for d in x) for x in s]
     raise HybridArgumentError(f"Custom op `{op.name}`: out_shape gave {s!r}, which is not a shape or a tuple of "
                               "shapes", None, "a shape is a tuple of ints, e.g. (2, 3)")
@@ -106,8 +111,10 @@ def compare_specs(op, declared, real, returned=False):
 def fits_dtype(dtype_name: str, value) -> bool:
     """Whether a call argument fits a row's dtype (``""`` fits anything; a Python number fits
     any dtype of its kind, as NumPy's weak scalars do)."""
-    if not dtype_name:
+    if not dtype_name or value is None:
         return True
+    if isinstance(value, tuple):  # a dynamic input: each of its tensors
+        return all(fits_dtype(dtype_name, v) for v in value)
     if isinstance(value, (np.ndarray, np.generic)):
         return value.dtype.name == dtype_name
     if isinstance(value, bool):
@@ -120,6 +127,8 @@ def fits_dtype(dtype_name: str, value) -> bool:
 
 
 def describe_value(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + ", ".join(describe_value(v) for v in value) + ")"
     if isinstance(value, (np.ndarray, np.generic)):
         return value.dtype.name
     return type(value).__name__

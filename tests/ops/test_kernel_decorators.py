@@ -111,7 +111,7 @@ def test_reg_info_that_does_not_fit_the_kernel_is_refused():
             c[i] = a[i] + b[i]
         return c
     with pytest.raises(hyb.HybridArgumentError, match=r"declares 1 inputs \(a\) but `two_inputs` takes 2"):
-        Custom(two_inputs, out_shape=lambda a, b: a, out_dtype=lambda a, b: a)
+        Custom(two_inputs, out_shape=lambda a, b: a, out_dtype=lambda a, b: a)(np.ones(2), np.ones(2))
 
 
 def test_bad_uses_of_the_decorator():

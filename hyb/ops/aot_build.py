@@ -1,0 +1,170 @@
+"""Compiling aot operators' sources: ``func="path/add.cc:CustomAdd"`` (``.cc``, ``.cpp``, ``.cxx``,
+``.c``) with the C++ compiler, ``.cu`` with ``nvcc``, into a shared library in hyb's cache; and
+hyb's own runtime library for aot operators (``aot_runtime.cc``: the ``AotExtra`` objects).
+
+The commands are ``g++ -O2 -std=c++17 -shared -fPIC -I<source's dir> -I<hyb include> src -o lib``
+(``$CXX`` when set) and ``nvcc --shared -Xcompiler -fPIC -O3 -std=c++17 -I... src -o lib``; hyb's
+include directory holds ``custom_aot_extra.h``.  A library is cached by content: its key hashes
+the command, the source and the local headers it includes (``#include "..."``), hyb's
+``custom_aot_extra.h``, the compiler's version and hyb's version.  It lives in
+``<cache>/aot/<name>-<key>/`` where ``<cache>`` is ``$HYB_CACHE_DIR`` (see ``hyb.runtime.cache``),
+written to a temporary file and renamed into place, so that a build that fails or is interrupted
+leaves nothing behind and concurrent builds do not see half-written files.  ``HYB_CACHE=0``
+builds in a temporary directory every time.  hyb says on stderr what it compiles (a compile may
+take seconds); a failed build raises :class:`AotCompileError` at the source's file and line with
+the compiler's output.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ..errors import HybridUnsupportedError, Span
+from ..runtime import cache as _cache
+from .builder import CustomOpBuildError, _hash_with_includes, include_dir
+
+__all__ = ["AotCompileError", "SOURCE_SUFFIXES", "CUDA_SUFFIXES", "compile_source", "runtime_library"]
+
+SOURCE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c")
+CUDA_SUFFIXES = (".cu",)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_RUNTIME_SOURCE = os.path.join(_HERE, "aot_runtime.cc")
+_HEADER = "custom_aot_extra.h"
+
+
+class AotCompileError(CustomOpBuildError):
+    """Compiling an aot operator's source failed: ``span`` is the place of the compiler's first
+    error, ``compiler_output`` its whole output and ``command`` the command line."""
+
+
+def cxx_compiler() -> str:
+    cxx = os.environ.get("CXX")
+    if cxx:
+        return cxx
+    for name in ("g++", "c++", "clang++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise HybridUnsupportedError("hyb found no C++ compiler (g++, c++ or clang++) to compile an aot operator's "
+                                 "source", None, "install one (e.g. apt-get install g++), set $CXX, or give the "
+                                 "path of a library you built (\"./add.so:CustomAdd\")")
+
+
+def nvcc_compiler() -> str | None:
+    return shutil.which("nvcc")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_version(compiler: str) -> str:
+    try:
+        return subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _command(source: str, output: str, cuda: bool) -> list:
+    includes = ["-I", os.path.dirname(source), "-I", include_dir()]
+    if cuda:
+        return [nvcc_compiler(), "--shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", *includes, source,
+                "-o", output]
+    return [cxx_compiler(), "-O2", "-std=c++17", "-shared", "-fPIC", *includes, source, "-o", output]
+
+
+def _key(source: str, cuda: bool) -> str:
+    from ..version import __version__
+    files: dict = {}
+    _hash_with_includes(source, [os.path.dirname(source), include_dir()], files)
+    with open(os.path.join(include_dir(), _HEADER), "rb") as f:
+        header = hashlib.sha256(f.read()).hexdigest()
+    cmd = _command(source, "<output>", cuda)
+    parts = {"command": cmd, "files": files, "header": header, "compiler": _compiler_version(cmd[0]),
+             "hyb": __version__, "platform": sys.platform}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def compile_source(source: str, cuda: bool = False, quiet: bool = False) -> str:
+    """Compile ``source`` into a shared library unless an identical build is cached; its path."""
+    source = os.path.normpath(os.path.abspath(source))
+    if cuda and nvcc_compiler() is None:
+        raise HybridUnsupportedError(f"compiling {source} needs nvcc (the CUDA compiler), which is not on PATH",
+                                     None, "install the CUDA toolkit, or build the library yourself and give "
+                                     "its path (\"./add.so:CustomAdd\")")
+    key = _key(source, cuda)
+    stem = os.path.splitext(os.path.basename(source))[0]
+    out_dir = None
+    base = _cache.directory()
+    if base is not None:
+        out_dir = os.path.join(base, "aot", f"{stem}-{key[:16]}")
+        final = os.path.join(out_dir, f"lib{stem}.so")
+        if os.path.exists(final):
+            return final
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError:
+            out_dir = None
+    if out_dir is None:
+        out_dir = tempfile.mkdtemp(prefix=f"hyb-aot-{stem}-")
+        final = os.path.join(out_dir, f"lib{stem}.so")
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=out_dir)
+    os.close(fd)
+    cmd = _command(source, tmp, cuda)
+    if not quiet:
+        print(f"hyb: compiling {source} with {os.path.basename(cmd[0])}", file=sys.stderr, flush=True)
+    try:
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise AotCompileError(f"compiling {source} took more than 10 minutes; hyb stopped the compiler", None,
+                                  "command: " + shlex.join(cmd), command=cmd) from None
+        if proc.returncode != 0:
+            raise compile_error(source, cmd, proc.stdout + proc.stderr)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return final
+
+
+def runtime_library() -> str:
+    """hyb's aot runtime library (built on first use, then cached like a user's source)."""
+    return compile_source(_RUNTIME_SOURCE, quiet=True)
+
+
+# g++/clang++ (``file:line:col: error: msg``) and nvcc (``file(line): error: msg``) diagnostics.
+_DIAGS = (
+    re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
+    re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\)(?P<col>):\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
+)
+
+
+def compile_error(source, cmd, output) -> AotCompileError:
+    """The error for a failed compile: at the first error in ``source`` (else the first anywhere)."""
+    diags = sorted([m for pattern in _DIAGS for m in pattern.finditer(output)], key=lambda m: m.start())
+    own = [d for d in diags if os.path.normpath(os.path.abspath(d["file"])) == source]
+    first = (own or diags or [None])[0]
+    span = None
+    name = os.path.basename(source)
+    if first is not None:
+        fname, line, col = first["file"], int(first["line"]), int(first["col"] or 1)
+        source_line = ""
+        try:
+            with open(fname, encoding="utf-8", errors="replace") as f:
+                for i, text in enumerate(f, 1):
+                    if i == line:
+                        source_line = text.rstrip("\n")
+                        break
+        except OSError:
+            pass
+        span = Span(fname, line, col, line, col + 1, source_line)
+        message = f"compiling aot operator source {name} failed: {first['msg']}"
+    else:
+        message = f"compiling aot operator source {name} failed (the compiler or linker exited with an error)"
+    return AotCompileError(message, span, "command: " + shlex.join(cmd), compiler_output=output, command=cmd)
