@@ -1,13 +1,19 @@
 """``hyb.Tensor`` and ``hyb.Parameter``: eager, NumPy-backed tensors that record gradients.
 
-A :class:`Tensor` wraps one NumPy array.  Operations run at once with NumPy's semantics
-(broadcasting, dtype promotion, Python numbers as *weak* scalars), and each operation on a
-Tensor that needs a gradient is recorded on the tape of :mod:`hyb.autograd`, so that
+A :class:`Tensor` wraps one NumPy array.  Operations run at once, with NumPy's broadcasting and
+MindSpore's dtype rules (``tensor_math.result_dtype``: Python numbers are *weak* scalars, an
+integer tensor with a float number gives float32, int / int gives float32), and each operation
+on a Tensor that needs a gradient is recorded on the tape of :mod:`hyb.autograd`, so that
 ``hyb.grad`` can differentiate functions built from them and from Custom operators::
 
     x = hyb.Tensor([1.0, 4.0, 9.0])          # Python floats make float32, as in MindSpore
     y = (x * x).sum()
     print(x * 2)                               # [ 2.  8. 18.]  (printed as NumPy prints it)
+
+The module's functions :func:`elementwise`, :func:`matmul`, :func:`reduce`, :func:`reshape`,
+:func:`transpose`, :func:`expand_dims`, :func:`squeeze` and :func:`cast` run the operations
+behind both the Tensor's methods and MindSpore's built-in operators (``hyb/ops/builtin.py``).
+Their first argument names the operator as the user spelled it, for error messages and the tape.
 
 A :class:`Parameter` is a Tensor that requires a gradient: a leaf of the graph, typically a
 weight assigned as an attribute of a :class:`hyb.nn.Cell`.
@@ -17,11 +23,14 @@ The dtype constants ``hyb.float32`` etc. are NumPy dtypes, usable wherever NumPy
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import tape
+from . import tensor_math as tm
 from .dsl import types
-from .errors import HybridTypeError, HybridUnsupportedError
+from .errors import HybridArgumentError, HybridError, HybridTypeError, HybridUnsupportedError
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple",
            "float16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -69,23 +78,28 @@ def _data(x):
     return x._data if isinstance(x, Tensor) else x
 
 
-def _float(a):
-    return a if np.issubdtype(a.dtype, np.inexact) or types.is_float_dtype(a.dtype) else a.astype(np.float64)
-
-
-def _apply(name, inputs, forward, backward=None):
-    """Run ``forward`` on the inputs' arrays; record ``backward(dout, *arrays)`` when needed.
+def apply(name, inputs, forward, backward=None, arrays=None):
+    """Run ``forward`` on the inputs' arrays (or on ``arrays``: the inputs converted to the
+    operation's dtype); record ``backward(dout, *arrays)`` when needed.
 
     ``backward`` returns one gradient (or None) per input; broadcast gradients are summed back
-    to each input's shape here.  Without ``backward`` the result carries no gradient.
+    to each input's shape here, and only inputs of a float dtype get one.  Without ``backward``
+    the result carries no gradient.  What NumPy refuses becomes a HybridError naming ``name``.
     """
-    arrays = [_data(x) for x in inputs]
-    out = Tensor.from_numpy(np.asarray(forward(*arrays)))
-    if backward is not None and tape.needs_grad(*inputs):
-        need = [tape.needs_grad(x) for x in inputs]
+    if arrays is None:
+        arrays = [_data(x) for x in inputs]
+    try:
+        with np.errstate(all="ignore"):          # inf and nan are results, as in MindSpore
+            out = Tensor.from_numpy(np.asarray(forward(*arrays)))
+    except (TypeError, ValueError, OverflowError) as e:
+        error = HybridTypeError if isinstance(e, TypeError) else HybridArgumentError
+        raise error(f"{name}: {e}", None, "check the inputs' dtypes, shapes and values") from None
+    need = [tape.needs_grad(x) and tm.is_float(x.dtype) for x in inputs]
+    if backward is not None and any(need):
 
         def vjp(douts):
-            grads = backward(douts[0], *arrays)
+            with np.errstate(all="ignore"):
+                grads = backward(douts[0], *arrays)
             return [tape.unbroadcast(g, np.shape(a)) if (g is not None and n) else None
                     for g, a, n in zip(grads, arrays, need)]
 
@@ -94,74 +108,172 @@ def _apply(name, inputs, forward, backward=None):
     return out
 
 
-# Backward rules: (dout, inputs' arrays...) -> one gradient per input.
-
-def _add_b(g, a, b):
-    return g, g
-
-
-def _sub_b(g, a, b):
-    return g, -g
-
-
-def _mul_b(g, a, b):
-    return g * b, g * a
-
-
-def _div_b(g, a, b):
-    return g / b, -g * a / (np.asarray(b) * b)
+def _operand(op, pos, v):
+    """An input of an elementwise operator: a Tensor, a NumPy array or scalar, a Python number
+    (kept weak), or a list of numbers (made a Tensor)."""
+    if isinstance(v, (Tensor, np.generic)) or tm.is_weak(v):
+        return v
+    if isinstance(v, np.ndarray):
+        _dtype(v.dtype)
+        return v
+    if isinstance(v, (list, tuple)):
+        return Tensor(v)
+    raise HybridTypeError(f"{op}: input {pos} has type {type(v).__name__}, not a Tensor or a number", None,
+                          "pass a hyb.Tensor, a NumPy array or a Python number")
 
 
-def _pow_b(g, a, b):
-    a = _float(np.asarray(a))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        da = g * np.where(b == 0, 0.0, b * a ** (b - 1))
-        db = g * np.where(a == 0, 0.0, a ** b * np.log(np.where(a == 0, 1.0, a)))
-    return da, db
+def _prepare(op, inputs, to_float=False):
+    """The checked inputs, and their arrays in the operation's dtype (float32 instead of a bool
+    or integer dtype when ``to_float``)."""
+    values = [_operand(op, i, v) for i, v in enumerate(inputs)]
+    dtype = tm.result_dtype(values)
+    if to_float and not tm.is_float(dtype):
+        dtype = float32
+    try:
+        arrays = [np.asarray(_data(v), dtype) for v in values]
+    except (OverflowError, ValueError) as e:
+        raise HybridArgumentError(f"{op}: {e}", None, f"the operation computes in {dtype}") from None
+    return values, arrays
 
 
-def _mod_b(g, a, b):
-    return g, -g * np.floor_divide(a, b)
+def elementwise(op, rule, *inputs):
+    """The elementwise operation ``rule`` (a name of ``tensor_math``'s ``UNARY``, ``BINARY`` or
+    ``COMPARE``) on ``inputs``, broadcast, in MindSpore's dtype."""
+    values, arrays = _prepare(op, inputs, rule in tm.TO_FLOAT)
+    shapes = [a.shape for a in arrays]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise HybridArgumentError(f"{op}: shapes {' and '.join(map(str, shapes))} do not broadcast", None,
+                                  "each trailing dimension must be equal or 1: reshape an input, or add "
+                                  "axes with expand_dims") from None
+    if rule in tm.COMPARE:
+        return apply(op, values, tm.COMPARE[rule], None, arrays)
+    forward, backward = (tm.UNARY if len(arrays) == 1 else tm.BINARY)[rule]
+    return apply(op, values, forward, backward, arrays)
 
 
-def _matmul_b(g, a, b):
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    g2 = g
-    if a.ndim == 1:
-        g2 = np.expand_dims(g2, -2)
-    if b.ndim == 1:
-        g2 = np.expand_dims(g2, -1)
-    da = g2 @ np.swapaxes(b2, -1, -2)
-    db = np.swapaxes(a2, -1, -2) @ g2
-    if a.ndim == 1:
-        da = da[..., 0, :]
-    if b.ndim == 1:
-        db = db[..., :, 0]
-    return da, db
+def matmul(op, a, b):
+    """The matrix product with NumPy's rules (1-D operands, broadcast batch dimensions)."""
+    values, arrays = _prepare(op, [a, b])
+    sa, sb = arrays[0].shape, arrays[1].shape
+    if not sa or not sb:
+        raise HybridArgumentError(f"{op}: cannot multiply shapes {sa} and {sb}: a 0-d tensor is not a matrix",
+                                  None, "use mul for a scalar factor")
+    inner = sb[-2] if len(sb) > 1 else sb[0]
+    if sa[-1] != inner:
+        raise HybridArgumentError(f"{op}: the inner dimensions of shapes {sa} and {sb} differ ({sa[-1]} and "
+                                  f"{inner})", None, "the first operand's last dimension must equal the "
+                                                     "second's second-to-last")
+    try:
+        np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise HybridArgumentError(f"{op}: the batch dimensions of shapes {sa} and {sb} do not broadcast", None,
+                                  "batch dimensions must be equal or 1") from None
+    return apply(op, values, np.matmul, tm.BINARY["matmul"][1], arrays)
 
 
-# NumPy ufuncs a Tensor answers with a recorded operation: name -> (forward, backward).
-_UNARY = {
-    "negative": (np.negative, lambda g, a: (-g,)),
-    "positive": (np.positive, lambda g, a: (g,)),
-    "exp": (np.exp, lambda g, a: (g * np.exp(a),)),
-    "log": (np.log, lambda g, a: (g / a,)),
-    "sqrt": (np.sqrt, lambda g, a: (g / (2 * np.sqrt(a)),)),
-    "sin": (np.sin, lambda g, a: (g * np.cos(a),)),
-    "cos": (np.cos, lambda g, a: (-g * np.sin(a),)),
-    "tanh": (np.tanh, lambda g, a: (g * (1 - np.tanh(a) ** 2),)),
-    "absolute": (np.absolute, lambda g, a: (g * np.sign(a),)),
-    "square": (np.square, lambda g, a: (2 * g * a,)),
-}
-_BINARY = {
-    "add": (np.add, _add_b), "subtract": (np.subtract, _sub_b), "multiply": (np.multiply, _mul_b),
-    "divide": (np.true_divide, _div_b), "power": (np.power, _pow_b), "matmul": (np.matmul, _matmul_b),
-    "remainder": (np.remainder, _mod_b),
-    "floor_divide": (np.floor_divide, lambda g, a, b: (None, None)),
-}
-_NO_GRAD = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "isnan", "isinf",
-            "isfinite", "sign", "floor", "ceil", "trunc", "rint", "logical_and", "logical_or", "logical_not"}
+def as_tensor(op, x, pos=0) -> "Tensor":
+    """``x`` as a Tensor: a Tensor as it is, a NumPy array shared, numbers and lists converted."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        _dtype(x.dtype)
+        return Tensor.from_numpy(x)
+    if isinstance(x, (bool, int, float, np.generic, list, tuple)):
+        return Tensor(x)
+    raise HybridTypeError(f"{op}: input {pos} has type {type(x).__name__}, not a Tensor", None,
+                          "pass a hyb.Tensor or a NumPy array")
+
+
+def _check_bool(op, name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise HybridTypeError(f"{op}: {name} must be a bool, got {value!r}", None, f"{name}=True or {name}=False")
+
+
+def reduce(op, kind, x, axis=None, keepdims=False, dtype=None):
+    """``sum``, ``mean``, ``max`` or ``min`` over ``axis`` (None or (): all axes).
+
+    A sum keeps an integer dtype (bool gives int64), the mean of integers is float32."""
+    x = as_tensor(op, x)
+    _check_bool(op, "keep_dims", keepdims)
+    shape = x.shape
+    axes = tm.reduce_axes(op, axis, x.ndim)
+    if dtype is not None:
+        out_dtype = cast_dtype(op, dtype)
+    elif kind == "mean" and not tm.is_float(x.dtype):
+        out_dtype = float32
+    else:
+        out_dtype = int64 if kind == "sum" and x.dtype == bool_ else x.dtype
+    if kind in ("max", "min") and any(shape[a] == 0 for a in axes):
+        raise HybridArgumentError(f"{op}: the {kind}imum over an empty axis is undefined (shape {shape}, "
+                                  f"axis {axis})", None, "reduce over axes of size at least 1")
+    kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    out_shape = kept if keepdims else tuple(n for i, n in enumerate(shape) if i not in axes)
+    count = math.prod(shape[a] for a in axes)
+
+    def forward(a):
+        if kind in ("sum", "mean"):
+            r = getattr(np, kind)(a, axis=axes, keepdims=True, dtype=out_dtype)
+        else:
+            r = getattr(np, kind)(a, axis=axes, keepdims=True).astype(out_dtype, copy=False)
+        return r.reshape(out_shape)
+
+    return apply(op, [x], forward, lambda g, a: (tm.reduce_grad(kind, g.reshape(kept), a, axes, count),))
+
+
+def _relabel(op, x, new_shape):
+    """``x`` with the same elements in ``new_shape``; the gradient goes back to ``x``'s shape."""
+    old = x.shape
+    return apply(op, [x], lambda a: a.reshape(new_shape), lambda g, a: (g.reshape(old),))
+
+
+def reshape(op, x, shape):
+    x = as_tensor(op, x)
+    return _relabel(op, x, tm.reshape_target(op, x.shape, shape))
+
+
+def expand_dims(op, x, axis):
+    """A new axis of size 1 at ``axis``, in [-rank - 1, rank]."""
+    x = as_tensor(op, x)
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):
+        raise HybridTypeError(f"{op}: axis must be an int, got {axis!r}", None, "e.g. 0 or -1")
+    (a,) = tm.normalize_axes(op, axis, x.ndim, extra=1)
+    return _relabel(op, x, x.shape[:a] + (1,) + x.shape[a:])
+
+
+def squeeze(op, x, axis=None):
+    """Without the axes of size 1 named by ``axis`` (None or (): all of them)."""
+    x = as_tensor(op, x)
+    axes = tm.squeeze_axes(op, axis, x.shape)
+    return _relabel(op, x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+
+def transpose(op, x, perm):
+    x = as_tensor(op, x)
+    perm = tm.check_perm(op, perm, x.ndim)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return apply(op, [x], lambda a: np.transpose(a, perm), lambda g, a: (np.transpose(g, inverse),))
+
+
+def cast_dtype(op, dtype) -> np.dtype:
+    if dtype is None or isinstance(dtype, (Tensor, np.ndarray)):
+        raise HybridTypeError(f"{op}: {dtype!r} is not a dtype", None, "use hyb.float32, a NumPy dtype or a "
+                                                                        "name such as 'float32'")
+    try:
+        return _dtype(dtype)
+    except HybridError:
+        raise HybridTypeError(f"{op}: {dtype!r} is not a dtype", None, "use hyb.float32, a NumPy dtype or a "
+                                                                        "name such as 'float32'") from None
+
+
+def cast(op, x, dtype):
+    """``x`` converted to ``dtype``; the gradient flows back converted, between float dtypes."""
+    x = as_tensor(op, x)
+    dt = cast_dtype(op, dtype)
+    src = x.dtype
+    differentiable = tm.is_float(src) and tm.is_float(dt)
+    return apply(op, [x], lambda a: a.astype(dt), lambda g, a: (g.astype(src) if differentiable else None,))
 
 
 class Tensor:
@@ -270,134 +382,136 @@ class Tensor:
         return f"Tensor(shape={list(self.shape)}, dtype={_ms_name(self.dtype)}, value={sep}{self._data})"
 
     # ------------------------------------------------------------------ arithmetic
+    # MindSpore's dtype rules and NumPy's broadcasting (see ``elementwise``).
     def __add__(self, other):
-        return _apply("add", [self, other], np.add, _add_b)
+        return elementwise("Tensor.__add__", "add", self, other)
 
     def __radd__(self, other):
-        return _apply("add", [other, self], np.add, _add_b)
+        return elementwise("Tensor.__radd__", "add", other, self)
 
     def __sub__(self, other):
-        return _apply("sub", [self, other], np.subtract, _sub_b)
+        return elementwise("Tensor.__sub__", "subtract", self, other)
 
     def __rsub__(self, other):
-        return _apply("sub", [other, self], np.subtract, _sub_b)
+        return elementwise("Tensor.__rsub__", "subtract", other, self)
 
     def __mul__(self, other):
-        return _apply("mul", [self, other], np.multiply, _mul_b)
+        return elementwise("Tensor.__mul__", "multiply", self, other)
 
     def __rmul__(self, other):
-        return _apply("mul", [other, self], np.multiply, _mul_b)
+        return elementwise("Tensor.__rmul__", "multiply", other, self)
 
     def __truediv__(self, other):
-        return _apply("div", [self, other], np.true_divide, _div_b)
+        return elementwise("Tensor.__truediv__", "divide", self, other)
 
     def __rtruediv__(self, other):
-        return _apply("div", [other, self], np.true_divide, _div_b)
+        return elementwise("Tensor.__rtruediv__", "divide", other, self)
 
     def __pow__(self, other):
-        return _apply("pow", [self, other], np.power, _pow_b)
+        return elementwise("Tensor.__pow__", "power", self, other)
 
     def __rpow__(self, other):
-        return _apply("pow", [other, self], np.power, _pow_b)
+        return elementwise("Tensor.__rpow__", "power", other, self)
 
     def __matmul__(self, other):
-        return _apply("matmul", [self, other], np.matmul, _matmul_b)
+        return matmul("Tensor.__matmul__", self, other)
 
     def __rmatmul__(self, other):
-        return _apply("matmul", [other, self], np.matmul, _matmul_b)
+        return matmul("Tensor.__rmatmul__", other, self)
 
     def __mod__(self, other):
-        return _apply("mod", [self, other], np.remainder, _mod_b)
+        return elementwise("Tensor.__mod__", "remainder", self, other)
 
     def __rmod__(self, other):
-        return _apply("mod", [other, self], np.remainder, _mod_b)
+        return elementwise("Tensor.__rmod__", "remainder", other, self)
 
     def __floordiv__(self, other):          # piecewise constant: no gradient
-        return _apply("floordiv", [self, other], np.floor_divide)
+        return elementwise("Tensor.__floordiv__", "floor_divide", self, other)
 
     def __rfloordiv__(self, other):
-        return _apply("floordiv", [other, self], np.floor_divide)
+        return elementwise("Tensor.__rfloordiv__", "floor_divide", other, self)
 
     def __neg__(self):
-        return _apply("neg", [self], np.negative, lambda g, a: (-g,))
+        return elementwise("Tensor.__neg__", "negative", self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _apply("abs", [self], np.absolute, _UNARY["absolute"][1])
+        return elementwise("Tensor.__abs__", "absolute", self)
 
-    # comparisons give bool Tensors and no gradient
+    # comparisons give bool Tensors and no gradient; == and != with a non-number are False / True
     def __eq__(self, other):
-        return _apply("eq", [self, other], np.equal)
+        return elementwise("Tensor.__eq__", "equal", self, other) if _comparable(other) else NotImplemented
 
     def __ne__(self, other):
-        return _apply("ne", [self, other], np.not_equal)
+        return elementwise("Tensor.__ne__", "not_equal", self, other) if _comparable(other) else NotImplemented
 
     def __lt__(self, other):
-        return _apply("lt", [self, other], np.less)
+        return elementwise("Tensor.__lt__", "less", self, other)
 
     def __le__(self, other):
-        return _apply("le", [self, other], np.less_equal)
+        return elementwise("Tensor.__le__", "less_equal", self, other)
 
     def __gt__(self, other):
-        return _apply("gt", [self, other], np.greater)
+        return elementwise("Tensor.__gt__", "greater", self, other)
 
     def __ge__(self, other):
-        return _apply("ge", [self, other], np.greater_equal)
+        return elementwise("Tensor.__ge__", "greater_equal", self, other)
+
+    def matmul(self, other):
+        return matmul("Tensor.matmul", self, other)
 
     # ------------------------------------------------------------------ reductions and shapes
     def sum(self, axis=None, keepdims=False, dtype=None, out=None):
-        """Sum over ``axis`` (None: all), as ``np.sum``."""
-        if out is not None:
-            raise HybridUnsupportedError("Tensor.sum(out=...) is not supported; Tensors are not written in place")
-        shape = self.shape
+        """Sum over ``axis`` (None or (): all axes); an integer sum keeps its dtype."""
+        _no_out("sum", out)
+        return reduce("Tensor.sum", "sum", self, axis, keepdims, dtype)
 
-        def backward(g, a):
-            if axis is not None and not keepdims:
-                g = np.expand_dims(g, _axes(axis, len(shape)))
-            return (np.broadcast_to(g, shape),)
+    def mean(self, axis=None, keepdims=False, dtype=None, out=None, *, keep_dims=None):
+        """Mean over ``axis`` (None or (): all axes); ``keep_dims`` is MindSpore's spelling."""
+        _no_out("mean", out)
+        return reduce("Tensor.mean", "mean", self, axis, keepdims if keep_dims is None else keep_dims, dtype)
 
-        return _apply("sum", [self], lambda a: np.sum(a, axis=axis, keepdims=keepdims, dtype=dtype), backward)
+    def max(self, axis=None, keepdims=False):
+        """Maximum over ``axis`` (None or (): all axes); ties share the gradient evenly."""
+        return reduce("Tensor.max", "max", self, axis, keepdims)
 
-    def mean(self, axis=None, keepdims=False, dtype=None, out=None):
-        """Mean over ``axis`` (None: all), as ``np.mean``."""
-        if out is not None:
-            raise HybridUnsupportedError("Tensor.mean(out=...) is not supported; Tensors are not written in place")
-        shape = self.shape
-        count = int(np.prod([shape[i] for i in _axes(axis, len(shape))])) if axis is not None else self.size
-
-        def backward(g, a):
-            if axis is not None and not keepdims:
-                g = np.expand_dims(g, _axes(axis, len(shape)))
-            return (np.broadcast_to(g / count, shape),)
-
-        return _apply("mean", [self], lambda a: np.mean(a, axis=axis, keepdims=keepdims, dtype=dtype), backward)
+    def min(self, axis=None, keepdims=False):
+        """Minimum over ``axis`` (None or (): all axes); ties share the gradient evenly."""
+        return reduce("Tensor.min", "min", self, axis, keepdims)
 
     def reshape(self, *shape):
         """``t.reshape(2, 3)`` or ``t.reshape((2, 3))``; -1 allowed once."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        old = self.shape
-        return _apply("reshape", [self], lambda a: a.reshape(shape), lambda g, a: (g.reshape(old),))
+        return reshape("Tensor.reshape", self, shape)
 
     def transpose(self, *axes):
         """Permute the axes (reverse them without arguments), as ``np.transpose``."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        perm = axes or tuple(reversed(range(self.ndim)))
-        inverse = tuple(np.argsort(perm))
-        return _apply("transpose", [self], lambda a: np.transpose(a, perm), lambda g, a: (np.transpose(g, inverse),))
+        return transpose("Tensor.transpose", self, axes or tuple(reversed(range(self.ndim))))
+
+    def permute(self, *axis):
+        """``t.permute(1, 0)`` or ``t.permute((1, 0))``: MindSpore's name of a transpose."""
+        if len(axis) == 1 and isinstance(axis[0], (tuple, list)):
+            axis = tuple(axis[0])
+        return transpose("Tensor.permute", self, axis)
 
     @property
     def T(self):
         return self.transpose()
 
+    def expand_dims(self, axis):
+        return expand_dims("Tensor.expand_dims", self, axis)
+
+    def squeeze(self, axis=None):
+        return squeeze("Tensor.squeeze", self, axis)
+
     def astype(self, dtype):
         """A copy converted to ``dtype``; the gradient flows back converted to this dtype."""
-        dt = _dtype(dtype)
-        src = self.dtype
-        return _apply("astype", [self], lambda a: a.astype(dt), lambda g, a: (g.astype(src),))
+        return cast("Tensor.astype", self, dtype)
 
     def __getitem__(self, index):
         index = _index(index)
@@ -408,7 +522,7 @@ class Tensor:
             np.add.at(full, index, g)
             return (full,)
 
-        return _apply("getitem", [self], lambda a: a[index], backward)
+        return apply("getitem", [self], lambda a: a[index], backward)
 
     def __setitem__(self, index, value):
         raise HybridUnsupportedError("Tensors are read-only: item assignment is not supported", None,
@@ -416,19 +530,17 @@ class Tensor:
 
     # ------------------------------------------------------------------ NumPy interoperation
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """``np.exp(t)``, ``array + t``, ... give Tensors; the ufuncs of ``_UNARY`` and ``_BINARY``
+        """``np.exp(t)``, ``array + t``, ... give Tensors; the ufuncs of ``tensor_math``'s tables
         are differentiable, comparisons carry no gradient, and other ufuncs on a Tensor that
         needs a gradient are refused rather than silently giving a wrong (zero) gradient."""
         name = ufunc.__name__
         if method == "__call__" and not kwargs:
-            if name in _UNARY and len(inputs) == 1:
-                fwd, bwd = _UNARY[name]
-                return _apply(name, list(inputs), fwd, bwd)
-            if name in _BINARY and len(inputs) == 2:
-                fwd, bwd = _BINARY[name]
-                return _apply(name, list(inputs), fwd, bwd)
-            if name in _NO_GRAD:
-                return _apply(name, list(inputs), ufunc)
+            if name == "matmul":
+                return matmul("numpy.matmul", *inputs)
+            if name in tm.COMPARE or name in (tm.UNARY if len(inputs) == 1 else tm.BINARY):
+                return elementwise(f"numpy.{name}", name, *inputs)
+            if name in tm.NO_GRAD:
+                return apply(name, list(inputs), ufunc)
         if tape.needs_grad(*inputs):
             raise HybridUnsupportedError(f"numpy.{name} ({method}) has no gradient in hyb", None,
                                          "use Tensor arithmetic, or a Custom operator with a bprop")
@@ -440,9 +552,38 @@ class Tensor:
         return result if result is None else Tensor.from_numpy(result)
 
 
-def _axes(axis, ndim):
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    return tuple(sorted(a % ndim for a in axes))
+# Methods named after MindSpore's Tensor methods: name -> the elementwise rule they run.
+_UNARY_METHODS = {"neg": "negative", "abs": "absolute", "exp": "exp", "log": "log", "sqrt": "sqrt",
+                  "square": "square", "sigmoid": "sigmoid", "tanh": "tanh"}
+_BINARY_METHODS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "power",
+                   "maximum": "maximum", "minimum": "minimum"}
+
+
+def _method(name, rule, unary):
+    if unary:
+        def method(self):
+            return elementwise(f"Tensor.{name}", rule, self)
+    else:
+        def method(self, other):
+            return elementwise(f"Tensor.{name}", rule, self, other)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Elementwise {rule}, as ``hyb.ops.{name}``."
+    return method
+
+
+for _name, _rule in _UNARY_METHODS.items():
+    setattr(Tensor, _name, _method(_name, _rule, True))
+for _name, _rule in _BINARY_METHODS.items():
+    setattr(Tensor, _name, _method(_name, _rule, False))
+
+
+def _comparable(v) -> bool:
+    return isinstance(v, (Tensor, np.ndarray, np.generic, list, tuple)) or tm.is_weak(v)
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise HybridUnsupportedError(f"Tensor.{name}(out=...) is not supported; Tensors are not written in place")
 
 
 def _index(index):
@@ -489,3 +630,4 @@ class ParameterTuple(tuple):
             if not isinstance(p, Parameter):
                 raise HybridTypeError(f"ParameterTuple holds Parameters, got {type(p).__name__}")
         return super().__new__(cls, params)
+

@@ -4,3 +4,7 @@
 that ``hyb.ops`` also exports; ``hyb.ops.operations._inner_ops`` holds the helpers MindSpore
 keeps there.
 """
+from .. import builtin as _builtin
+
+__all__ = ["Primitive"] + _builtin.CLASSES
+globals().update({_name: getattr(_builtin, _name) for _name in __all__})
