@@ -142,8 +142,8 @@ def check_inputs(cell: str, declared: tuple, args: tuple):
         raise HybridArgumentError(f"{cell}.set_inputs declared {len(declared)} inputs; the call passes {len(args)}",
                                   None, "call the network with the inputs set_inputs declared, or declare them again")
     for pos, (want, got) in enumerate(zip(declared, args)):
-        if not hasattr(want, "shape") or not hasattr(want, "dtype") or want.shape is None:
-            continue  # a value that is not a tensor declares nothing to check
+        if not hasattr(want, "shape") or not hasattr(want, "dtype") or tuple(want.shape) == (-2,):
+            continue  # not a tensor, or a tensor of any rank: nothing to check
         shape = tuple(np.shape(got.asnumpy() if hasattr(got, "asnumpy") else got))
         dtype = np.asarray(got.asnumpy() if hasattr(got, "asnumpy") else got).dtype
         wanted = tuple(want.shape)

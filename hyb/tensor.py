@@ -32,7 +32,7 @@ from . import tensor_math as tm
 from .dsl import types
 from .errors import HybridArgumentError, HybridError, HybridTypeError, HybridUnsupportedError
 
-__all__ = ["Tensor", "Parameter", "ParameterTuple",
+__all__ = ["Tensor", "TensorSpec", "Parameter", "ParameterTuple",
            "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "uint64", "bool_"]
 
@@ -276,6 +276,46 @@ def cast(op, x, dtype):
     return apply(op, [x], lambda a: a.astype(dt), lambda g, a: (g.astype(src) if differentiable else None,))
 
 
+def _concrete_shape(shape) -> bool:
+    return isinstance(shape, (tuple, list, int)) and all(
+        isinstance(n, (int, np.integer)) and n >= 0 for n in ((shape,) if isinstance(shape, int) else shape))
+
+
+def _initial(shape, dtype, init):
+    """The data of ``Tensor(shape=..., dtype=..., init=...)``: zeros without ``init`` (MindSpore
+    leaves it unset until used), or the initializer MindSpore names ``"zeros"``/``"ones"``."""
+    name = init if isinstance(init, str) or init is None else type(init).__name__
+    fill = {None: 0, "zeros": 0, "Zero": 0, "ones": 1, "One": 1}.get(name)
+    if fill is None:
+        raise HybridUnsupportedError(f"Tensor(init={init!r}): hyb has the initializers 'zeros' and 'ones'", None,
+                                     "pass the data instead, e.g. hyb.Tensor(np.random.normal(size=shape))")
+    return np.full(shape, fill, dtype)
+
+
+class TensorSpec:
+    """What ``hyb.Tensor(shape=[4, None], dtype=hyb.float32)`` makes: a declared input with
+    dimensions of any size (None or -1) or any rank (``shape=[-2]``), for
+    :meth:`hyb.nn.Cell.set_inputs`.  It has a shape and a dtype, and no data."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        if not isinstance(shape, (tuple, list)) or not all(n is None or isinstance(n, (int, np.integer))
+                                                           for n in shape):
+            raise HybridTypeError(f"Tensor(shape={shape!r}): a shape is a list of sizes, None for any size", None,
+                                  "e.g. hyb.Tensor(shape=[4, None], dtype=hyb.float32)")
+        self.shape = tuple(None if n is None or n == -1 else int(n) for n in shape)
+        self.dtype = float32 if dtype is None else _dtype(dtype)
+
+    def asnumpy(self):
+        raise HybridTypeError(f"{self!r} has no data: a shape with None declares an input for Cell.set_inputs",
+                              None, "call the network with real tensors")
+
+    def __repr__(self):
+        dims = ", ".join("None" if n is None else str(n) for n in self.shape)
+        return f"Tensor(shape=[{dims}], dtype={_ms_name(self.dtype)})"
+
+
 class Tensor:
     """An eager tensor backed by a NumPy array (see the module docstring).
 
@@ -287,7 +327,14 @@ class Tensor:
     __slots__ = ("_data", "requires_grad", "_node", "_out_index", "__weakref__")
     __array_priority__ = 1000
 
-    def __init__(self, data=None, dtype=None):
+    def __new__(cls, data=None, dtype=None, shape=None, init=None, **_):
+        if data is None and shape is not None and not _concrete_shape(shape):
+            return TensorSpec(shape, dtype)
+        return super().__new__(cls)
+
+    def __init__(self, data=None, dtype=None, shape=None, init=None, **_):
+        if data is None and shape is not None:  # MindSpore's Tensor(shape=..., dtype=..., init=...)
+            data = _initial(shape, float32 if dtype is None else _dtype(dtype), init)
         if data is None:
             raise HybridTypeError("Tensor() needs data", None, "e.g. hyb.Tensor([1.0, 2.0]) or hyb.Tensor(np_array)")
         python_data = not isinstance(data, (Tensor, np.ndarray, np.generic))

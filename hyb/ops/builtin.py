@@ -23,7 +23,17 @@ from ..tensor import Tensor, apply, as_tensor, cast_dtype, elementwise, float32,
 
 
 class Primitive:
-    """The base of the built-in operator classes; ``repr`` is MindSpore's ``Prim[Name]``."""
+    """The base of the built-in operator classes; ``repr`` is MindSpore's ``Prim[Name]``.
+
+    ``add_prim_attr(name, value)`` records an attribute and returns the operator, as MindSpore's
+    does; hyb's operators run eagerly on the CPU, so attributes such as ``primitive_target``
+    change nothing."""
+
+    def add_prim_attr(self, name, value):
+        if not isinstance(name, str):
+            raise HybridTypeError(f"{type(self).__name__}.add_prim_attr: the name must be a string, got {name!r}")
+        self.__dict__.setdefault("attrs", {})[name] = value
+        return self
 
     def __repr__(self):
         return f"Prim[{type(self).__name__}]"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from ...errors import HybridTypeError
 from ...tensor import Tensor
+from ..builtin import Primitive
 
 __all__ = ["ConvertToDynamic"]
 
 
-class ConvertToDynamic:
+class ConvertToDynamic(Primitive):
     """``ConvertToDynamic(is_dynamic_rank=False)(x)``: ``x`` itself (see the module docstring)."""
 
     def __init__(self, is_dynamic_rank=False):
