@@ -97,6 +97,7 @@ def compile_source(source: str, cuda: bool = False, quiet: bool = False) -> str:
         raise HybridUnsupportedError(f"compiling {source} needs nvcc (the CUDA compiler), which is not on PATH",
                                      None, "install the CUDA toolkit, or build the library yourself and give "
                                      "its path (\"./add.so:CustomAdd\")")
+    refuse_ascend_c(source)
     key = _key(source, cuda)
     stem = os.path.splitext(os.path.basename(source))[0]
     out_dir = None
@@ -143,6 +144,27 @@ _DIAGS = (
     re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
     re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\)(?P<col>):\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
 )
+
+
+_ASCEND_C = re.compile(r'__aicore__|#\s*include\s*[<"]kernel_operator\.h[>"]')
+
+
+def refuse_ascend_c(source: str):
+    """An Ascend C kernel (``__aicore__`` functions, ``kernel_operator.h``) runs on Ascend NPUs
+    only: refused at its first such line, before g++ would stop at it."""
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    for number, text in enumerate(lines, 1):
+        m = _ASCEND_C.search(text)
+        if m:
+            raise HybridUnsupportedError(
+                f"{os.path.basename(source)} is an Ascend C kernel, which runs on Huawei Ascend NPUs; hyb does not "
+                "target them", Span(source, number, m.start() + 1, number, m.end() + 1, text),
+                "write the kernel as plain C++ for the CPU (the aot signature, see custom_aot_extra.h) or as a "
+                'hybrid kernel (func_type="hybrid")')
 
 
 def compile_error(source, cmd, output) -> AotCompileError:

@@ -69,6 +69,11 @@ class AotImpl:
     static_output_names = None
 
     def __init__(self, func, caller_dir):
+        if isinstance(func, str) and func.isidentifier():
+            raise HybridUnsupportedError(
+                f'func_type="aot" with the bare name {func!r} is an Ascend C operator (MindSpore finds it in the '
+                "Ascend operator package by name), which runs on Huawei Ascend NPUs; hyb does not target them", None,
+                'give hyb a CPU kernel: "path/file.cc:Name" (C++ with the aot signature) or a hybrid kernel')
         if not isinstance(func, str) or ":" not in func:
             raise HybridArgumentError(f'func_type="aot" needs "path/to/lib.so:function", got {func!r}', None,
                                       'e.g. Custom("./add.so:CustomAdd", ..., func_type="aot"), or a source: '
