@@ -203,6 +203,9 @@ def test_tensor_with_shape_and_dtype():
     assert isinstance(zeros, Tensor) and zeros.dtype == np.int32
     np.testing.assert_array_equal(zeros.asnumpy(), np.zeros((2, 3)))
     np.testing.assert_array_equal(Tensor(shape=[2], dtype=mstype.float16, init="ones").asnumpy(), [1, 1])
+    from hyb.common.initializer import One, Zero
+    np.testing.assert_array_equal(Tensor(shape=[2], dtype=mstype.int8, init=One()).asnumpy(), [1, 1])
+    np.testing.assert_array_equal(Tensor(shape=[1], dtype=mstype.float32, init=Zero()).asnumpy(), [0])
     with pytest.raises(ms.HybridUnsupportedError) as e:
         Tensor(shape=[2], dtype=mstype.float32, init="normal")
     assert "Tensor(init='normal'): hyb has the initializers 'zeros' and 'ones'" in str(e.value)
