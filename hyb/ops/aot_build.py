@@ -30,6 +30,7 @@ import tempfile
 from ..errors import HybridUnsupportedError, Span
 from ..runtime import cache as _cache
 from .builder import CustomOpBuildError, _hash_with_includes, include_dir
+from .values import refused
 
 __all__ = ["AotCompileError", "SOURCE_SUFFIXES", "CUDA_SUFFIXES", "compile_source", "runtime_library"]
 
@@ -160,11 +161,11 @@ def refuse_ascend_c(source: str):
     for number, text in enumerate(lines, 1):
         m = _ASCEND_C.search(text)
         if m:
-            raise HybridUnsupportedError(
+            raise refused(HybridUnsupportedError(
                 f"{os.path.basename(source)} is an Ascend C kernel, which runs on Huawei Ascend NPUs; hyb does not "
                 "target them", Span(source, number, m.start() + 1, number, m.end() + 1, text),
                 "write the kernel as plain C++ for the CPU (the aot signature, see custom_aot_extra.h) or as a "
-                'hybrid kernel (func_type="hybrid")')
+                'hybrid kernel (func_type="hybrid")'))
 
 
 def compile_error(source, cmd, output) -> AotCompileError:

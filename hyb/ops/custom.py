@@ -32,7 +32,7 @@ from .kind_aot import AotImpl, AotKernelError, caller_dir
 from .kind_hybrid import HybridImpl
 from .kind_pyfunc import PyfuncImpl
 from .values import (as_dtypes, as_shapes, check_output_rows, dout_like, dtype_of, evaluate, is_array_like,
-                     is_shape_list, matching_rows, shape_of, to_numpy, wrap)
+                     is_shape_list, matching_rows, refused, shape_of, to_numpy, wrap)
 
 __all__ = ["Custom", "AotKernelError", "FUNC_TYPES"]
 
@@ -58,10 +58,6 @@ class Custom:
         if func_type not in FUNC_TYPES:
             raise HybridArgumentError(f"unknown func_type {func_type!r}", None,
                                       "func_type is one of " + ", ".join(repr(t) for t in FUNC_TYPES))
-        if func_type in _ASCEND_ONLY:
-            raise HybridUnsupportedError(
-                f'func_type="{func_type}" operators run on Huawei Ascend hardware, which hyb does not target', None,
-                'write the operator as func_type="hybrid" (compiled by hyb), "pyfunc" (NumPy) or "aot" (a C library)')
         if bprop is not None and not callable(bprop):
             raise HybridArgumentError(f"bprop must be a function, not {type(bprop).__name__}", None,
                                       "def bprop(*inputs, out, dout): return (dx, ...)")
@@ -70,18 +66,30 @@ class Custom:
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.bprop = bprop
-        if func_type in ("hybrid", "akg"):
-            self._impl = HybridImpl(func, func_type)
-        elif func_type == "pyfunc":
-            self._impl = PyfuncImpl(func)
-        else:
-            self._impl = AotImpl(func, caller_dir())
+        try:
+            if func_type in _ASCEND_ONLY:
+                raise refused(HybridUnsupportedError(
+                    f'func_type="{func_type}" operators run on Huawei Ascend hardware, which hyb does not target',
+                    None, 'write the operator as func_type="hybrid" (compiled by hyb), "pyfunc" (NumPy) or "aot" '
+                    "(a C library)"))
+            if func_type in ("hybrid", "akg"):
+                self._impl = HybridImpl(func, func_type)
+            elif func_type == "pyfunc":
+                self._impl = PyfuncImpl(func)
+            else:
+                self._impl = AotImpl(func, caller_dir())
+        except HybridUnsupportedError as e:
+            if not getattr(e, "refused_kind", False):
+                raise
+            # MindSpore makes such an operator (a module may hold it for another target); hyb
+            # makes it too, and its first call raises the error.
+            self._impl = RefusedImpl(func, e)
         self.name = self._impl.name
         # Each registration is checked against the implementation when a call first uses it, as
         # MindSpore does: one for a target the program never runs on does not stop it.
         self.reg_info = select_infos(func, reg_info, func_type)
         self._checked = set()
-        if func_type == "aot":
+        if isinstance(self._impl, AotImpl):
             self._impl.check_op(self)  # out_shape/out_dtype or InferShape/InferType; attributes and Init
 
     def __repr__(self):
@@ -146,6 +154,8 @@ class Custom:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args):
+        if isinstance(self._impl, RefusedImpl):
+            raise self._impl.error
         target = device_target()
         info = self._info_for(target)
         if info is not None and target not in self._checked:
@@ -313,6 +323,26 @@ class Custom:
                                       f"of shape {shape}", None, "each gradient has its input's shape")
             grads.append(g)
         return grads
+
+
+class RefusedImpl:
+    """An implementation hyb does not run: the operator exists, and calling it raises ``error``."""
+
+    param_names = None
+    takes_kwargs = True
+    optional_names = ()
+    static_output_count = None
+    static_output_names = None
+
+    def __init__(self, func, error):
+        self.name = getattr(func, "__name__", None) or (func if isinstance(func, str) else type(func).__name__)
+        self.error = error
+
+    def run(self, *_):
+        raise self.error
+
+    def derived_gradient(self, *_):
+        raise self.error
 
 
 def select_infos(func, reg_info, func_type) -> list:

@@ -37,7 +37,7 @@ import numpy as np
 from .. import context
 from ..errors import HybridArgumentError, HybridError, HybridTypeError, HybridUnsupportedError, HybridWarning
 from . import aot_build, reginfo
-from .values import no_gradient
+from .values import no_gradient, refused
 
 _HYB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,10 +70,10 @@ class AotImpl:
 
     def __init__(self, func, caller_dir):
         if isinstance(func, str) and func.isidentifier():
-            raise HybridUnsupportedError(
+            raise refused(HybridUnsupportedError(
                 f'func_type="aot" with the bare name {func!r} is an Ascend C operator (MindSpore finds it in the '
                 "Ascend operator package by name), which runs on Huawei Ascend NPUs; hyb does not target them", None,
-                'give hyb a CPU kernel: "path/file.cc:Name" (C++ with the aot signature) or a hybrid kernel')
+                'give hyb a CPU kernel: "path/file.cc:Name" (C++ with the aot signature) or a hybrid kernel'))
         if not isinstance(func, str) or ":" not in func:
             raise HybridArgumentError(f'func_type="aot" needs "path/to/lib.so:function", got {func!r}', None,
                                       'e.g. Custom("./add.so:CustomAdd", ..., func_type="aot"), or a source: '

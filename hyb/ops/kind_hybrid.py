@@ -12,7 +12,7 @@ from ..dsl import types
 from ..errors import HybridArgumentError, HybridUnsupportedError
 from ..runtime.compiler import prepare_arrays
 from ..runtime.kernel import Kernel, hybrid
-from .values import compare_specs
+from .values import compare_specs, refused
 
 
 class HybridImpl:
@@ -113,9 +113,9 @@ def refuse_ir_builder(func, func_type: str):
     for node in ast.walk(tree):
         named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
         if named in ("ir_builder", "IRBuilder"):
-            raise HybridUnsupportedError(
+            raise refused(HybridUnsupportedError(
                 f"`{func.__name__}` is written with TVM's IR builder, which hyb does not run "
                 f'(func_type="{func_type}" takes a kernel in the hybrid language)',
                 smap.span(node.lineno, node.col_offset + 1, node.end_lineno, node.end_col_offset + 1),
                 "write it as a hybrid kernel: c = output_tensor(a.shape, a.dtype), `for i in range(...)` loops and "
-                "c[i] = ... stores (README, \"Language\"), then pass it to Custom")
+                "c[i] = ... stores (README, \"Language\"), then pass it to Custom"))

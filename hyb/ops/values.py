@@ -169,6 +169,14 @@ def dout_like(d, out):
     return np.array(np.broadcast_to(d, out.shape))
 
 
+def refused(error: HybridUnsupportedError) -> HybridUnsupportedError:
+    """Marks an error that refuses a kind of implementation hyb does not run (an Ascend-only
+    kind, TVM's IR builder): ``Custom`` makes the operator, as MindSpore does, and raises the
+    error at its first call."""
+    error.refused_kind = True
+    return error
+
+
 def no_gradient(op):
     return HybridUnsupportedError(
         f'Custom op `{op.name}` (func_type="{op.func_type}") has no bprop, and hyb derives gradients only for '
