@@ -29,7 +29,7 @@ import tempfile
 
 from ..errors import HybridUnsupportedError, Span
 from ..runtime import cache as _cache
-from .builder import CustomOpBuildError, _hash_with_includes, include_dir
+from .builder import CustomOpBuildError, _hash_with_includes, first_diagnostic, include_dir
 from .values import refused
 
 __all__ = ["AotCompileError", "SOURCE_SUFFIXES", "CUDA_SUFFIXES", "compile_source", "runtime_library"]
@@ -140,13 +140,6 @@ def runtime_library() -> str:
     return compile_source(_RUNTIME_SOURCE, quiet=True)
 
 
-# g++/clang++ (``file:line:col: error: msg``) and nvcc (``file(line): error: msg``) diagnostics.
-_DIAGS = (
-    re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
-    re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\)(?P<col>):\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
-)
-
-
 _ASCEND_C = re.compile(r'__aicore__|#\s*include\s*[<"]kernel_operator\.h[>"]')
 
 
@@ -170,24 +163,10 @@ def refuse_ascend_c(source: str):
 
 def compile_error(source, cmd, output) -> AotCompileError:
     """The error for a failed compile: at the first error in ``source`` (else the first anywhere)."""
-    diags = sorted([m for pattern in _DIAGS for m in pattern.finditer(output)], key=lambda m: m.start())
-    own = [d for d in diags if os.path.normpath(os.path.abspath(d["file"])) == source]
-    first = (own or diags or [None])[0]
-    span = None
+    span, msg = first_diagnostic(output, [source])
     name = os.path.basename(source)
-    if first is not None:
-        fname, line, col = first["file"], int(first["line"]), int(first["col"] or 1)
-        source_line = ""
-        try:
-            with open(fname, encoding="utf-8", errors="replace") as f:
-                for i, text in enumerate(f, 1):
-                    if i == line:
-                        source_line = text.rstrip("\n")
-                        break
-        except OSError:
-            pass
-        span = Span(fname, line, col, line, col + 1, source_line)
-        message = f"compiling aot operator source {name} failed: {first['msg']}"
+    if msg is not None:
+        message = f"compiling aot operator source {name} failed: {msg}"
     else:
         message = f"compiling aot operator source {name} failed (the compiler or linker exited with an error)"
     return AotCompileError(message, span, "command: " + shlex.join(cmd), compiler_output=output, command=cmd)

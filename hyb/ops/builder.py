@@ -291,30 +291,40 @@ def _hash_with_includes(path, search, files: dict):
                 break
 
 
-_DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:\s*(?P<msg>.*)$",
-                   re.M)
+# g++/clang++ (``file:line:col: error: msg``) and nvcc (``file(line): error: msg``) diagnostics.
+DIAGNOSTICS = (
+    re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
+    re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\)(?P<col>):\s*(?:fatal )?error:\s*(?P<msg>.*)$", re.M),
+)
+
+
+def first_diagnostic(output: str, sources) -> tuple:
+    """``(span, message)`` of the compiler's first error in one of ``sources`` (else its first
+    error anywhere); ``(None, None)`` when the output has none."""
+    diags = sorted([m for pattern in DIAGNOSTICS for m in pattern.finditer(output)], key=lambda m: m.start())
+    own = [d for d in diags if os.path.normpath(os.path.abspath(d["file"])) in sources]
+    first = (own or diags or [None])[0]
+    if first is None:
+        return None, None
+    fname, line, col = first["file"], int(first["line"]), int(first["col"] or 1)
+    source_line = ""
+    try:
+        with open(fname, encoding="utf-8", errors="replace") as f:
+            for i, text in enumerate(f, 1):
+                if i == line:
+                    source_line = text.rstrip("\n")
+                    break
+    except OSError:
+        pass
+    return Span(fname, line, col, line, col + 1, source_line), first["msg"]
 
 
 def _build_error(name, cmd, output, sources) -> CustomOpBuildError:
     """The error for a failed build: at the first error in one of the sources (else the first
     error anywhere), with the compiler's output."""
-    diags = list(_DIAG.finditer(output))
-    own = [d for d in diags if os.path.normpath(os.path.abspath(d["file"])) in sources]
-    first = (own or diags or [None])[0]
-    span = None
-    if first is not None:
-        fname, line, col = first["file"], int(first["line"]), int(first["col"] or 1)
-        source_line = ""
-        try:
-            with open(fname, encoding="utf-8", errors="replace") as f:
-                for i, text in enumerate(f, 1):
-                    if i == line:
-                        source_line = text.rstrip("\n")
-                        break
-        except OSError:
-            pass
-        span = Span(fname, line, col, line, col + 1, source_line)
-        message = f"building C++ operator module `{name}` failed: {first['msg']}"
+    span, msg = first_diagnostic(output, sources)
+    if msg is not None:
+        message = f"building C++ operator module `{name}` failed: {msg}"
     else:
         message = f"building C++ operator module `{name}` failed (the compiler or linker exited with an error)"
     return CustomOpBuildError(message, span, "command: " + " ".join(shlex.quote(c) for c in cmd),
