@@ -232,6 +232,12 @@ def test_set_inputs_checks_count_rank_and_dtype():
     assert net(Tensor(np.ones((2, 2, 2), np.float32))).shape == (2, 2, 2)
 
 
+def test_operations_module_has_the_classes_scripts_take_from_it():
+    assert P.Custom is ops.Custom and P.Add is ops.Add and P.GradOperation is ops.GradOperation
+    with pytest.raises(AttributeError, match="module 'hyb.ops.operations' has no attribute 'Nope'"):
+        P.Nope  # noqa: B018
+
+
 def test_add_prim_attr_returns_the_operator():
     op = ops.Mul().add_prim_attr("primitive_target", "CPU")
     assert isinstance(op, ops.Mul) and op.attrs == {"primitive_target": "CPU"}
