@@ -428,17 +428,44 @@ def child_args(opts, name: str, json_path: Path) -> list:
     return a
 
 
+# Settings some machines make for old OpenBLAS builds, which put OpenBLAS on an older, slower kernel
+# (OPENBLAS_CORETYPE=Haswell runs AVX2 code on an AVX-512 CPU).  The benchmarks' child processes
+# run without them, so that NumPy's BLAS is measured at its real speed; tests and CI keep them.
+BLAS_GUARDS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def child_env(opts, environ=None) -> dict:
+    """The environment of a benchmark child process: BLAS threads as asked, without BLAS_GUARDS."""
+    env = dict(os.environ if environ is None else environ)
+    for var in BLAS_GUARDS:
+        env.pop(var, None)
+    if opts.blas_threads != "default":
+        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+            env[var] = str(opts.blas_threads)
+    return env
+
+
+def blas_kernel() -> str:
+    """Which BLAS NumPy runs, and which of its kernels, as threadpoolctl reports it."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return "unknown (pip install threadpoolctl to record it)"
+    libs = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+    if not libs:
+        return "none found"
+    return "; ".join(f"{i.get('internal_api', '?')} {i.get('version') or ''}, {i.get('architecture') or '?'} kernel, "
+                     f"{i.get('num_threads', '?')} threads".replace("  ", " ") for i in libs)
+
+
 def run_isolated(name: str, opts, workdir: Path) -> dict:
     """One kernel (or the gemm) in a child process; a crash becomes that kernel's result."""
     import signal
 
     path = workdir / f"{name}.json"
     stage_path = Path(str(path) + ".stage")
-    env = dict(os.environ)
-    if opts.blas_threads != "default":
-        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-            env[var] = str(opts.blas_threads)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", *child_args(opts, name, path)], cwd=REPO, env=env)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", *child_args(opts, name, path)], cwd=REPO,
+                          env=child_env(opts))
     if proc.returncode == 0 and path.exists():
         return json.loads(path.read_text())
     try:
@@ -477,6 +504,7 @@ def child_main(opts) -> int:
     cc = CCompiler(workdir, opts.cc, opts.cflags)
     try:
         doc = {"gemm": run_gemm1024(opts, cc)} if gemm_wanted else {"row": run_bench(benches[0], opts, cc, opts.size)}
+        doc["blas"] = blas_kernel()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     Path(opts.child_json).write_text(json.dumps(doc, default=str))
@@ -518,6 +546,15 @@ def main(argv=None) -> int:
     if "c" in opts.variants and cc.why_not():
         log(f"note: {cc.why_not()}")
     meta = metadata(opts, cc)
+    guards = [f"{v}={os.environ[v]}" for v in BLAS_GUARDS if v in os.environ]
+    if opts.no_isolate:
+        meta["blas"] = blas_kernel() + (f" (with {', '.join(guards)} set: --no-isolate keeps this process's "
+                                        "BLAS settings)" if guards else "")
+    else:
+        meta["blas"] = "as the child processes report it"
+        if guards:
+            log(f"note: the NumPy peer runs without {', '.join(guards)} (set here for old OpenBLAS builds; they "
+                "put OpenBLAS on a slower kernel), in the benchmark's child processes only")
     log(f"hyb benchmarks: {len(benches)} kernels{' + gemm 1024' if gemm_wanted else ''}, size {opts.size}, "
         f"{opts.repeat} rounds; {meta['cpu']}, {meta['cores']} cores; hyb {meta['commit']}"
         f"{' (dirty)' if meta['dirty'] else ''}; results in {opts.out}")
@@ -529,12 +566,19 @@ def main(argv=None) -> int:
             if opts.no_isolate:
                 row = run_bench(b, opts, cc, opts.size)
             else:
-                row = run_isolated(b.name, opts, workdir)["row"]
+                doc = run_isolated(b.name, opts, workdir)
+                row = doc["row"]
+                meta["blas"] = doc.get("blas", meta["blas"])
             rows.append(row)
             progress(k, len(benches), row, time.perf_counter() - t0)
             write_results(opts, meta, rows, gemm, final=False)
         if gemm_wanted:
-            gemm = run_gemm1024(opts, cc) if opts.no_isolate else run_isolated(GEMM_NAME, opts, workdir)["gemm"]
+            if opts.no_isolate:
+                gemm = run_gemm1024(opts, cc)
+            else:
+                doc = run_isolated(GEMM_NAME, opts, workdir)
+                gemm = doc["gemm"]
+                meta["blas"] = doc.get("blas", meta["blas"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     text, why = write_results(opts, meta, rows, gemm, final=True)

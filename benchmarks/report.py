@@ -124,7 +124,8 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
                f"HYB_NUM_THREADS={meta['hyb_threads']}")
     out.append(f"- Numba: @njit(fastmath={meta['fastmath']}); parallel=True with prange on {meta['threads']} threads")
     out.append(f"- C: `{meta['cc']} {meta['cflags']}`, PolyBench's loops with `restrict`, called through ctypes")
-    out.append(f"- NumPy: vectorised where natural; BLAS threads: {meta.get('blas_threads', 'as configured')}")
+    out.append(f"- NumPy: vectorised where natural; BLAS threads: {meta.get('blas_threads', 'as configured')}; "
+               f"BLAS: {meta.get('blas', 'not recorded')}")
     out.append(f"- times: median of per-call samples after warm-up ({meta['repeat']} rounds, versions "
                "interleaved, arrays reset before each call outside the timed region); cold compile: "
                f"median of {meta['compile_repeat']} fresh `hyb.compile_source` + first `.compile(*args)`")

@@ -135,3 +135,23 @@ def test_grad_option_is_passed_to_child_processes_and_off_by_default():
     opts = harness.parse_args(["--grad"])
     assert "--grad" in harness.child_args(opts, "gemm", Path("x.json"))
     assert "--grad" not in harness.child_args(harness.parse_args([]), "gemm", Path("x.json"))
+
+
+def test_child_processes_run_numpy_without_the_blas_guards():
+    opts = harness.parse_args(["--size", "mini", "--blas-threads", "default"])
+    env = harness.child_env(opts, {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1048576", "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}
+    opts = harness.parse_args(["--size", "mini"])  # one BLAS thread by default
+    env = harness.child_env(opts, {"OPENBLAS_CORETYPE": "Haswell"})
+    assert "OPENBLAS_CORETYPE" not in env and env["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_the_blas_kernel_is_recorded(run):
+    _, out = run
+    doc = json.loads((out / "results.json").read_text())
+    blas = doc["meta"]["blas"]
+    if importlib.util.find_spec("threadpoolctl") is None:
+        assert blas == "unknown (pip install threadpoolctl to record it)"
+    else:
+        assert " kernel, " in blas and "threads" in blas, blas
+    assert f"BLAS: {blas}" in (out / "results.md").read_text()
