@@ -454,8 +454,8 @@ def blas_kernel() -> str:
     libs = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
     if not libs:
         return "none found"
-    return "; ".join(f"{i.get('internal_api', '?')} {i.get('version') or ''}, {i.get('architecture') or '?'} kernel, "
-                     f"{i.get('num_threads', '?')} threads".replace("  ", " ") for i in libs)
+    return "; ".join(f"{i.get('internal_api', '?')} {i.get('version') or '?'} ({i.get('prefix', '?')}), "
+                     f"{i.get('architecture') or '?'} kernel, threads: {i.get('num_threads', '?')}" for i in libs)
 
 
 def run_isolated(name: str, opts, workdir: Path) -> dict:
