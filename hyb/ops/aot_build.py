@@ -29,7 +29,7 @@ import tempfile
 
 from ..errors import HybridUnsupportedError, Span
 from ..runtime import cache as _cache
-from .builder import CustomOpBuildError, _hash_with_includes, first_diagnostic, include_dir
+from .builder import CustomOpBuildError, _hash_with_includes, cxx_compiler, first_diagnostic, include_dir
 from .values import refused
 
 __all__ = ["AotCompileError", "SOURCE_SUFFIXES", "CUDA_SUFFIXES", "compile_source", "runtime_library"]
@@ -44,19 +44,6 @@ _HEADER = "custom_aot_extra.h"
 class AotCompileError(CustomOpBuildError):
     """Compiling an aot operator's source failed: ``span`` is the place of the compiler's first
     error, ``compiler_output`` its whole output and ``command`` the command line."""
-
-
-def cxx_compiler() -> str:
-    cxx = os.environ.get("CXX")
-    if cxx:
-        return cxx
-    for name in ("g++", "c++", "clang++"):
-        path = shutil.which(name)
-        if path:
-            return path
-    raise HybridUnsupportedError("hyb found no C++ compiler (g++, c++ or clang++) to compile an aot operator's "
-                                 "source", None, "install one (e.g. apt-get install g++), set $CXX, or give the "
-                                 "path of a library you built (\"./add.so:CustomAdd\")")
 
 
 def nvcc_compiler() -> str | None:
@@ -76,7 +63,9 @@ def _command(source: str, output: str, cuda: bool) -> list:
     if cuda:
         return [nvcc_compiler(), "--shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", *includes, source,
                 "-o", output]
-    return [cxx_compiler(), "-O2", "-std=c++17", "-shared", "-fPIC", *includes, source, "-o", output]
+    compiler = cxx_compiler("hyb, compiling an aot operator's source,",
+                            ', or give the path of a library you built ("./add.so:CustomAdd")', ("g++", "c++", "clang++"))
+    return [compiler, "-O2", "-std=c++17", "-shared", "-fPIC", *includes, source, "-o", output]
 
 
 def _key(source: str, cuda: bool) -> str:

@@ -128,7 +128,7 @@ class CustomOpBuilder:
     # ------------------------------------------------------------------ building
     def _command(self, output: str) -> list:
         import pybind11
-        cxx = _compiler()
+        cxx = cxx_compiler()
         opt = ["-O0", "-g"] if self.debug_mode else ["-O2"]
         cmd = [cxx, *opt, "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden",
                f"-DHYB_EXTENSION_NAME={self.name}", "-I", _INCLUDE]
@@ -154,7 +154,7 @@ class CustomOpBuilder:
             _hash_with_includes(src, search, files)
         parts = {
             "name": self.name, "files": files, "cflags": self.cflags, "ldflags": self.ldflags,
-            "include_paths": self.include_paths, "debug": self.debug_mode, "cxx": _compiler(),
+            "include_paths": self.include_paths, "debug": self.debug_mode, "cxx": cxx_compiler(),
             "python": sys.version, "ext": _suffix(), "pybind11": pybind11.__version__, "hyb": __version__,
             "platform": sys.platform,
         }
@@ -221,16 +221,17 @@ def _need_pybind11():
                                      "pip install pybind11") from None
 
 
-def _compiler() -> str:
+def cxx_compiler(who: str = "CustomOpBuilder", hint: str = "", names=("c++", "g++", "clang++")) -> str:
+    """The C++ compiler: $CXX, else the first of ``names`` on PATH."""
     cxx = os.environ.get("CXX")
     if cxx:
         return cxx
-    for name in ("c++", "g++", "clang++"):
+    for name in names:
         path = shutil.which(name)
         if path:
             return path
-    raise HybridUnsupportedError("CustomOpBuilder found no C++ compiler (c++, g++ or clang++)", None,
-                                 "install one (e.g. apt-get install g++) or set $CXX")
+    raise HybridUnsupportedError(f"{who} found no C++ compiler ({', '.join(names[:-1])} or {names[-1]})", None,
+                                 "install one (e.g. apt-get install g++) or set $CXX" + hint)
 
 
 def _suffix() -> str:
