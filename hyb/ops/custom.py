@@ -202,7 +202,9 @@ class Custom:
             n_in = next((i for i, a in enumerate(args) if not is_tensor(a)), len(args))
         else:
             n_in = len(info["inputs"])
-            n_req = n_in - sum(1 for i in info.optional_inputs() if i >= n_in - len(info.optional_inputs()))
+            optional, n_req = info.optional_inputs(), n_in
+            while n_req and n_req - 1 in optional:  # trailing optional inputs may be left out
+                n_req -= 1
             if not n_req <= len(args) <= n_in + len(declared):
                 raise HybridArgumentError(
                     f"Custom op `{self.name}` takes {n_in} inputs ({', '.join(info.input_names)})"
@@ -282,15 +284,15 @@ class Custom:
         if self.bprop is None:
             grads = self._impl.derived_gradient(self, arrays, attrs, outs, douts)
             return grads + [None] * (n - len(grads))
-        grads = self._run_bprop(call_args, outs, douts, as_tuple)
+        grads = self._run_bprop(call_args, dynamic, outs, douts, as_tuple)
         return tape_inputs([g if pos not in dynamic else tuple(g) if isinstance(g, (tuple, list))
                             else (None,) * len(call_args[pos]) for pos, g in enumerate(grads)], dynamic)
 
-    def _run_bprop(self, call_args, outs, douts, as_tuple):
-        """The user's bprop: ``out`` and ``dout`` are tuples when the operator returns a tuple."""
-        fresh = [tuple(wrap(np.array(to_numpy(x, i))) for x in a) if isinstance(a, (tuple, list)) and a
-                 and all(is_tensor(x) for x in a) else wrap(np.array(to_numpy(a, i))) if is_array_like(a) else a
-                 for i, a in enumerate(call_args)]
+    def _run_bprop(self, call_args, dynamic, outs, douts, as_tuple):
+        """The user's bprop: ``out`` and ``dout`` are tuples when the operator returns a tuple, a
+        dynamic input is the tuple of its tensors."""
+        fresh = [tuple(wrap(np.array(to_numpy(x, i))) for x in a) if i in dynamic
+                 else wrap(np.array(to_numpy(a, i))) if is_array_like(a) else a for i, a in enumerate(call_args)]
         out = [wrap(o.copy()) for o in outs]
         dout = [wrap(d) for d in douts]
         if as_tuple:
@@ -309,7 +311,7 @@ class Custom:
             if g is None:
                 grads.append(None)
                 continue
-            if isinstance(fresh[pos], tuple):  # a dynamic input: a tuple of gradients
+            if pos in dynamic:  # a tuple of gradients
                 if not isinstance(g, (tuple, list)) or len(g) != len(a):
                     raise HybridTypeError(f"{where} returned {type(g).__name__} for input {pos}, a tuple of "
                                           f"{len(a)} tensors", None, "return a tuple with one gradient per tensor")

@@ -215,6 +215,16 @@ def add2(a, b):
     return c
 
 
+def test_only_trailing_optional_inputs_may_be_left_out():
+    info = (CustomRegOp("f").input(0, "a", "optional").input(1, "b", "optional").input(2, "c").output(0, "y")
+            .get_op_info())
+    op = ops.Custom(lambda a, b, c: a + c, lambda *s: s[0], lambda *d: d[0], "pyfunc", reg_info=info)
+    np.testing.assert_array_equal(op(Tensor(X1), None, Tensor(X2)).asnumpy(), X1 + X2)
+    with pytest.raises(hyb.HybridArgumentError) as e:
+        op(Tensor(X1), Tensor(X2))  # c is required: the optional b cannot be left out before it
+    assert "Custom op `<lambda>` takes 3 inputs (a, b, c); got 2 arguments" in str(e.value)
+
+
 def test_a_missing_optional_input_of_a_kernel_is_refused():
     op = ops.Custom(add2, reg_info=OPT_INFO)
     np.testing.assert_array_equal(op(Tensor(X1[0]), Tensor(X2[0])).asnumpy(), X1[0] + X2[0])
