@@ -144,11 +144,11 @@ def check_inputs(cell: str, declared: tuple, args: tuple):
     for pos, (want, got) in enumerate(zip(declared, args)):
         if not hasattr(want, "shape") or not hasattr(want, "dtype") or tuple(want.shape) == (-2,):
             continue  # not a tensor, or a tensor of any rank: nothing to check
-        shape = tuple(np.shape(got.asnumpy() if hasattr(got, "asnumpy") else got))
-        dtype = np.asarray(got.asnumpy() if hasattr(got, "asnumpy") else got).dtype
-        wanted = tuple(want.shape)
-        if len(shape) != len(wanted) or any(w is not None and w != -1 and w != n for w, n in zip(wanted, shape)):
-            shown = "[" + ", ".join("None" if w is None or w == -1 else str(w) for w in wanted) + "]"
+        arr = np.asarray(got.asnumpy() if hasattr(got, "asnumpy") else got)
+        shape, dtype = arr.shape, arr.dtype
+        wanted = tuple(want.shape)  # a TensorSpec writes any size as None
+        if len(shape) != len(wanted) or any(w is not None and w != n for w, n in zip(wanted, shape)):
+            shown = "[" + ", ".join("None" if w is None else str(w) for w in wanted) + "]"
             raise HybridTypeError(f"input {pos} of {cell} has shape {list(shape)}, but set_inputs declared {shown}",
                                   None, "None in a declared shape is any size; a number must match")
         if np.dtype(want.dtype) != dtype:
