@@ -14,9 +14,14 @@ from dataclasses import dataclass
 from ..dsl import tir
 
 
+# Tensors the generated function keeps itself: scalar locals, and register blocks
+# (hyb.schedule.promote) on the stack of the function that uses them.
+LOCAL_KINDS = ("scalar", "register")
+
+
 def buffer_order(k: tir.TypedKernel) -> list:
     """Names of the tensors passed as pointers, in argument order."""
-    rest = [t.name for t in k.tensors.values() if t.kind != "scalar" and t.name not in k.inputs]
+    rest = [t.name for t in k.tensors.values() if t.kind not in LOCAL_KINDS and t.name not in k.inputs]
     return list(k.inputs) + rest
 
 

@@ -87,6 +87,8 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         self.b = ir.IRBuilder(entry)
         self.b.position_before(entry.terminator)
         self.slots = {}
+        self.blocks = {}  # register blocks: arrays on this function's stack
+        self.make_blocks()
         for t in self.k.tensors.values():
             if t.kind == "param":
                 self.slots[t.name] = self.ptrs[t.name]  # read-only: LLVM hoists its loads
@@ -97,6 +99,14 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         self.loopvars = {}
         self.flags = ("fast",) if options.fastmath else ()
         self.b.position_at_end(start)
+
+    def make_blocks(self):
+        """A stack array for each register block, in the entry block of the function being built."""
+        for t in self.k.tensors.values():
+            if t.kind == "register":
+                slot = self.b.alloca(memory_type(t.dtype), size=ir.Constant(I64, t.size), name="r_" + t.name)
+                slot.align = 64
+                self.blocks[t.name] = slot
 
     def build(self):
         self.block(self.nest.body)
@@ -282,7 +292,8 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         if flat is None:
             flat = ir.Constant(I64, 0)
         t = self.k.tensors[tensor]
-        return self.b.gep(self.ptrs[tensor], [flat], inbounds=True, source_etype=memory_type(t.dtype))
+        base = self.blocks[tensor] if t.kind == "register" else self.ptrs[tensor]
+        return self.b.gep(base, [flat], inbounds=True, source_etype=memory_type(t.dtype))
 
     def to_index(self, v, dtype: str):
         w = v.type.width

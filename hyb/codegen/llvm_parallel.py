@@ -41,8 +41,10 @@ class ParallelOutlining:
         tb.call(body_fn, args)
         tb.ret_void()
         # the body, built with this builder's state pointed at the new function
-        saved = (self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined)
+        saved = (self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined, self.blocks)
         self.fn, self.b, self.outlined = body_fn, ir.IRBuilder(body_fn.append_basic_block("entry")), True
+        self.blocks = {}
+        self.make_blocks()  # each thread its own register blocks
         fargs = list(body_fn.args)
         self.ptrs = {n: a for (n, _), a in zip(tensors, fargs)}
         self.err = fargs[len(tensors)]
@@ -58,7 +60,7 @@ class ParallelOutlining:
         self.loopvars = {n: a for (n, _), a in zip(counters, fargs[len(tensors) + 1 + len(shared):])}
         self.thread_loop(s)
         self.b.ret_void()
-        self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined = saved
+        self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined, self.blocks = saved
         b = self.b
         nthreads = b.trunc(b.load(b.gep(self.err, [ir.Constant(I64, 3)], source_etype=I64), typ=I64), I32)
         gomp = self.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])

@@ -178,7 +178,7 @@ class CompiledKernel:
         raise HybridArgumentError(f"unknown stage {stage!r}", None, "choose one of: " + ", ".join(STAGES))
 
     def _describe_stmt(self, name: str) -> str:
-        st = self.poly.by_name[name]
+        st = self.nest.statements[name]
         span = st.span
         it = ", ".join(st.iters)
         src = span.source_line.strip() if span and span.source_line else ""

@@ -29,7 +29,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
-from ..schedule import astgen, deps, extract, gpu, vector, verify
+from ..schedule import astgen, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions, parse_options
@@ -71,6 +71,7 @@ def schedule_options(options: dict, target) -> tuple:
         return gpu.schedule_options(given), loop_opts
     if not (isinstance(given, dict) and "min_parallel_work" in given):
         loop_opts = replace(loop_opts, min_parallel_work=target.min_parallel_work)
+    loop_opts = replace(loop_opts, machine=target)
     return loop_opts, loop_opts
 
 
@@ -116,6 +117,18 @@ def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
                   + ", ".join(f"`{var}`" for var in marked),)
 
 
+def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest) -> tuple:
+    """Register blocks kept in registers across their reduction loops (schedule.promote), checked on
+    the loops again: ``(nest, decisions)``, the nest unchanged where the check fails."""
+    promoted, decisions = promote.promote(poly, nest)
+    if not decisions:
+        return nest, ()
+    broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None)
+    if broken is not None and not broken.is_empty():
+        return nest, (f"register blocks not kept in registers: the rewritten loops broke dependences {broken}",)
+    return promoted, decisions
+
+
 def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest, and
     that nest legalised for the back ends (``code``)."""
@@ -136,6 +149,9 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     decisions += more
     nest, more = mark_vectors(poly, nest, loop_opts)
     decisions += more
+    if target.kind == "cpu" and loop_opts.register is not False:
+        nest, more = promote_blocks(poly, d, cells, nest)
+        decisions += more
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
         decisions += more

@@ -46,6 +46,10 @@ class Statement:
     guards: list  # non-affine conditions, all must hold
     writes: list  # Access
     reads: list = field(default_factory=list)
+    # A statement a loop stage made (hyb.schedule.promote): the program statement whose instances
+    # it runs (its first iterators are that statement's), or "" for a statement of the program.
+    origin: str = ""
+    runs_instances: bool = True  # False: it runs none of origin's instances (it moves register cells)
 
     @property
     def opaque(self) -> bool:

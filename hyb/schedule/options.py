@@ -11,7 +11,7 @@ PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 
 
-OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
+OPTION_KEYS = ("tile", "register", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
                "min_parallel_work", "analysis_operations")
 
 
@@ -19,6 +19,9 @@ OPTION_KEYS = ("tile", "parallel", "interchange", "fuse", "vectorize", "max_oper
 class ScheduleOptions:
     original: bool = False  # keep the program order (schedule="original")
     tile: object = True  # True: default sizes; False: no tiling; a tuple: sizes, outermost first
+    # register blocks of contraction bands (schedule.blocking): True: chosen from the machine;
+    # False: none; (MR, NR): that block
+    register: object = True
     parallel: bool = True
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
@@ -29,6 +32,7 @@ class ScheduleOptions:
     # isl operations the exact dependence analysis may take (0: no limit); past it the dependences are
     # over-approximated and the original order is kept
     analysis_operations: int = 1_000_000
+    machine: object = None  # the hyb.target.CpuTarget blocks and tiles are chosen for (None: a generic one)
 
 
 def parse_options(schedule) -> ScheduleOptions:
@@ -49,6 +53,14 @@ def parse_options(schedule) -> ScheduleOptions:
             raise HybridArgumentError(f"schedule option tile={tile!r} is not valid", None,
                                       "use True, False or a tuple of positive sizes such as (32, 64, 256)")
         opts.tile = tuple(tile) if isinstance(tile, (tuple, list)) else tile
+        register = schedule.get("register", True)
+        if not (isinstance(register, bool) or (isinstance(register, (tuple, list)) and len(register) == 2
+                                                and all(isinstance(t, int) and not isinstance(t, bool) and t > 0
+                                                        for t in register))):
+            raise HybridArgumentError(f"schedule option register={register!r} is not valid", None,
+                                      "use True (chosen for the machine), False (no register blocks) or "
+                                      "(MR, NR) such as (6, 64)")
+        opts.register = tuple(register) if isinstance(register, (tuple, list)) else register
         for key in ("parallel", "interchange", "fuse", "vectorize"):
             if key in schedule:
                 if not isinstance(schedule[key], bool):

@@ -30,7 +30,7 @@ from .extract import PolyProgram
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
 from .parallel import leading_parallel_work, mark_parallel_bands, parallel_marks, serial_order
-from .shaping import Shaper, locality
+from .shaping import Shaper, locality, padded
 
 # Iterations wanted of a parallel loop's tile loop (threads take contiguous blocks of them).
 
@@ -90,7 +90,7 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     iterations of the parallel loop (each thread has its own scalar cells)."""
     if deps.is_empty():
         return True
-    smap = _padded(sched.get_map())
+    smap = padded(sched.get_map())
     bad = deps.intersect(smap.lex_ge_union_map(smap))
     for mark in parallel_marks(sched):
         if bad.is_empty():
@@ -104,22 +104,6 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
         same_member = member.apply_range(member.reverse())
         bad = bad.subtract(same_prefix.subtract(same_member))
     return bad.is_empty()
-
-
-def _padded(smap: isl.UnionMap) -> isl.UnionMap:
-    """The schedule map with every statement's time vector padded with zeros to one length,
-    in one anonymous space, so that times of different statements can be compared."""
-    maps = []
-    smap.foreach_map(maps.append)
-    n = max(m.dim(isl.dim_type.out) for m in maps)
-    out = isl.UnionMap.empty(smap.get_space())
-    for m in maps:
-        k = m.dim(isl.dim_type.out)
-        m = m.add_dims(isl.dim_type.out, n - k)
-        for pos in range(k, n):
-            m = m.fix_si(isl.dim_type.out, pos, 0)
-        out = out.union(isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out)))
-    return out
 
 
 def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
@@ -145,7 +129,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     if sched is None:
         return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
-    shaper = Shaper(p, opts, decisions)
+    shaper = Shaper(p, opts, decisions, deps_all)
     if opts.interchange:
         sched = sched.map_schedule_node_bottom_up(shaper.reorder)
         if opts.vectorize:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import islpy as isl
 
+from ..target import CpuTarget
+from . import blocking
 from .extract import PolyProgram
 from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions
 from .parallel import extent, work
@@ -63,8 +65,10 @@ def _access_score(p: PolyProgram, st, it: int) -> float:
 class Shaper:
     """Reorders and tiles permutable bands, bottom-up."""
 
-    def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list):
+    def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list, deps=None):
         self.p, self.opts, self.decisions = p, opts, decisions
+        self.deps = deps  # the validity dependences: a reshaped band is kept only where it respects them
+        self.machine = opts.machine if opts.machine is not None else CpuTarget()
 
     def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         if not self._permutable(node):
@@ -73,7 +77,7 @@ class Shaper:
         coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
         order = self.order(node, coincident)
         if order != list(range(n)):
-            node = _permute(node, order, coincident)
+            node = permute(node, order, coincident)
             self.decisions.append(f"band of {n}: members reordered {order} (innermost: best unit stride; "
                                   f"parallel members outermost)")
         return node
@@ -82,14 +86,20 @@ class Shaper:
         if not self._permutable(node):
             return node
         n = node.band_n_member()
+        if self.opts.register is not False and self.deps is not None:
+            contraction = blocking.find(self, node)
+            if contraction is not None:
+                blocked = blocking.block(self, node, contraction,
+                                         self.opts.register if isinstance(self.opts.register, tuple) else None,
+                                         self.opts.tile if isinstance(self.opts.tile, tuple) else None)
+                if blocked is not None:
+                    return blocked
         sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
         if sizes is None:
             sizes = (32,) * (n - 1) + (512,)
         sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
         extents = self.extents(node)
-        parent = node.parent() if node.has_parent() else None
-        if (not isinstance(self.opts.tile, tuple) and parent is not None and parent.get_type() == isl.schedule_node_type.mark
-                and parent.mark_get_id().get_name() == "parallel" and extents[0] is not None
+        if (not isinstance(self.opts.tile, tuple) and self.under_parallel_mark(node) and extents[0] is not None
                 and -(-extents[0] // sizes[0]) < PARALLEL_TILES // 2):
             # The first member's tile loop runs on the threads: where it would have only a few
             # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
@@ -147,6 +157,28 @@ class Shaper:
                     return True
                 total *= e
         return total > MAX_INNER
+
+    @staticmethod
+    def under_parallel_mark(node: isl.ScheduleNode) -> bool:
+        """Whether the band's first member runs on the threads (a `parallel` mark right above it)."""
+        parent = node.parent() if node.has_parent() else None
+        return (parent is not None and parent.get_type() == isl.schedule_node_type.mark
+                and parent.mark_get_id().get_name() == "parallel")
+
+    def respects(self, sched: isl.Schedule) -> bool:
+        """Whether ``sched`` runs every validity dependence source before sink."""
+        if self.deps is None or self.deps.is_empty():
+            return True
+        smap = padded(sched.get_map())
+        return self.deps.intersect(smap.lex_ge_union_map(smap)).is_empty()
+
+    @staticmethod
+    def permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
+        return permute(node, order, coincident)
+
+    def member_iterator(self, upa: isl.UnionPwAff, st) -> int | None:
+        """The iterator of statement ``st`` a band member runs over (exactly one, coefficient ±1)."""
+        return _single_iterator(upa, st.domain.get_space(), len(st.iters))
 
     @staticmethod
     def _permutable(node: isl.ScheduleNode) -> bool:
@@ -214,7 +246,24 @@ def _member_space(set_space: isl.Space) -> isl.Space:
     return isl.Space.map_from_domain_and_range(set_space, isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 1))
 
 
-def _permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
+def padded(smap: isl.UnionMap) -> isl.UnionMap:
+    """The schedule map with every statement's time vector padded with zeros to one length,
+    in one anonymous space, so that times of different statements can be compared."""
+    maps = []
+    smap.foreach_map(maps.append)
+    n = max(m.dim(isl.dim_type.out) for m in maps)
+    out = isl.UnionMap.empty(smap.get_space())
+    for m in maps:
+        k = m.dim(isl.dim_type.out)
+        m = m.add_dims(isl.dim_type.out, n - k)
+        for pos in range(k, n):
+            m = m.fix_si(isl.dim_type.out, pos, 0)
+        out = out.union(isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out)))
+    return out
+
+
+def permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
+    """The band at ``node`` with its members in ``order`` (``coincident``: the flags by old position)."""
     mupa = node.band_get_partial_schedule()
     upas = [mupa.get_at(i) for i in order]
     lst = isl.UnionPwAffList.alloc(isl.DEFAULT_CONTEXT, len(upas))

@@ -56,7 +56,12 @@ def _pieces(nest: loops.LoopNest):
         pos = 0
         for s in body:
             if isinstance(s, loops.StmtCall):
-                pieces.append((time + [str(pos)], counters, conds, s.stmt, [_expr(a) for a in s.args], around))
+                name, args = s.stmt, s.args
+                st = nest.statements.get(name)
+                if st is not None and st.origin:  # a rewritten statement: the instances it runs
+                    name, args = st.origin, args[:len(nest.statements[st.origin].iters)]
+                if st is None or st.runs_instances:
+                    pieces.append((time + [str(pos)], counters, conds, name, [_expr(a) for a in args], around))
                 pos += 1
             elif isinstance(s, loops.For):
                 c = s.var

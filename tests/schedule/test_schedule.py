@@ -117,8 +117,11 @@ def test_matmul_innermost_loop_is_j_and_outer_is_parallel():
     from hyb.schedule import loops as L
     nest = hyb.compile_source(SRC).matmul.compile(a, a).nest
     node, inner = nest.body[0], None
-    while isinstance(node, L.For):
-        inner, node = node, node.body[0]
+    while isinstance(node, (L.For, L.If)):  # (an If: the full register block, then the edges)
+        if isinstance(node, L.If):
+            node = node.then[1] if len(node.then) == 3 else node.then[0]
+        else:
+            inner, node = node, node.body[0]
     assert isinstance(node, L.StmtCall)
     # S0(i, j, k): the innermost loop's counter appears in j's position only
     assert inner.var in L.fmt_expr(node.args[1])

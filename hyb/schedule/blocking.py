@@ -1,0 +1,212 @@
+"""Register and cache blocking of contraction bands, for a CPU.
+
+A *contraction band* is a permutable band with a reduction member ``K`` (not coincident) and two
+coincident members ``I`` and ``J`` such that some statement in it writes a tensor cell that does
+not move with ``K`` and moves with ``I`` and, with unit stride, with ``J``: ``c[i, j] += a[i, k] *
+b[k, j]`` in any loop order, batched, transposed, with ``alpha``/``beta``, a convolution's output
+channels and pixels.  It is found from the band's accesses and coincidence alone.
+
+Such a band is shaped the way BLIS runs a gemm::
+
+    for (tiles of the other members, I by MC, J by NC, K by KC)   cache tiles
+      for (I by MR, J by NR)                                       register tiles
+        for k in the K tile                                        the reduction
+          for i < MR: for j < NR                                   the register block
+            S(i, j, k)
+
+Statements of the band that are no contraction (``c[i, j] *= beta``) are ordered before or after
+the reduction loop inside the register tile, where the dependences allow.  The register block
+(MR, NR) comes from the machine's vector registers: MR x NR/lanes accumulators, NR/lanes vectors
+of the ``J`` operand and one broadcast value must fit (:func:`block_shape`); the cache tiles from
+its L1 and L2 sizes (:func:`cache_tiles`).  :mod:`hyb.schedule.promote` then keeps the block's
+cells in registers across the reduction loop.
+
+Every transformed schedule is checked against the dependences before it is kept (and its loops
+again by :mod:`hyb.schedule.verify`); a band where the check fails is tiled the usual way.
+"""
+from __future__ import annotations
+
+import islpy as isl
+import numpy as np
+
+from ..dsl import types
+from ..target import CpuTarget
+from .options import PARALLEL_TILES
+from .vector import access_strides
+
+# Element types whose register blocks LLVM keeps in vector registers (float16 and bfloat16 are
+# computed in float32 after conversion; bool has no arithmetic to block).
+BLOCK_DTYPES = frozenset({"float32", "float64", "int32", "int64", "uint32", "uint64"})
+MAX_MR = 8  # rows of a register block: more unrolled rows than this only lengthen the code
+
+
+def block_shape(machine: CpuTarget, itemsize: int, rows: int | None, cols: int | None) -> tuple | None:
+    """(MR, NR) for elements of ``itemsize`` bytes: NR a multiple of the vector's lanes, MR rows,
+    with MR * NR/lanes accumulators + NR/lanes loaded vectors + one broadcast value within the
+    vector registers, maximising the multiply-adds per value loaded (MR*v / (MR + v)).  ``rows``
+    and ``cols`` are the extents of I and J (None: unknown).  None where no block pays (J shorter
+    than one vector, or I shorter than two rows)."""
+    lanes = max(1, machine.vector_bits // (8 * itemsize))
+    if (cols is not None and cols < lanes) or (rows is not None and rows < 2):
+        return None
+    best = None
+    for v in range(1, 5):
+        if cols is not None and v * lanes > cols:
+            break
+        mr = min(MAX_MR, (machine.vector_registers - v - 1) // v)
+        if rows is not None:
+            mr = min(mr, rows)
+        if mr < 1:
+            continue
+        score = mr * v / (mr + v)
+        if best is None or score > best[0]:
+            best = (score, mr, v * lanes)
+    return None if best is None else (best[1], best[2])
+
+
+def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tuple) -> tuple:
+    """(MC, NC, KC): the MR x KC rows of I's operand stay in half of L1 while the register tiles of
+    one row of blocks sweep J; the KC x NC block of J's operand stays in half of L2 while the rows
+    of blocks sweep I; MC rows of blocks make the I tile.  Each is a multiple of its register size
+    and no larger than the extent (rounded up to a whole block)."""
+    ext_i, ext_j, ext_k = extents
+    kc = max(16, (machine.l1d_bytes // 2) // (mr * itemsize) // 16 * 16)
+    nc = max(nr, (machine.l2_bytes // 2) // (kc * itemsize) // nr * nr)
+    mc = mr * 16
+
+    def clamp(size, ext, unit):
+        if ext is None:
+            return size
+        return max(unit, min(size, -(-ext // unit) * unit))
+
+    return clamp(mc, ext_i, mr), clamp(nc, ext_j, nr), clamp(kc, ext_k, 1)
+
+
+def find(shaper, node: isl.ScheduleNode) -> dict | None:
+    """The contraction of a permutable band: ``{"I", "J", "K": member positions, "statements":
+    names of the statements that are contractions, "dtype": the written tensor's dtype}``, or None.
+    ``J`` is the band's innermost member (the one with the best unit stride after reordering)."""
+    n = node.band_n_member()
+    if n < 3:
+        return None
+    coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+    j = n - 1
+    reductions = [m for m in range(n) if not coincident[m]]
+    rows = [m for m in range(n - 1) if coincident[m]]
+    if not coincident[j] or not reductions or not rows:
+        return None
+    k, i = reductions[-1], rows[-1]
+    p = shaper.p
+    mupa = node.band_get_partial_schedule()
+    found, dtype = [], None
+    for st in p.statements:
+        if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
+            continue
+        members = [shaper.member_iterator(mupa.get_at(m), st) for m in (i, j, k)]
+        if any(it is None for it in members) or len(set(members)) < 3 or st.guards or st.opaque:
+            continue
+        if len(st.writes) != 1:
+            continue
+        w = st.writes[0]
+        t = p.kernel.tensors[w.tensor]
+        if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
+            continue
+        strides = access_strides(w, len(st.iters))
+        if strides is None:
+            continue
+        it_i, it_j, it_k = members
+        if it_k in strides or strides.get(it_j) != 3.0 or it_i not in strides:
+            continue
+        if dtype is not None and types.concrete(t.dtype) != dtype:
+            return None
+        dtype = types.concrete(t.dtype)
+        found.append(st.name)
+    if not found:
+        return None
+    return {"I": i, "J": j, "K": k, "statements": found, "dtype": dtype}
+
+
+def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile=None):
+    """The band at ``node`` blocked for registers and caches (see the module's description), or
+    None where no block pays or the blocked schedule breaks a dependence.  ``register``: (MR, NR)
+    given by the user; ``tile``: cache tile sizes given by the user (outermost first)."""
+    machine = shaper.machine
+    n = node.band_n_member()
+    i, j, k = contraction["I"], contraction["J"], contraction["K"]
+    itemsize = np.dtype(contraction["dtype"]).itemsize
+    coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
+    order = [m for m in range(n) if m not in (i, j, k)] + [i, j, k]
+    extents = shaper.extents(node)
+    ext = (extents[i], extents[j], extents[k])
+    shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
+    if shape is None or (ext[2] is not None and ext[2] < 2):
+        return None
+    mr, nr = shape
+    if tile:  # the user's sizes, for the blocked band's members (I, J, K last)
+        sizes = tuple(tile[-n:]) if len(tile) >= n else (tile[0],) * (n - len(tile)) + tuple(tile)
+    else:
+        sizes = (1,) * (n - 3) + cache_tiles(machine, itemsize, mr, nr, ext)
+        if shaper.under_parallel_mark(node) and n == 3 and ext[0] is not None:
+            # every thread should get tiles of I to work on
+            if -(-ext[0] // sizes[0]) < PARALLEL_TILES // 2:
+                mc = max(mr, -(-ext[0] // PARALLEL_TILES) // mr * mr)
+                sizes = (mc,) + sizes[1:]
+    depth = node.get_tree_depth()
+    node = shaper.permute(node, order, coincident)
+    node = _tile(node, sizes)
+    point = node.child(0)
+    if n > 3:
+        point = point.band_split(n - 3).child(0)
+    point = point.band_split(2)  # (I, J) above (K)
+    point = _tile(point, (mr, nr))  # register tiles above the block
+    block_node = point.child(0)
+    block_sched = block_node.band_get_partial_schedule()
+    kband = block_node.delete()  # now the K band
+    inner = kband.child(0).insert_partial_schedule(block_sched)
+    inner = inner.band_set_permutable(1).band_member_set_coincident(0, 1).band_member_set_coincident(1, 1)
+    kband = inner.parent()
+    others = isl.UnionSet.empty(kband.get_domain().get_space())
+    for st in shaper.p.statements:
+        if st.name not in contraction["statements"]:
+            others = others.union(isl.UnionSet.from_set(st.domain))
+    others = others.intersect(kband.get_domain())
+    note = ""
+    if not others.is_empty():
+        placed = None
+        for how in ("order_before", "order_after"):
+            tried = getattr(kband, how)(others)
+            if shaper.respects(tried.get_schedule()):
+                placed, note = tried, (" (the band's other statements " +
+                                       ("before" if how == "order_before" else "after") + " the reduction loop)")
+                break
+        if placed is None:
+            return None
+        kband = placed
+    elif not shaper.respects(kband.get_schedule()):
+        return None
+    out = kband.ancestor(kband.get_tree_depth() - depth)
+    names = ", ".join(contraction["statements"])
+    shaper.decisions.append(
+        f"band of {n} tiled {sizes} for the caches; contraction {names}: register block {mr}x{nr} "
+        f"({contraction['dtype']}), reduction loop outside it{note}")
+    return out
+
+
+def _tile(node: isl.ScheduleNode, sizes) -> isl.ScheduleNode:
+    """``node``'s band tiled by ``sizes``, the tile loops counting tiles (not scaled by the sizes):
+    the loops' subscripts stay affine without the existential step that scaled tile loops need, which
+    keeps the check of the generated loops (schedule.verify) quick."""
+    ctx = isl.DEFAULT_CONTEXT
+    scale = ctx.get_tile_scale_tile_loops()
+    ctx.set_tile_scale_tile_loops(0)
+    try:
+        return node.band_tile(_multi_val(node, sizes))
+    finally:
+        ctx.set_tile_scale_tile_loops(scale)
+
+
+def _multi_val(node: isl.ScheduleNode, sizes) -> isl.MultiVal:
+    mv = isl.MultiVal.zero(node.band_get_space())
+    for m, s in enumerate(sizes):
+        mv = mv.set_val(m, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, int(s)))
+    return mv

@@ -1,0 +1,269 @@
+"""Register blocks: the cells a reduction loop accumulates into, kept in a small local array.
+
+:mod:`hyb.schedule.blocking` shapes a contraction so that its loops read::
+
+    for (k = ...)                            the reduction
+      for (ci = 0; ci <= min(MR - 1, ..); ci++)
+        for (cj = 0; cj <= min(NR - 1, ..); cj++)
+          S(.., ci, .., cj, .., k)           c[f(ci, cj)] = c[f(ci, cj)] + g(..)
+
+This stage finds that shape in the loops themselves and, where ``S`` writes one cell per
+``(ci, cj)`` that does not move with ``k``, and reads ``c`` only at that cell, rewrites it as::
+
+    if (the block is full and the reduction runs)
+      for ri < MR: for rj < NR:  S.load(.., ri, rj)     acc[ri, rj] = c[f(..)]
+      for (k = ...) for ri < MR: for rj < NR:  S.acc     acc[ri, rj] = acc[ri, rj] + g(..)
+      for ri < MR: for rj < NR:  S.store(.., ri, rj)    c[f(..)] = acc[ri, rj]
+    else
+      the loops as they were (a partial block at the edge of the iteration space)
+
+``acc`` is a tensor of kind ``register``: the back end allocates it on the stack of the function
+(and of each thread's outlined function), where LLVM keeps it in vector registers once the
+constant-trip loops are unrolled and vectorised.  The rewrite changes no order of the accesses to
+memory that any other statement sees: inside the reduction loop only ``S`` runs, and each of its
+cells is read and written by one ``(ri, rj)`` alone.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from ..dsl import tir
+from ..dsl import types
+from . import loops
+from .blocking import BLOCK_DTYPES
+from .vector import MAX_TRIPS, MIN_TRIPS, access_strides
+
+
+def promote(p, nest: loops.LoopNest) -> tuple:
+    """``(the nest with every register block promoted, the decisions)``; ``nest`` is unchanged."""
+    state = {"tensors": dict(nest.kernel.tensors), "statements": dict(nest.statements), "decisions": []}
+
+    def body(items):
+        return tuple(node(s) for s in items)
+
+    def node(s):
+        if isinstance(s, loops.For):
+            rewritten = _block(p, nest, s, state)
+            return rewritten if rewritten is not None else replace(s, body=body(s.body))
+        if isinstance(s, loops.If):
+            return replace(s, then=body(s.then), orelse=body(s.orelse))
+        return s
+
+    new_body = body(nest.body)
+    if not state["decisions"]:
+        return nest, ()
+    kernel = replace(nest.kernel, tensors=state["tensors"])
+    return replace(nest, kernel=kernel, statements=state["statements"], body=new_body), tuple(state["decisions"])
+
+
+def _block(p, nest, k_loop: loops.For, state):
+    """The rewritten reduction loop ``k_loop`` (an ``If`` node), or None where it is no register block."""
+    if len(k_loop.body) != 1 or not isinstance(k_loop.body[0], loops.For):
+        return None
+    i_loop = k_loop.body[0]
+    if len(i_loop.body) != 1 or not isinstance(i_loop.body[0], loops.For):
+        return None
+    j_loop = i_loop.body[0]
+    if len(j_loop.body) != 1 or not isinstance(j_loop.body[0], loops.StmtCall):
+        return None
+    call = j_loop.body[0]
+    if i_loop.step != 1 or j_loop.step != 1 or k_loop.parallel or i_loop.parallel or j_loop.parallel:
+        return None
+    k, ci, cj = k_loop.var, i_loop.var, j_loop.var
+    for e in (i_loop.init, i_loop.cond, j_loop.init, j_loop.cond):
+        if loops.uses(e, k):
+            return None
+    if loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci):
+        return None
+    ti, tj = _full_trips(i_loop), _full_trips(j_loop)
+    if ti is None or tj is None or ti < 2 or tj < 2:
+        return None
+    st = nest.statements.get(call.stmt)
+    if st is None or st.opaque or st.guards or not isinstance(st.stmt, tir.Store) or len(st.writes) != 1:
+        return None
+    store = st.stmt
+    t = nest.kernel.tensors[store.tensor]
+    if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
+        return None
+    pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in (k, ci, cj)}
+    if len(pos[ci]) != 1 or len(pos[cj]) != 1 or pos[ci] == pos[cj]:
+        return None
+    pi, pj = pos[ci][0], pos[cj][0]
+    if any(loops.uses(call.args[pi], v) for v in (k, cj)) or any(loops.uses(call.args[pj], v) for v in (k, ci)):
+        return None
+    strides = access_strides(st.writes[0], len(st.iters))
+    if strides is None or any(n in strides for n in pos[k]) or pi not in strides or pj not in strides:
+        return None
+    if not _one_cell_each(st, pi, pj, pos[k]):
+        return None
+    loads = list(_loads(store.value, store.tensor))
+    if any(ld.indices != store.indices for ld in loads) or id(store) in nest.runtime_checked \
+            or any(id(ld) in nest.runtime_checked for ld in loads):
+        return None
+    # the new statements and their local array
+    acc = tir.Tensor(f"{st.name}_acc", (ti, tj), t.dtype, "register", store.span, f"{t.source_name} (register block)")
+    r, c = f"{st.name}_r", f"{st.name}_c"
+    rv, cv = tir.Var("int", r, span=store.span), tir.Var("int", c, span=store.span)
+    cell = tir.Load(t.dtype, acc.name, [rv, cv], span=store.span)
+    iters = list(st.iters) + [r, c]
+    plain = dict(writes=[], reads=[], guards=[], origin=st.name)
+    made = {
+        "load": replace(st, name=f"{st.name}.load", iters=iters, runs_instances=False, **plain,
+                        stmt=tir.Store(acc.name, [rv, cv], tir.Load(t.dtype, store.tensor, store.indices,
+                                                                   span=store.span), store.span)),
+        "acc": replace(st, name=f"{st.name}.acc", iters=iters, **plain,
+                       stmt=tir.Store(acc.name, [rv, cv], _replace_loads(store.value, store.tensor, cell),
+                                      store.span)),
+        "store": replace(st, name=f"{st.name}.store", iters=iters, runs_instances=False, **plain,
+                         stmt=tir.Store(store.tensor, store.indices, cell, store.span)),
+    }
+    ri, rj = ci + "_r", cj + "_r"
+    at = {ci: loops.LOp("add", (i_loop.init, loops.LVar(ri))), cj: loops.LOp("add", (j_loop.init, loops.LVar(rj)))}
+    args = tuple(_subst(a, at) for a in call.args)
+    first_k = {k: k_loop.init}
+    vector = MIN_TRIPS <= tj <= MAX_TRIPS
+
+    def nest_of(name, stmt_args):
+        inner = loops.For(rj, loops.LInt(0), loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj))), 1,
+                          (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),), vector=vector)
+        return loops.For(ri, loops.LInt(0), loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti))), 1, (inner,))
+
+    outside = tuple(_subst(a, first_k) for a in args)
+    fast = (nest_of(made["load"].name, outside),
+            replace(k_loop, body=(nest_of(made["acc"].name, args),)),
+            nest_of(made["store"].name, outside))
+    full = loops.LOp("and", (
+        loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}),
+                          _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))}))),
+        _subst(k_loop.cond, first_k)))
+    state["tensors"][acc.name] = acc
+    for s in made.values():
+        state["statements"][s.name] = s
+    state["decisions"].append(f"register block {ti}x{tj} of {st.name}: `{t.source_name}` accumulated in "
+                              f"registers across loop `{k}` (full blocks; partial ones run as before)")
+    return loops.If(full, fast, (k_loop,))
+
+
+def _full_trips(s: loops.For) -> int | None:
+    """The trip count of a full block of ``s``: the smallest upper bound that is the loop's start plus
+    a constant (its condition a conjunction of ``var <= bound`` / ``var < bound`` terms, bounds
+    possibly ``min``s), or None."""
+    bounds = _upper_bounds(s.cond, s.var)
+    if bounds is None:
+        return None
+    start = _linear(s.init)
+    best = None
+    for op, b in bounds:
+        lb = _linear(b)
+        if lb is None or start is None:
+            continue
+        diff = {v: lb.get(v, 0) - start.get(v, 0) for v in set(lb) | set(start)}
+        if any(c for v, c in diff.items() if v != 1):
+            continue
+        n = diff.get(1, 0) + (1 if op == "le" else 0)
+        best = n if best is None else min(best, n)
+    return best
+
+
+def _upper_bounds(cond, var: str):
+    if isinstance(cond, loops.LOp) and cond.op == "and":
+        a, b = (_upper_bounds(x, var) for x in cond.args)
+        return None if a is None or b is None else a + b
+    if (isinstance(cond, loops.LOp) and cond.op in ("le", "lt") and cond.args[0] == loops.LVar(var)
+            and not loops.uses(cond.args[1], var)):
+        out, todo = [], [cond.args[1]]
+        while todo:
+            b = todo.pop()
+            if isinstance(b, loops.LOp) and b.op == "min":
+                todo.extend(b.args)
+            else:
+                out.append((cond.op, b))
+        return out
+    return None
+
+
+def _linear(e) -> dict | None:
+    """``e`` as {variable: coefficient, 1: constant}, or None where it is not linear."""
+    if isinstance(e, loops.LInt):
+        return {1: e.value}
+    if isinstance(e, loops.LVar):
+        return {e.name: 1}
+    if e.op in ("add", "sub"):
+        a, b = _linear(e.args[0]), _linear(e.args[1])
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "add" else -1
+        return {v: a.get(v, 0) + sign * b.get(v, 0) for v in set(a) | set(b)}
+    if e.op == "neg":
+        a = _linear(e.args[0])
+        return None if a is None else {v: -c for v, c in a.items()}
+    if e.op == "mul":
+        a, b = _linear(e.args[0]), _linear(e.args[1])
+        if a is None or b is None:
+            return None
+        if set(a) == {1}:
+            return {v: a[1] * c for v, c in b.items()}
+        if set(b) == {1}:
+            return {v: b[1] * c for v, c in a.items()}
+    return None
+
+
+def _subst(e, at: dict):
+    if isinstance(e, loops.LVar):
+        return at.get(e.name, e)
+    if isinstance(e, loops.LOp):
+        return loops.LOp(e.op, tuple(_subst(a, at) for a in e.args))
+    return e
+
+
+def _one_cell_each(st, pi: int, pj: int, pk: list) -> bool:
+    """Whether two instances of ``st`` that agree on every iterator but ``pi``, ``pj`` and ``pk``
+    write the same cell only when they also agree on ``pi`` and ``pj``."""
+    rel = st.writes[0].relation
+    same_cell = rel.apply_range(rel.reverse())
+    n = len(st.iters)
+    xs = [f"x{q}" for q in range(n)]
+    ys = [f"y{q}" for q in range(n)]
+    eq = [f"x{q} = y{q}" for q in range(n) if q not in (pi, pj, *pk)]
+    name = st.domain.get_tuple_name()
+    text = (f"{{ {name}[{', '.join(xs)}] -> {name}[{', '.join(ys)}] : "
+            + " and ".join(eq + [f"(x{pi} != y{pi} or x{pj} != y{pj})"]) + " }")
+    return same_cell.intersect(isl.Map(text)).is_empty()
+
+
+def _loads(e, tensor: str):
+    """The loads of ``tensor`` in the typed-IR expression ``e``."""
+    if isinstance(e, tir.Load):
+        if e.tensor == tensor:
+            yield e
+        for x in e.indices:
+            yield from _loads(x, tensor)
+        return
+    for f in getattr(e, "__dataclass_fields__", {}):
+        v = getattr(e, f)
+        if isinstance(v, tir.TExpr):
+            yield from _loads(v, tensor)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, tir.TExpr):
+                    yield from _loads(x, tensor)
+
+
+def _replace_loads(e, tensor: str, by):
+    """``e`` with every load of ``tensor`` replaced by ``by`` (other nodes shared, not copied)."""
+    if isinstance(e, tir.Load):
+        return by if e.tensor == tensor else e
+    changes = {}
+    for f in getattr(e, "__dataclass_fields__", {}):
+        v = getattr(e, f)
+        if isinstance(v, tir.TExpr):
+            nv = _replace_loads(v, tensor, by)
+            if nv is not v:
+                changes[f] = nv
+        elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
+            nv = [_replace_loads(x, tensor, by) if isinstance(x, tir.TExpr) else x for x in v]
+            if any(a is not b for a, b in zip(nv, v)):
+                changes[f] = nv
+    return replace(e, **changes) if changes else e

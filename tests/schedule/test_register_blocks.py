@@ -1,0 +1,249 @@
+"""Register and cache blocks of contractions (hyb.schedule.blocking, hyb.schedule.promote): which
+loop nests get them, found from accesses and dependences alone, and that the results equal NumPy's
+and the interpreter's with blocks on and off, at sizes that fill no block, one row, odd and prime."""
+import itertools
+
+import numpy as np
+import pytest
+
+import hyb
+from hyb.errors import HybridArgumentError
+from hyb.schedule.blocking import block_shape, cache_tiles
+from hyb.target import CpuTarget
+
+
+def gemm_in_order(order: str) -> str:
+    loops = {"i": "range(c.shape[0])", "j": "range(c.shape[1])", "k": "range(a.shape[1])"}
+    body = "def gemm_{o}(c, a, b):\n".format(o=order)
+    pad = "    "
+    for v in order:
+        body += f"{pad}for {v} in {loops[v]}:\n"
+        pad += "    "
+    body += f"{pad}c[i, j] += a[i, k] * b[k, j]\n    return c\n"
+    return body
+
+
+ORDERS = ["".join(p) for p in itertools.permutations("ijk")]
+
+SRC = "\n".join(gemm_in_order(o) for o in ORDERS) + '''
+
+def gemm_ab(alpha, beta, c, a, b):
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            c[i, j] *= beta
+        for k in range(a.shape[1]):
+            for j in range(c.shape[1]):
+                c[i, j] += alpha * a[i, k] * b[k, j]
+    return c
+
+def gemm_tt(a, b):
+    c = output_tensor((a.shape[1], b.shape[0]), a.dtype)
+    for i in range(a.shape[1]):
+        for j in range(b.shape[0]):
+            for k in range(a.shape[0]):
+                c[i, j] += a[k, i] * b[j, k]
+    return c
+
+def bmm(a, b):
+    c = output_tensor((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+    for n in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                for j in range(b.shape[2]):
+                    c[n, i, j] += a[n, i, k] * b[n, k, j]
+    return c
+
+def two_mm(a, b, c):
+    t = allocate((a.shape[0], b.shape[1]), a.dtype)
+    d = output_tensor((a.shape[0], c.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            for k in range(a.shape[1]):
+                t[i, j] += a[i, k] * b[k, j]
+    for i in range(a.shape[0]):
+        for j in range(c.shape[1]):
+            for k in range(b.shape[1]):
+                d[i, j] += t[i, k] * c[k, j]
+    return d
+
+def syrk(c, a):
+    for i in range(c.shape[0]):
+        for k in range(a.shape[1]):
+            for j in range(i + 1):
+                c[i, j] += a[i, k] * a[j, k]
+    return c
+
+def conv(x, w):
+    k = w.shape[0]
+    p = x.shape[1] - w.shape[2] + 1
+    q = x.shape[2] - w.shape[3] + 1
+    out = output_tensor((k, p, q), x.dtype)
+    for kk in range(k):
+        for pp in range(p):
+            for qq in range(q):
+                for cc in range(x.shape[0]):
+                    for rr in range(w.shape[2]):
+                        for ss in range(w.shape[3]):
+                            out[kk, pp, qq] += x[cc, pp + rr, qq + ss] * w[kk, cc, rr, ss]
+    return out
+
+def attention_scores(q, kt):
+    s = output_tensor((q.shape[0], kt.shape[0]), q.dtype)
+    for i in range(q.shape[0]):
+        for j in range(kt.shape[0]):
+            for d in range(q.shape[1]):
+                s[i, j] += q[i, d] * kt[j, d]
+    return s
+
+def gemm_relu(a, b):
+    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            for k in range(a.shape[1]):
+                c[i, j] = c[i, j] + a[i, k] * b[k, j]
+            c[i, j] = max(c[i, j], 0.0)
+    return c
+'''
+
+SIZES = [(0, 5, 7), (1, 1, 1), (1, 33, 17), (7, 70, 3), (13, 131, 29), (37, 67, 101), (64, 128, 64)]
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return hyb.compile_source(SRC, "blocks.hyb", fastmath=False)
+
+
+@pytest.fixture(scope="module")
+def unblocked():
+    return hyb.compile_source(SRC, "blocks.hyb", fastmath=False, schedule={"register": False})
+
+
+def rnd(shape, dtype, seed=0):
+    g = np.random.default_rng(seed + sum(shape))
+    if np.dtype(dtype).kind == "f":
+        return g.standard_normal(shape).astype(dtype)
+    return g.integers(-4, 5, shape).astype(dtype)
+
+
+def schedule_of(kernel, *args) -> str:
+    return kernel.compile(*args).inspect("schedule")
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_every_loop_order_is_blocked_and_right(mod, unblocked, order):
+    for m, n, kk in SIZES:
+        a, b, c = rnd((m, kk), "float32"), rnd((kk, n), "float32"), rnd((m, n), "float32", 1)
+        want = c + a @ b
+        got = mod.kernels[f"gemm_{order}"](c.copy(), a, b)
+        plain = unblocked.kernels[f"gemm_{order}"](c.copy(), a, b)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-4)
+        np.testing.assert_allclose(got, plain, rtol=2e-5, atol=2e-4)
+    a, b, c = rnd((40, 50), "float32"), rnd((50, 70), "float32"), rnd((40, 70), "float32")
+    text = schedule_of(mod.kernels[f"gemm_{order}"], c, a, b)
+    assert "register block" in text and "accumulated in registers" in text, text
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32", "int64", "float32"])
+def test_alpha_beta_in_each_dtype(mod, unblocked, dtype):
+    for m, n, kk in SIZES:
+        a, b, c = rnd((m, kk), dtype), rnd((kk, n), dtype), rnd((m, n), dtype, 1)
+        alpha, beta = np.dtype(dtype).type(3), np.dtype(dtype).type(2)
+        want = beta * c + alpha * (a @ b)
+        got = mod.kernels["gemm_ab"](alpha, beta, c.copy(), a, b)
+        plain = unblocked.kernels["gemm_ab"](alpha, beta, c.copy(), a, b)
+        if np.dtype(dtype).kind == "i":
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(plain, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    a, b, c = rnd((40, 50), dtype), rnd((50, 70), dtype), rnd((40, 70), dtype)
+    text = schedule_of(mod.kernels["gemm_ab"], np.dtype(dtype).type(1), np.dtype(dtype).type(1), c, a, b)
+    assert "before the reduction loop" in text and f"({dtype})" in text, text
+
+
+@pytest.mark.parametrize("name", ["gemm_tt", "attention_scores"])
+def test_transposed_operands(mod, name):
+    for m, n, kk in SIZES:
+        if name == "gemm_tt":
+            a, b = rnd((kk, m), "float64"), rnd((n, kk), "float64")
+            want = a.T @ b.T
+        else:
+            a, b = rnd((m, kk), "float64"), rnd((n, kk), "float64")
+            want = a @ b.T
+        np.testing.assert_allclose(mod.kernels[name](a, b), want, rtol=1e-12, atol=1e-12)
+    if name == "gemm_tt":
+        text = schedule_of(mod.kernels[name], rnd((40, 50), "float64"), rnd((70, 40), "float64"))
+        assert "register block" in text
+
+
+def test_batched_and_two_products(mod):
+    for m, n, kk in SIZES:
+        a, b = rnd((3, m, kk), "float32"), rnd((3, kk, n), "float32")
+        np.testing.assert_allclose(mod.kernels["bmm"](a, b), a @ b, rtol=2e-5, atol=2e-4)
+        a, b, c = rnd((m, kk), "float64"), rnd((kk, n), "float64"), rnd((n, m + 2), "float64")
+        np.testing.assert_allclose(mod.kernels["two_mm"](a, b, c), a @ b @ c, rtol=1e-11, atol=1e-10)
+    a, b = rnd((2, 40, 50), "float32"), rnd((2, 50, 70), "float32")
+    assert "register block" in schedule_of(mod.kernels["bmm"], a, b)
+
+
+def test_triangular_and_convolution_stay_right(mod, unblocked):
+    for m, _, kk in SIZES:
+        c, a = rnd((m, m), "float64", 3), rnd((m, kk), "float64")
+        want = c + np.tril(a @ a.T)
+        np.testing.assert_allclose(mod.kernels["syrk"](c.copy(), a), want, rtol=1e-12, atol=1e-12)
+    x, w = rnd((3, 20, 37), "float32"), rnd((18, 3, 3, 3), "float32")
+    want = np.zeros((18, 18, 35), np.float32)
+    for r in range(3):
+        for s in range(3):
+            want += np.einsum("cpq,kc->kpq", x[:, r:r + 18, s:s + 35], w[:, :, r, s])
+    got = mod.kernels["conv"](x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, unblocked.kernels["conv"](x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_other_statement_after_the_reduction(mod):
+    for m, n, kk in SIZES:
+        a, b = rnd((m, kk), "float32"), rnd((kk, n), "float32")
+        np.testing.assert_allclose(mod.kernels["gemm_relu"](a, b), np.maximum(a @ b, 0), rtol=2e-5, atol=2e-4)
+
+
+def test_blocks_agree_with_the_interpreter(mod):
+    a, b, c = rnd((13, 29), "float64"), rnd((29, 67), "float64"), rnd((13, 67), "float64")
+    k = mod.kernels["gemm_ab"]
+    got = k(2.0, 0.5, c.copy(), a, b)
+    np.testing.assert_allclose(got, k.emulate(2.0, 0.5, c.copy(), a, b), rtol=1e-13, atol=1e-13)
+
+
+def test_register_option_and_loops(mod):
+    src = gemm_in_order("ikj")
+    a, b, c = rnd((30, 40), "float32"), rnd((40, 50), "float32"), rnd((30, 50), "float32")
+    k = hyb.compile_source(src, "g.hyb", schedule={"register": (4, 16)}).kernels["gemm_ikj"]
+    ck = k.compile(c, a, b)
+    assert "register block 4x16" in ck.inspect("schedule")
+    loops = ck.inspect("loops")
+    assert "S0.acc" in loops and "S0.load" in loops and "S0.store" in loops and "vector for" in loops
+    np.testing.assert_allclose(k(c.copy(), a, b), c + a @ b, rtol=2e-5, atol=2e-4)
+    off = hyb.compile_source(src, "g.hyb", schedule={"register": False}).kernels["gemm_ikj"]
+    assert "register block" not in off.compile(c, a, b).inspect("schedule")
+    for bad in [(4,), (0, 16), "big", (4, 16.0), (True, 4)]:
+        with pytest.raises(HybridArgumentError, match="schedule option register="):
+            hyb.compile_source(src, "g.hyb", schedule={"register": bad}).kernels["gemm_ikj"](c.copy(), a, b)
+
+
+def test_block_shape_from_the_register_budget():
+    avx512 = CpuTarget(vector_bits=512, vector_registers=32)
+    avx2 = CpuTarget(vector_bits=256, vector_registers=16)
+    assert block_shape(avx512, 4, 1000, 1000) == (6, 64)
+    assert block_shape(avx512, 8, 1000, 1000) == (6, 32)
+    assert block_shape(avx2, 4, 1000, 1000) == (4, 24)
+    for machine, size in [(avx512, 4), (avx512, 8), (avx2, 4), (avx2, 8)]:
+        mr, nr = block_shape(machine, size, None, None)
+        lanes = machine.vector_bits // (8 * size)
+        assert nr % lanes == 0 and mr * (nr // lanes) + nr // lanes + 1 <= machine.vector_registers
+    assert block_shape(avx512, 4, 1000, 8) is None  # shorter than one vector
+    assert block_shape(avx512, 4, 1, 1000) is None
+    assert block_shape(avx512, 4, 3, 40) == (3, 32)
+    mc, nc, kc = cache_tiles(avx512, 4, 6, 64, (1000, 1000, 1000))
+    assert mc % 6 == 0 and nc % 64 == 0 and 6 * kc * 4 <= avx512.l1d_bytes // 2
+    assert kc * nc * 4 <= avx512.l2_bytes // 2
+    assert cache_tiles(avx512, 4, 6, 64, (5, 10, 3)) == (6, 64, 3)
