@@ -26,7 +26,7 @@ import numpy as np
 from . import grad as gradbench
 from . import ml, polybench
 from .gemm1024 import DIMS as GEMM_DIMS
-from .gemm1024 import GEMM_F32
+from .gemm1024 import DENSE, GEMM_F32
 from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, VARIANTS, CCompiler, NotAvailable, build, hyb_module,
                     hyb_options, hyb_threads_env)
 from .report import agrees, markdown, speedup, summary, write_csv, write_json, write_png
@@ -38,7 +38,7 @@ REFERENCE_ORDER = ("numpy", "c", "numba", "numba-par", "hyb")
 
 
 def all_benches() -> dict:
-    return {b.name: b for b in polybench.BENCHES + ml.BENCHES}
+    return {b.name: b for b in polybench.BENCHES + ml.BENCHES + DENSE}
 
 
 def log(msg: str = ""):
@@ -120,12 +120,12 @@ def select(spec: str | None):
             continue
         if name == GEMM_NAME:
             gemm = True
-        elif name in ("polybench", "ml"):
+        elif name in ("polybench", "ml", "dense"):
             chosen += [b for b in benches.values() if b.group == name]
         elif name in benches:
             chosen.append(benches[name])
         else:
-            raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, polybench, ml")
+            raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, polybench, ml, dense")
     seen = set()
     return [b for b in chosen if not (b.name in seen or seen.add(b.name))], gemm
 
@@ -586,7 +586,7 @@ def main(argv=None) -> int:
     if why:
         log(f"note: {why}")
     log(f"wrote {opts.out}/results.md, results.csv, results.json" + ("" if why else ", speedups.png"))
-    for g in ("polybench", "ml"):
+    for g in ("polybench", "ml", "dense"):
         s = summary(rows, g)
         if s["kernels"]:
             log(f"geomean hyb speedup ({g}, {s['kernels']} kernels): "

@@ -138,7 +138,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
     out.append("| kernel | dims | check | hyb compile s | " + " | ".join(f"{LABELS[v]} ms" for v in shown) + " | "
                + " | ".join(f"vs {LABELS[p]}" for p in peers) + (" | hyb par vs Numba par |" if par else " |"))
     out.append("|---|---|---|--:|" + "--:|" * (len(shown) + len(peers) + par))
-    for group in ("polybench", "ml"):
+    for group in ("polybench", "ml", "dense"):
         for r in (r for r in rows if r["group"] == group):
             check = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
             comp = "—" if r.get("compile_s") is None else f"{r['compile_s']:.3f}"
@@ -147,7 +147,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
                        + " | ".join(fmt_x(speedup(r, p)) for p in peers)
                        + (f" | {fmt_x(speedup(r, 'numba-par', 'hyb-par'))} |" if par else " |"))
     out.append("")
-    for group, title in (("polybench", "PolyBench kernels"), ("ml", "ML kernels")):
+    for group, title in (("polybench", "PolyBench kernels"), ("ml", "ML kernels"), ("dense", "dense algebra")):
         s = summary(rows, group)
         if not s["kernels"]:
             continue

@@ -125,14 +125,49 @@ def _host_facts() -> tuple:
     return features, bits, regs, fma, caches
 
 
+# The fields of the machine model HYB_CPU may set, with the spelling of their values.
+CPU_FIELDS = {"vector_bits": "bits", "vector_registers": "count", "fma_units": "count",
+              "l1d": "bytes", "l2": "bytes", "l3": "bytes"}
+
+
+def cpu_overrides(text: str) -> dict:
+    """The machine-model fields set by ``HYB_CPU`` (``"l2=2M,vector_bits=256"``), as CpuTarget
+    keyword arguments; a malformed entry raises ValueError naming it."""
+    out = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or name not in CPU_FIELDS:
+            raise ValueError(f"HYB_CPU entry {item!r}: use name=value with name one of {', '.join(CPU_FIELDS)}")
+        scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(value[-1:].upper(), 1) if CPU_FIELDS[name] == "bytes" else 1
+        digits = value[:-1] if scale != 1 else value
+        if not digits.isdigit() or int(digits) <= 0:
+            raise ValueError(f"HYB_CPU entry {item!r}: the value must be a positive whole number"
+                             + (" (with K, M or G)" if CPU_FIELDS[name] == "bytes" else ""))
+        if name == "vector_bits" and int(digits) not in (128, 256, 512):
+            raise ValueError(f"HYB_CPU entry {item!r}: vector_bits is 128, 256 or 512")
+        out[name + ("_bytes" if CPU_FIELDS[name] == "bytes" else "")] = int(digits) * scale
+    return out
+
+
 def host_cpu(threads=None) -> CpuTarget:
-    """The machine this process runs on (vector unit from LLVM's host features, caches from sysfs)."""
+    """The machine this process runs on (vector unit from LLVM's host features, caches from sysfs),
+    with the fields the environment variable ``HYB_CPU`` sets (``HYB_CPU="l2=512K,vector_registers=16"``)."""
     features, bits, regs, fma, caches = _host_facts()
     defaults = CpuTarget()
-    return CpuTarget(vector_bits=bits, vector_registers=regs, fma_units=fma,
-                     l1d_bytes=caches.get("l1d", defaults.l1d_bytes), l2_bytes=caches.get("l2", defaults.l2_bytes),
-                     l3_bytes=caches.get("l3", defaults.l3_bytes), threads=thread_count(threads),
-                     features=features)
+    fields = dict(vector_bits=bits, vector_registers=regs, fma_units=fma,
+                  l1d_bytes=caches.get("l1d", defaults.l1d_bytes), l2_bytes=caches.get("l2", defaults.l2_bytes),
+                  l3_bytes=caches.get("l3", defaults.l3_bytes))
+    text = os.environ.get("HYB_CPU", "")
+    if text:
+        try:
+            fields.update(cpu_overrides(text))
+        except ValueError as e:
+            from .errors import HybridArgumentError
+            raise HybridArgumentError(str(e), None, "unset HYB_CPU to use the machine as detected") from None
+    return CpuTarget(**fields, threads=thread_count(threads), features=features)
 
 
 def cuda_device() -> CudaTarget:

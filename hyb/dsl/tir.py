@@ -23,7 +23,7 @@ class Tensor:
     name: str  # unique within the kernel
     shape: tuple
     dtype: str
-    kind: str  # "input" | "output" | "temp" | "scalar"
+    kind: str  # "input" | "output" | "temp" | "scalar" | "register" (a register block, hyb.schedule.promote)
     span: Optional[Span] = field(default=None, repr=False)
     source_name: str = ""  # the name the user wrote
     # For a scalar local: the loops around its declaration.  Its value never flows from one

@@ -25,6 +25,7 @@ import tempfile
 
 from ..codegen.abi import AssertSite, CheckSite, PrintSite
 from ..errors import HybridWarning, Span
+from ..target import host_cpu
 
 FORMAT = b"hyb-cache-2\n"
 
@@ -60,6 +61,7 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
     parts = {
         "hyb": __version__, "code": code_fingerprint(), "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
         "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
+        "machine": host_cpu(1).describe(),  # the model blocks and tiles are chosen for (HYB_CPU included)
         "kernel": kernel_name, "source": module.source, "file": module.filename,
         "constants": {k: repr(v[0]) for k, v in sorted(module.constants.items())},
         "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},

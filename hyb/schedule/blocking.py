@@ -83,47 +83,61 @@ def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tu
 
 
 def find(shaper, node: isl.ScheduleNode) -> dict | None:
-    """The contraction of a permutable band: ``{"I", "J", "K": member positions, "statements":
-    names of the statements that are contractions, "dtype": the written tensor's dtype}``, or None.
-    ``J`` is the band's innermost member (the one with the best unit stride after reordering)."""
+    """The contraction of a permutable band: ``{"I", "J": member positions, "K": the reduction
+    members, "statements": names of the statements that are contractions, "dtype": the written
+    tensor's dtype}``, or None.  ``J`` is the band's innermost member (the one with the best unit
+    stride after reordering); the ``K`` members are the members that are not coincident and along
+    which the written cell stays put; ``I`` is the coincident member the written cell moves with
+    that the fewest reads share with ``J`` (a convolution's output channel rather than its row of
+    pixels: its rows reuse the vector of inputs loaded for ``J``)."""
     n = node.band_n_member()
     if n < 3:
         return None
-    coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+    coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
     j = n - 1
-    reductions = [m for m in range(n) if not coincident[m]]
-    rows = [m for m in range(n - 1) if coincident[m]]
-    if not coincident[j] or not reductions or not rows:
+    if not coincident[j]:
         return None
-    k, i = reductions[-1], rows[-1]
     p = shaper.p
     mupa = node.band_get_partial_schedule()
-    found, dtype = [], None
+    found, shape, dtype = [], None, None
     for st in p.statements:
         if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
             continue
-        members = [shaper.member_iterator(mupa.get_at(m), st) for m in (i, j, k)]
-        if any(it is None for it in members) or len(set(members)) < 3 or st.guards or st.opaque:
+        if st.guards or st.opaque or len(st.writes) != 1:
             continue
-        if len(st.writes) != 1:
+        its = [shaper.member_iterator(mupa.get_at(m), st) for m in range(n)]
+        if any(it is None for it in its) or len(set(its)) < n:
             continue
         w = st.writes[0]
         t = p.kernel.tensors[w.tensor]
         if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
             continue
         strides = access_strides(w, len(st.iters))
-        if strides is None:
+        if strides is None or strides.get(its[j]) != 3.0:
             continue
-        it_i, it_j, it_k = members
-        if it_k in strides or strides.get(it_j) != 3.0 or it_i not in strides:
+        ks = tuple(m for m in range(n) if not coincident[m] and its[m] not in strides)
+        rows = [m for m in range(n - 1) if coincident[m] and its[m] in strides]
+        if not ks or not rows:
+            continue
+
+        def shared(m):
+            count = 0
+            for r in st.reads:
+                rs = access_strides(r, len(st.iters)) if p.kernel.tensors[r.tensor].kind != "scalar" else None
+                if rs is not None and its[m] in rs and its[j] in rs:
+                    count += 1
+            return count
+
+        i = min(rows, key=lambda m: (shared(m), -m))
+        if shape is not None and shape != (i, ks):
             continue
         if dtype is not None and types.concrete(t.dtype) != dtype:
             return None
-        dtype = types.concrete(t.dtype)
+        shape, dtype = (i, ks), types.concrete(t.dtype)
         found.append(st.name)
     if not found:
         return None
-    return {"I": i, "J": j, "K": k, "statements": found, "dtype": dtype}
+    return {"I": shape[0], "J": j, "K": shape[1], "statements": found, "dtype": dtype}
 
 
 def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile=None):
@@ -132,21 +146,31 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     given by the user; ``tile``: cache tile sizes given by the user (outermost first)."""
     machine = shaper.machine
     n = node.band_n_member()
-    i, j, k = contraction["I"], contraction["J"], contraction["K"]
+    i, j, ks = contraction["I"], contraction["J"], contraction["K"]
     itemsize = np.dtype(contraction["dtype"]).itemsize
     coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
-    order = [m for m in range(n) if m not in (i, j, k)] + [i, j, k]
+    others = [m for m in range(n) if m not in (i, j, *ks)]
+    order = others + [i, j, *ks]
     extents = shaper.extents(node)
-    ext = (extents[i], extents[j], extents[k])
+    k_ext = 1
+    for m in ks:
+        k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
+    ext = (extents[i], extents[j], k_ext)
     shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
     if shape is None or (ext[2] is not None and ext[2] < 2):
         return None
     mr, nr = shape
-    if tile:  # the user's sizes, for the blocked band's members (I, J, K last)
+    if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
         sizes = tuple(tile[-n:]) if len(tile) >= n else (tile[0],) * (n - len(tile)) + tuple(tile)
     else:
-        sizes = (1,) * (n - 3) + cache_tiles(machine, itemsize, mr, nr, ext)
-        if shaper.under_parallel_mark(node) and n == 3 and ext[0] is not None:
+        mc, nc, kc = cache_tiles(machine, itemsize, mr, nr, ext)
+        k_sizes = []
+        for m in reversed(ks):  # KC shared out from the innermost reduction member
+            size = kc if extents[m] is None else max(1, min(extents[m], kc))
+            k_sizes.insert(0, size)
+            kc = max(1, kc // size)
+        sizes = (1,) * len(others) + (mc, nc) + tuple(k_sizes)
+        if shaper.under_parallel_mark(node) and not others and ext[0] is not None:
             # every thread should get tiles of I to work on
             if -(-ext[0] // sizes[0]) < PARALLEL_TILES // 2:
                 mc = max(mr, -(-ext[0] // PARALLEL_TILES) // mr * mr)
@@ -155,29 +179,32 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     node = shaper.permute(node, order, coincident)
     node = _tile(node, sizes)
     point = node.child(0)
-    if n > 3:
-        point = point.band_split(n - 3).child(0)
-    point = point.band_split(2)  # (I, J) above (K)
+    if others:
+        point = point.band_split(len(others)).child(0)
+    point = point.band_split(2)  # (I, J) above (K...)
     point = _tile(point, (mr, nr))  # register tiles above the block
     block_node = point.child(0)
     block_sched = block_node.band_get_partial_schedule()
     kband = block_node.delete()  # now the K band
-    inner = kband.child(0).insert_partial_schedule(block_sched)
+    below, steps = kband.child(0), 1
+    while below.get_type() == isl.schedule_node_type.band:  # bands isl left below (a convolution's taps)
+        below, steps = below.child(0), steps + 1
+    inner = below.insert_partial_schedule(block_sched)
     inner = inner.band_set_permutable(1).band_member_set_coincident(0, 1).band_member_set_coincident(1, 1)
-    kband = inner.parent()
-    others = isl.UnionSet.empty(kband.get_domain().get_space())
+    kband = inner.ancestor(steps)
+    rest = isl.UnionSet.empty(kband.get_domain().get_space())
     for st in shaper.p.statements:
         if st.name not in contraction["statements"]:
-            others = others.union(isl.UnionSet.from_set(st.domain))
-    others = others.intersect(kband.get_domain())
+            rest = rest.union(isl.UnionSet.from_set(st.domain))
+    rest = rest.intersect(kband.get_domain())
     note = ""
-    if not others.is_empty():
+    if not rest.is_empty():
         placed = None
         for how in ("order_before", "order_after"):
-            tried = getattr(kband, how)(others)
+            tried = getattr(kband, how)(rest)
             if shaper.respects(tried.get_schedule()):
                 placed, note = tried, (" (the band's other statements " +
-                                       ("before" if how == "order_before" else "after") + " the reduction loop)")
+                                       ("before" if how == "order_before" else "after") + " the reduction loops)")
                 break
         if placed is None:
             return None
@@ -188,7 +215,8 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     names = ", ".join(contraction["statements"])
     shaper.decisions.append(
         f"band of {n} tiled {sizes} for the caches; contraction {names}: register block {mr}x{nr} "
-        f"({contraction['dtype']}), reduction loop outside it{note}")
+        f"({contraction['dtype']}, for {machine.vector_registers} {machine.vector_bits}-bit vector registers), "
+        f"{len(ks)} reduction loop(s) outside it{note}")
     return out
 
 

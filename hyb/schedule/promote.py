@@ -59,21 +59,24 @@ def promote(p, nest: loops.LoopNest) -> tuple:
 
 
 def _block(p, nest, k_loop: loops.For, state):
-    """The rewritten reduction loop ``k_loop`` (an ``If`` node), or None where it is no register block."""
-    if len(k_loop.body) != 1 or not isinstance(k_loop.body[0], loops.For):
+    """The rewritten reduction loops from ``k_loop`` down (an ``If`` node), or None where they hold
+    no register block: a chain of loops, each the only thing in the one around it, ending in two
+    loops ``ci`` and ``cj`` around one statement call."""
+    chain, at = [k_loop], k_loop
+    while len(at.body) == 1 and isinstance(at.body[0], loops.For):
+        chain.append(at.body[0])
+        at = at.body[0]
+    if len(chain) < 3 or len(at.body) != 1 or not isinstance(at.body[0], loops.StmtCall):
         return None
-    i_loop = k_loop.body[0]
-    if len(i_loop.body) != 1 or not isinstance(i_loop.body[0], loops.For):
+    call = at.body[0]
+    i_loop, j_loop = chain[-2], chain[-1]
+    chain = chain[:-2]
+    if i_loop.step != 1 or j_loop.step != 1 or any(s.parallel for s in chain + [i_loop, j_loop]):
         return None
-    j_loop = i_loop.body[0]
-    if len(j_loop.body) != 1 or not isinstance(j_loop.body[0], loops.StmtCall):
-        return None
-    call = j_loop.body[0]
-    if i_loop.step != 1 or j_loop.step != 1 or k_loop.parallel or i_loop.parallel or j_loop.parallel:
-        return None
-    k, ci, cj = k_loop.var, i_loop.var, j_loop.var
+    ci, cj = i_loop.var, j_loop.var
+    reduction = [s.var for s in chain]
     for e in (i_loop.init, i_loop.cond, j_loop.init, j_loop.cond):
-        if loops.uses(e, k):
+        if any(loops.uses(e, k) for k in reduction):
             return None
     if loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci):
         return None
@@ -87,16 +90,18 @@ def _block(p, nest, k_loop: loops.For, state):
     t = nest.kernel.tensors[store.tensor]
     if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
         return None
-    pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in (k, ci, cj)}
+    pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in [ci, cj] + reduction}
     if len(pos[ci]) != 1 or len(pos[cj]) != 1 or pos[ci] == pos[cj]:
         return None
     pi, pj = pos[ci][0], pos[cj][0]
-    if any(loops.uses(call.args[pi], v) for v in (k, cj)) or any(loops.uses(call.args[pj], v) for v in (k, ci)):
+    if any(loops.uses(call.args[pi], v) for v in reduction + [cj]) \
+            or any(loops.uses(call.args[pj], v) for v in reduction + [ci]):
         return None
+    pk = sorted({n for v in reduction for n in pos[v]})
     strides = access_strides(st.writes[0], len(st.iters))
-    if strides is None or any(n in strides for n in pos[k]) or pi not in strides or pj not in strides:
+    if strides is None or any(n in strides for n in pk) or pi not in strides or pj not in strides:
         return None
-    if not _one_cell_each(st, pi, pj, pos[k]):
+    if not _one_cell_each(st, pi, pj, pk):
         return None
     loads = list(_loads(store.value, store.tensor))
     if any(ld.indices != store.indices for ld in loads) or id(store) in nest.runtime_checked \
@@ -122,7 +127,14 @@ def _block(p, nest, k_loop: loops.For, state):
     ri, rj = ci + "_r", cj + "_r"
     at = {ci: loops.LOp("add", (i_loop.init, loops.LVar(ri))), cj: loops.LOp("add", (j_loop.init, loops.LVar(rj)))}
     args = tuple(_subst(a, at) for a in call.args)
-    first_k = {k: k_loop.init}
+    # the first iteration of the reduction loops: where the load and store of the block run, and
+    # the condition for the loops to run at all
+    first, runs = {}, None
+    for s in chain:
+        start = _subst(s.init, first)
+        ok = _subst(s.cond, {**first, s.var: start})
+        runs = ok if runs is None else loops.LOp("and", (runs, ok))
+        first[s.var] = start
     vector = MIN_TRIPS <= tj <= MAX_TRIPS
 
     def nest_of(name, stmt_args):
@@ -130,19 +142,21 @@ def _block(p, nest, k_loop: loops.For, state):
                           (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),), vector=vector)
         return loops.For(ri, loops.LInt(0), loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti))), 1, (inner,))
 
-    outside = tuple(_subst(a, first_k) for a in args)
-    fast = (nest_of(made["load"].name, outside),
-            replace(k_loop, body=(nest_of(made["acc"].name, args),)),
-            nest_of(made["store"].name, outside))
+    outside = tuple(_subst(a, first) for a in args)
+    reduced = nest_of(made["acc"].name, args)
+    for s in reversed(chain):
+        reduced = replace(s, body=(reduced,))
+    fast = (nest_of(made["load"].name, outside), reduced, nest_of(made["store"].name, outside))
     full = loops.LOp("and", (
         loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}),
                           _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))}))),
-        _subst(k_loop.cond, first_k)))
+        runs))
     state["tensors"][acc.name] = acc
     for s in made.values():
         state["statements"][s.name] = s
     state["decisions"].append(f"register block {ti}x{tj} of {st.name}: `{t.source_name}` accumulated in "
-                              f"registers across loop `{k}` (full blocks; partial ones run as before)")
+                              f"registers across loop(s) {', '.join(f'`{k}`' for k in reduction)} (full blocks; "
+                              "partial ones run as before)")
     return loops.If(full, fast, (k_loop,))
 
 

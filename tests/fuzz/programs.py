@@ -45,7 +45,8 @@ GRAD = replace(BASE, dtypes=("float64",), specials=False, extremes=False, data_d
 
 @st.composite
 def kernel_options(draw):
-    """Kernel options: schedule= (auto, original, or explicit switches and tile sizes) and threads=."""
+    """Kernel options: schedule= (auto, original, or explicit switches, tile sizes and register blocks)
+    and threads=."""
     threads = draw(st.sampled_from([2, 1, 4]))
     kind = draw(st.sampled_from(["auto", "original", "custom", "custom"]))
     if kind == "original":
@@ -56,6 +57,8 @@ def kernel_options(draw):
                                     st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)))}
     for key in ("parallel", "interchange", "fuse"):
         sched[key] = draw(st.booleans())
+    # register blocks chosen for the machine, none, or tiny ones that fill at the fuzzer's sizes
+    sched["register"] = draw(st.sampled_from([True, False, (2, 2), (3, 4)]))
     if draw(st.booleans()):
         sched["min_parallel_work"] = 0
     return {"schedule": sched, "threads": threads, "fastmath": False}

@@ -3,7 +3,7 @@
 The cases come from tests/fuzz (which drives tests/kernelgen.py): random valid kernels with loop nests of
 depth 1-4, affine and triangular bounds, in-bounds affine subscripts, guards, scalar temporaries,
 reductions, intrinsics, every dtype, in-place updates and loop-carried dependences, each compiled under
-random kernel options (isl's schedule, the original order, explicit tile sizes, threads, interchange and
+random kernel options (isl's schedule, the original order, explicit tile sizes and register blocks, threads, interchange and
 fusion on or off; fast-math off) and compared with ``emulate``; the same generator, restricted to float64,
 checks ``kernel.grad()`` against finite differences; mutated source text must give a HybridError or a
 kernel, within 2 s.

@@ -158,7 +158,7 @@ def test_alpha_beta_in_each_dtype(mod, unblocked, dtype):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     a, b, c = rnd((40, 50), dtype), rnd((50, 70), dtype), rnd((40, 70), dtype)
     text = schedule_of(mod.kernels["gemm_ab"], np.dtype(dtype).type(1), np.dtype(dtype).type(1), c, a, b)
-    assert "before the reduction loop" in text and f"({dtype})" in text, text
+    assert "before the reduction loops" in text and f"({dtype}, for " in text, text
 
 
 @pytest.mark.parametrize("name", ["gemm_tt", "attention_scores"])
@@ -199,6 +199,12 @@ def test_triangular_and_convolution_stay_right(mod, unblocked):
     got = mod.kernels["conv"](x, w)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, unblocked.kernels["conv"](x, w), rtol=1e-4, atol=1e-4)
+    # the output channel makes the block's rows (its inputs are the vector every row reuses), and the
+    # taps' loops isl put in bands of their own join the reduction loops around the block
+    text = schedule_of(mod.kernels["conv"], x, w)
+    assert "register block" in text and "accumulated in registers across loop(s) `" in text, text
+    line = next(ln for ln in text.splitlines() if "accumulated in registers" in ln)
+    assert line.split("across loop(s)")[1].count("`") == 6, line  # cc, rr and ss
 
 
 def test_other_statement_after_the_reduction(mod):
@@ -247,3 +253,21 @@ def test_block_shape_from_the_register_budget():
     assert mc % 6 == 0 and nc % 64 == 0 and 6 * kc * 4 <= avx512.l1d_bytes // 2
     assert kc * nc * 4 <= avx512.l2_bytes // 2
     assert cache_tiles(avx512, 4, 6, 64, (5, 10, 3)) == (6, 64, 3)
+
+
+def test_machine_model_from_the_environment(monkeypatch):
+    from hyb.target import host_cpu
+    monkeypatch.setenv("HYB_CPU", "l1d=48K, l2=2M,vector_bits=256,vector_registers=16,fma_units=1")
+    m = host_cpu()
+    assert (m.l1d_bytes, m.l2_bytes, m.vector_bits, m.vector_registers, m.fma_units) == (48 << 10, 2 << 20, 256, 16, 1)
+    assert block_shape(m, 4, 1000, 1000) == (4, 24)
+    src = gemm_in_order("ikj")
+    a, b, c = rnd((30, 40), "float32"), rnd((40, 50), "float32"), rnd((30, 50), "float32")
+    k = hyb.compile_source(src, "g.hyb").kernels["gemm_ikj"]
+    assert "register block 4x24" in k.compile(c, a, b).inspect("schedule")
+    np.testing.assert_allclose(k(c.copy(), a, b), c + a @ b, rtol=2e-5, atol=2e-4)
+    for bad, says in [("l2", "use name=value"), ("l4=1M", "use name=value"), ("l2=2X", "positive whole number"),
+                      ("vector_bits=384", "128, 256 or 512"), ("vector_registers=0", "positive whole number")]:
+        monkeypatch.setenv("HYB_CPU", bad)
+        with pytest.raises(HybridArgumentError, match=f"HYB_CPU entry '{bad}'.*{says}"):
+            host_cpu()

@@ -56,7 +56,7 @@ def transpose_add(a):
 
 SCHEDULES = [None, "original", {"tile": False}, {"tile": (4, 8)}, {"tile": (3, 5, 7)}, {"parallel": False},
              {"interchange": False}, {"fuse": False}, {"vectorize": False}, {"max_operations": 1},
-             {"analysis_operations": 10}]
+             {"analysis_operations": 10}, {"register": False}, {"register": (2, 3)}]
 
 
 def reference(name, args):
