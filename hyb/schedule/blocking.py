@@ -85,8 +85,11 @@ def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tu
 def find(shaper, node: isl.ScheduleNode) -> dict | None:
     """The contraction of a permutable band: ``{"I", "J": member positions, "K": the reduction
     members, "statements": names of the statements that are contractions, "dtype": the written
-    tensor's dtype}``, or None.  ``J`` is the band's innermost member (the one with the best unit
-    stride after reordering); the ``K`` members are the members that are not coincident and along
+    tensor's dtype}``, or None.  ``J``, the loop the block is vectorised along, is a coincident
+    member the written cell moves with and along which every read that moves is unit-stride (the
+    band's innermost member where it is one: a transposed product ``c[i, j] += a[k, i] * b[j, k]``
+    is vectorised along ``i``, its ``c`` read and written across the vector only outside the
+    reduction); the ``K`` members are the members that are not coincident and along
     which the written cell stays put; ``I`` is the coincident member the written cell moves with
     that the fewest reads share with ``J`` (a convolution's output channel rather than its row of
     pixels: its rows reuse the vector of inputs loaded for ``J``)."""
@@ -94,9 +97,6 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
     if n < 3:
         return None
     coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
-    j = n - 1
-    if not coincident[j]:
-        return None
     p = shaper.p
     mupa = node.band_get_partial_schedule()
     found, shape, dtype = [], None, None
@@ -113,31 +113,38 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
         if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
             continue
         strides = access_strides(w, len(st.iters))
-        if strides is None or strides.get(its[j]) != 3.0:
+        if strides is None:
             continue
+        # (the written cell's own reads are the accumulators: they leave the reduction loop)
+        reads = [access_strides(r, len(st.iters)) for r in st.reads
+                 if p.kernel.tensors[r.tensor].kind != "scalar" and r.tensor != w.tensor]
+        if any(rs is None for rs in reads):
+            continue
+        # J: a parallel loop the written cell moves with, along which every read that moves
+        # reads consecutive elements (one vector load each step of the reduction), at least one does
+        vectors = [m for m in range(n) if coincident[m] and its[m] in strides
+                   and any(its[m] in rs for rs in reads) and all(rs.get(its[m], 3.0) == 3.0 for rs in reads)]
+        if not vectors:
+            continue
+        j = n - 1 if n - 1 in vectors else vectors[-1]
         ks = tuple(m for m in range(n) if not coincident[m] and its[m] not in strides)
-        rows = [m for m in range(n - 1) if coincident[m] and its[m] in strides]
+        rows = [m for m in range(n) if m != j and coincident[m] and its[m] in strides]
         if not ks or not rows:
             continue
 
         def shared(m):
-            count = 0
-            for r in st.reads:
-                rs = access_strides(r, len(st.iters)) if p.kernel.tensors[r.tensor].kind != "scalar" else None
-                if rs is not None and its[m] in rs and its[j] in rs:
-                    count += 1
-            return count
+            return sum(1 for rs in reads if its[m] in rs and its[j] in rs)
 
         i = min(rows, key=lambda m: (shared(m), -m))
-        if shape is not None and shape != (i, ks):
+        if shape is not None and shape != (i, j, ks):
             continue
         if dtype is not None and types.concrete(t.dtype) != dtype:
             return None
-        shape, dtype = (i, ks), types.concrete(t.dtype)
+        shape, dtype = (i, j, ks), types.concrete(t.dtype)
         found.append(st.name)
     if not found:
         return None
-    return {"I": shape[0], "J": j, "K": shape[1], "statements": found, "dtype": dtype}
+    return {"I": shape[0], "J": shape[1], "K": shape[2], "statements": found, "dtype": dtype}
 
 
 def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile=None):
