@@ -68,9 +68,10 @@ def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tu
     """(MC, NC, KC): the MR x KC rows of I's operand stay in half of L1 while the register tiles of
     one row of blocks sweep J; the KC x NC block of J's operand stays in half of L2 while the rows
     of blocks sweep I; MC rows of blocks make the I tile.  Each is a multiple of its register size
-    and no larger than the extent (rounded up to a whole block)."""
+    and no larger than the extent (rounded up to a whole block); KC is a power of two (measured on
+    AMD Zen 4 with float32 and float64 gemm: 512 and 256 beat 672 and 336 by 10 %)."""
     ext_i, ext_j, ext_k = extents
-    kc = max(16, (machine.l1d_bytes // 2) // (mr * itemsize) // 16 * 16)
+    kc = _power_of_two_below(max(16, (machine.l1d_bytes // 2) // (mr * itemsize)))
     nc = max(nr, (machine.l2_bytes // 2) // (kc * itemsize) // nr * nr)
     mc = mr * 16
 
@@ -80,6 +81,10 @@ def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tu
         return max(unit, min(size, -(-ext // unit) * unit))
 
     return clamp(mc, ext_i, mr), clamp(nc, ext_j, nr), clamp(kc, ext_k, 1)
+
+
+def _power_of_two_below(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
 
 
 def find(shaper, node: isl.ScheduleNode) -> dict | None:

@@ -14,12 +14,14 @@ This stage finds that shape in the loops themselves and, where ``S`` writes one 
       for ri < MR: for rj < NR:  S.load(.., ri, rj)     acc[ri, rj] = c[f(..)]
       for (k = ...) for ri < MR: for rj < NR:  S.acc     acc[ri, rj] = acc[ri, rj] + g(..)
       for ri < MR: for rj < NR:  S.store(.., ri, rj)    c[f(..)] = acc[ri, rj]
+    else if (the reduction runs)
+      the same, with the loops' own bounds for ri and rj (a block at the edge of the iteration space)
     else
-      the loops as they were (a partial block at the edge of the iteration space)
+      the loops as they were
 
 ``acc`` is a tensor of kind ``register``: the back end allocates it on the stack of the function
 (and of each thread's outlined function), where LLVM keeps it in vector registers once the
-constant-trip loops are unrolled and vectorised.  The rewrite changes no order of the accesses to
+constant-trip loops are unrolled and vectorised (a block at the edge stays in the array, in L1).  The rewrite changes no order of the accesses to
 memory that any other statement sees: inside the reduction loop only ``S`` runs, and each of its
 cells is read and written by one ``(ri, rj)`` alone.
 """
@@ -137,16 +139,26 @@ def _block(p, nest, k_loop: loops.For, state):
         first[s.var] = start
     vector = MIN_TRIPS <= tj <= MAX_TRIPS
 
-    def nest_of(name, stmt_args):
-        inner = loops.For(rj, loops.LInt(0), loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj))), 1,
-                          (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),), vector=vector)
-        return loops.For(ri, loops.LInt(0), loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti))), 1, (inner,))
+    def nest_of(name, stmt_args, full):
+        """The block's loops around a call of ``name``: MR x NR constant trips where ``full``, else
+        the original loops' own bounds (a block at the edge, at most MR x NR)."""
+        if full:
+            i_cond = loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti)))
+            j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
+        else:
+            i_cond, j_cond = _subst(i_loop.cond, {ci: at[ci]}), _subst(j_loop.cond, {cj: at[cj]})
+        inner = loops.For(rj, loops.LInt(0), j_cond, 1,
+                          (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),),
+                          vector=vector and full)
+        return loops.For(ri, loops.LInt(0), i_cond, 1, (inner,))
 
-    outside = tuple(_subst(a, first) for a in args)
-    reduced = nest_of(made["acc"].name, args)
-    for s in reversed(chain):
-        reduced = replace(s, body=(reduced,))
-    fast = (nest_of(made["load"].name, outside), reduced, nest_of(made["store"].name, outside))
+    def promoted(full):
+        outside = tuple(_subst(a, first) for a in args)
+        reduced = nest_of(made["acc"].name, args, full)
+        for s in reversed(chain):
+            reduced = replace(s, body=(reduced,))
+        return nest_of(made["load"].name, outside, full), reduced, nest_of(made["store"].name, outside, full)
+
     full = loops.LOp("and", (
         loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}),
                           _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))}))),
@@ -155,9 +167,10 @@ def _block(p, nest, k_loop: loops.For, state):
     for s in made.values():
         state["statements"][s.name] = s
     state["decisions"].append(f"register block {ti}x{tj} of {st.name}: `{t.source_name}` accumulated in "
-                              f"registers across loop(s) {', '.join(f'`{k}`' for k in reduction)} (full blocks; "
-                              "partial ones run as before)")
-    return loops.If(full, fast, (k_loop,))
+                              f"registers across loop(s) {', '.join(f'`{k}`' for k in reduction)} (a full "
+                              "block in vector registers, a block at the edge in a stack array)")
+    # (where the reduction loops' first iteration does not run, their other ones may: as written)
+    return loops.If(full, promoted(True), (loops.If(runs, promoted(False), (k_loop,)),))
 
 
 def _full_trips(s: loops.For) -> int | None:
