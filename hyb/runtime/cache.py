@@ -102,7 +102,10 @@ def _record(header: dict, object_code: bytes):
         raise ValueError("not a code record")
     sites = tuple(_site_from_json(v) for v in header["sites"])
     found = tuple(HybridWarning(v[0], _span_from_json(v[1]), v[2]) for v in header["warnings"])
-    return NativeCode(header["llvm_opt"], object_code, sites, found)
+    schedule = header.get("schedule")
+    if isinstance(schedule, dict):  # JSON made the tuples lists
+        schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
+    return NativeCode(header["llvm_opt"], object_code, sites, found, schedule=schedule)
 
 
 def store(k: str, code) -> bool:
@@ -111,7 +114,8 @@ def store(k: str, code) -> bool:
     if d is None or not code.object:
         return False
     header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
-                         "warnings": [_warning_to_json(w) for w in code.warnings]}).encode()
+                         "warnings": [_warning_to_json(w) for w in code.warnings],
+                         "schedule": code.schedule}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

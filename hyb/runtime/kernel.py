@@ -139,21 +139,32 @@ class Kernel:
                 key = (tuple(specs), target)
                 ck = self._cache.get(key)
                 if ck is None:
-                    ck = self._cache[key] = self.compile_typed(typed, specs, target)
+                    ck = self._cache[key] = self.compile_typed(typed, specs, target, arrays)
         return ck
 
-    def compile_typed(self, typed, specs: list, target: str) -> CompiledKernel:
+    def compile_typed(self, typed, specs: list, target: str, arrays=None) -> CompiledKernel:
         """The compiled kernel of a checked signature for ``target`` (``"cpu"``: through the disk
-        cache; ``"cuda"``: CUDA C, made without pycuda or a GPU, which caches its own builds)."""
+        cache; ``"cuda"``: CUDA C, made without pycuda or a GPU, which caches its own builds).
+        With ``schedule="tune"`` and the call's ``arrays``, schedules are measured on them
+        (:mod:`hyb.runtime.tune`) and the fastest is what the disk cache keeps."""
         if target == "cuda":
             from . import cuda
             ck = cuda.compile_kernel(typed, specs, self.options)
         else:
+            tuning = self.options["schedule"] == "tune"
             disk_key = cache.key(self.name, self.module, specs, self.options)
             entry = cache.load(disk_key)
-            ck = CompiledKernel.restore(typed, specs, self.options, entry) if entry is not None else None
+            if entry is not None and tuning and entry.schedule is None:
+                entry = None  # made without measuring (no arguments to measure on)
+            options = self.options if entry is None or entry.schedule is None else \
+                {**self.options, "schedule": entry.schedule}
+            ck = CompiledKernel.restore(typed, specs, options, entry) if entry is not None else None
             if ck is None:
-                ck = CompiledKernel.build(typed, specs, self.options)
+                if tuning and arrays is not None:
+                    from .tune import tune
+                    ck = tune(typed, specs, self.options, arrays)
+                else:
+                    ck = CompiledKernel.build(typed, specs, self.options)
                 cache.store(disk_key, ck.code)
         ck.kernel = self
         return ck

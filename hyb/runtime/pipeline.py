@@ -59,6 +59,7 @@ class NativeCode:
     sites: tuple  # run-time bounds-check sites, by error code - 1
     warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
+    schedule: object = None  # the schedule option the code was made with where tuning chose it
 
 
 def schedule_options(options: dict, target) -> tuple:

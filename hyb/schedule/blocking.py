@@ -224,6 +224,7 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     elif not shaper.respects(kband.get_schedule()):
         return None
     out = kband.ancestor(kband.get_tree_depth() - depth)
+    shaper.blocks.append(((mr, nr), tuple(sizes)))
     names = ", ".join(contraction["statements"])
     shaper.decisions.append(
         f"band of {n} tiled {sizes} for the caches; contraction {names}: register block {mr}x{nr} "

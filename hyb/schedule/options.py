@@ -37,7 +37,7 @@ class ScheduleOptions:
 
 def parse_options(schedule) -> ScheduleOptions:
     """The ``schedule=`` option of a kernel: None, "auto", "original" or a dict of ScheduleOptions."""
-    if schedule in (None, "auto"):
+    if schedule in (None, "auto", "tune"):  # "tune": the runtime measures variants of auto's choices
         return ScheduleOptions()
     if schedule == "original":
         return ScheduleOptions(original=True, tile=False, parallel=False, interchange=False)
@@ -88,5 +88,5 @@ def parse_options(schedule) -> ScheduleOptions:
             opts.timeout = float(t)
         return opts
     raise HybridArgumentError(f"schedule={schedule!r} is not valid", None,
-                              "use schedule=\"auto\", \"original\" or a dict such as "
+                              "use schedule=\"auto\", \"tune\", \"original\" or a dict such as "
                               "{\"tile\": (32, 64, 256), \"parallel\": True}")

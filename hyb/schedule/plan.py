@@ -41,15 +41,18 @@ class Plan:
 
     schedule: object  # isl.Schedule, or None for the original order
     decisions: tuple = ()
+    # the register and cache blocks of contraction bands: ((MR, NR), cache tile sizes) each
+    blocks: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "decisions", tuple(self.decisions))
+        object.__setattr__(self, "blocks", tuple(self.blocks))
 
     def noted(self, decision: str, at: int | None = None) -> "Plan":
         """The same plan with one more decision (at position ``at``; default: last)."""
         items = list(self.decisions)
         items.insert(len(items) if at is None else at, decision)
-        return Plan(self.schedule, items)
+        return Plan(self.schedule, items, self.blocks)
 
     def describe(self) -> str:
         lines = list(self.decisions)
@@ -148,4 +151,4 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
         return Plan(None, decisions)
     if opts.tile:
         sched = sched.map_schedule_node_bottom_up(shaper.tile)
-    return Plan(sched, decisions)
+    return Plan(sched, decisions, shaper.blocks)

@@ -69,6 +69,7 @@ class Shaper:
         self.p, self.opts, self.decisions = p, opts, decisions
         self.deps = deps  # the validity dependences: a reshaped band is kept only where it respects them
         self.machine = opts.machine if opts.machine is not None else CpuTarget()
+        self.blocks = []  # ((MR, NR), cache tile sizes) of each contraction band blocked
 
     def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         if not self._permutable(node):

@@ -273,3 +273,39 @@ def test_machine_model_from_the_environment(monkeypatch):
         monkeypatch.setenv("HYB_CPU", bad)
         with pytest.raises(HybridArgumentError, match=f"HYB_CPU entry '{bad}'.*{says}"):
             host_cpu()
+
+
+def test_tune_measures_keeps_the_fastest_and_caches_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYB_CACHE_DIR", str(tmp_path))
+    src = SRC  # gemm_ab among others: a contraction with a statement before its reduction
+    a, b, c = rnd((50, 40), "float32"), rnd((40, 70), "float32"), rnd((50, 70), "float32", 1)
+    k = hyb.compile_source(src, "t.hyb", schedule="tune").kernels["gemm_ab"]
+    got = k(np.float32(2), np.float32(3), c.copy(), a, b)
+    np.testing.assert_allclose(got, 3 * c + 2 * (a @ b), rtol=1e-5, atol=1e-4)
+    err = capsys.readouterr().err
+    assert "hyb: tuning `gemm_ab` for (float32, float32, float32[50, 70], float32[50, 40], float32[40, 70])" in err
+    assert "1/" in err and "schedule='auto'" in err and "schedule={'register': False}" in err
+    chosen = err.split("chose schedule=")[1].split("\n")[0].rsplit(" (", 1)[0]
+    assert "tile" in chosen or chosen in ("'auto'", "{'register': False}")
+    # a new process (here: a new module) loads the winner from the disk cache without measuring
+    k2 = hyb.compile_source(src, "t.hyb", schedule="tune").kernels["gemm_ab"]
+    again = k2(np.float32(2), np.float32(3), c.copy(), a, b)
+    np.testing.assert_array_equal(again, got)
+    assert "tuning" not in capsys.readouterr().err
+    text = k2.compile(np.float32(2), np.float32(3), c, a, b).inspect("schedule")
+    if "tile" in chosen:
+        sizes = chosen.split("'tile': ")[1].rstrip("}")
+        assert f"tiled {sizes}" in text, (chosen, text)
+    # a kernel without a contraction tries tile sizes
+    src = """
+def scaled_sum(a, b):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            c[i, j] = 2 * a[i, j] + b[i, j]
+    return c
+"""
+    k3 = hyb.compile_source(src, "u.hyb", schedule="tune").kernels["scaled_sum"]
+    np.testing.assert_allclose(k3(c, c), 3 * c, rtol=1e-6)
+    err = capsys.readouterr().err
+    assert "5 schedules" in err and "'tile': False" in err and "'tile': (16, 16, 64)" in err, err
