@@ -182,6 +182,12 @@ class CompiledKernel:
         span = st.span
         it = ", ".join(st.iters)
         src = span.source_line.strip() if span and span.source_line else ""
+        if st.origin:  # a register block's statement (schedule.promote)
+            role = {"load": "block <- memory", "store": "memory <- block", "acc": "in the block",
+                    "pack": "panel <- memory", "pacc": "in the block, from the panel",
+                    "rows": "rows' values <- memory", "hacc": "in the block, from the rows' values"}.get(
+                name.rsplit(".", 1)[-1], "")
+            src = f"{role}: {src}"
         return f"[{it}] {src}  (line {span.line})" if span else f"[{it}]"
 
     def __repr__(self):

@@ -44,6 +44,7 @@ def candidates(auto: CompiledKernel) -> list:
             variants.append({"register": (mr - 2, nr), "tile": sizes})
         if nr % 2 == 0 and nr >= 32:
             variants.append({"register": (mr, nr // 2), "tile": sizes})
+        variants.append({"register": (mr, nr), "tile": sizes, "pack": True})
         out += variants
     else:
         out += [{"tile": False}, {"tile": (16, 16, 64)}, {"tile": (64, 128, 512)}]

@@ -38,6 +38,7 @@ from .vector import access_strides
 # computed in float32 after conversion; bool has no arithmetic to block).
 BLOCK_DTYPES = frozenset({"float32", "float64", "int32", "int64", "uint32", "uint64"})
 MAX_MR = 8  # rows of a register block: more unrolled rows than this only lengthen the code
+MIN_PANEL_ROWS = 16  # reduction steps a packed panel needs to repay its copy (schedule.promote)
 
 
 def block_shape(machine: CpuTarget, itemsize: int, rows: int | None, cols: int | None) -> tuple | None:
@@ -195,6 +196,12 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         point = point.band_split(len(others)).child(0)
     point = point.band_split(2)  # (I, J) above (K...)
     point = _tile(point, (mr, nr))  # register tiles above the block
+    pack = (shaper.opts.pack is True and len(ks) == 1 and sizes[-1] >= MIN_PANEL_ROWS
+            and (ext[0] is None or ext[0] >= 2 * mr) and sizes[len(others)] >= 2 * mr)
+    if pack:
+        # the register tiles of J outside those of I: a KC x NR panel of J's operand, packed once
+        # (schedule.promote), serves every register tile of I in the cache tile
+        point = shaper.permute(point, [1, 0], [True, True])
     block_node = point.child(0)
     block_sched = block_node.band_get_partial_schedule()
     kband = block_node.delete()  # now the K band
@@ -229,7 +236,8 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     shaper.decisions.append(
         f"band of {n} tiled {sizes} for the caches; contraction {names}: register block {mr}x{nr} "
         f"({contraction['dtype']}, for {machine.vector_registers} {machine.vector_bits}-bit vector registers), "
-        f"{len(ks)} reduction loop(s) outside it{note}")
+        f"{len(ks)} reduction loop(s) outside it{note}"
+        + ("; register tiles of J outside those of I, for a packed panel of J's operand" if pack else ""))
     return out
 
 

@@ -11,7 +11,7 @@ PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 
 
-OPTION_KEYS = ("tile", "register", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
+OPTION_KEYS = ("tile", "register", "pack", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
                "min_parallel_work", "analysis_operations")
 
 
@@ -22,6 +22,9 @@ class ScheduleOptions:
     # register blocks of contraction bands (schedule.blocking): True: chosen from the machine;
     # False: none; (MR, NR): that block
     register: object = True
+    # packed panels of a register block's vector operand (schedule.promote); off unless asked for:
+    # on AMD Zen 4 they measured no gain (see README)
+    pack: bool = False
     parallel: bool = True
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
@@ -61,7 +64,7 @@ def parse_options(schedule) -> ScheduleOptions:
                                       "use True (chosen for the machine), False (no register blocks) or "
                                       "(MR, NR) such as (6, 64)")
         opts.register = tuple(register) if isinstance(register, (tuple, list)) else register
-        for key in ("parallel", "interchange", "fuse", "vectorize"):
+        for key in ("parallel", "interchange", "fuse", "vectorize", "pack"):
             if key in schedule:
                 if not isinstance(schedule[key], bool):
                     raise HybridArgumentError(f"schedule option {key}={schedule[key]!r} must be True or False",

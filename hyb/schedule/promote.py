@@ -30,40 +30,46 @@ from __future__ import annotations
 from dataclasses import replace
 
 import islpy as isl
+import numpy as np
 
 from ..dsl import tir
 from ..dsl import types
 from . import loops
-from .blocking import BLOCK_DTYPES
+from .blocking import BLOCK_DTYPES, MIN_PANEL_ROWS
 from .vector import MAX_TRIPS, MIN_TRIPS, access_strides
 
 
 def promote(p, nest: loops.LoopNest) -> tuple:
     """``(the nest with every register block promoted, the decisions)``; ``nest`` is unchanged."""
-    state = {"tensors": dict(nest.kernel.tensors), "statements": dict(nest.statements), "decisions": []}
+    state = {"tensors": dict(nest.kernel.tensors), "statements": dict(nest.statements), "decisions": [],
+             "packs": {}}  # id of a loop -> the packing loops to run first in its body
 
-    def body(items):
-        return tuple(node(s) for s in items)
+    def body(items, around):
+        return tuple(node(s, around) for s in items)
 
-    def node(s):
+    def node(s, around):
         if isinstance(s, loops.For):
-            rewritten = _block(p, nest, s, state)
-            return rewritten if rewritten is not None else replace(s, body=body(s.body))
+            rewritten = _block(p, nest, s, state, around)
+            if rewritten is not None:
+                return rewritten
+            inner = body(s.body, around + (s,))
+            return replace(s, body=tuple(state["packs"].pop(id(s), ())) + inner)
         if isinstance(s, loops.If):
-            return replace(s, then=body(s.then), orelse=body(s.orelse))
+            return replace(s, then=body(s.then, around + (s,)), orelse=body(s.orelse, around + (s,)))
         return s
 
-    new_body = body(nest.body)
+    new_body = body(nest.body, ())
     if not state["decisions"]:
         return nest, ()
     kernel = replace(nest.kernel, tensors=state["tensors"])
     return replace(nest, kernel=kernel, statements=state["statements"], body=new_body), tuple(state["decisions"])
 
 
-def _block(p, nest, k_loop: loops.For, state):
+def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     """The rewritten reduction loops from ``k_loop`` down (an ``If`` node), or None where they hold
     no register block: a chain of loops, each the only thing in the one around it, ending in two
-    loops ``ci`` and ``cj`` around one statement call."""
+    loops ``ci`` and ``cj`` around one statement call.  ``around``: the loops and conditions around
+    ``k_loop``, outermost first (where a packed panel of an operand can be made, :func:`_pack`)."""
     chain, at = [k_loop], k_loop
     while len(at.body) == 1 and isinstance(at.body[0], loops.For):
         chain.append(at.body[0])
@@ -140,8 +146,9 @@ def _block(p, nest, k_loop: loops.For, state):
     vector = MIN_TRIPS <= tj <= MAX_TRIPS
 
     def nest_of(name, stmt_args, full):
-        """The block's loops around a call of ``name``: MR x NR constant trips where ``full``, else
-        the original loops' own bounds (a block at the edge, at most MR x NR)."""
+        """The block's loops around a call of ``name`` (its last arguments ``ri`` and ``rj``): MR x
+        NR constant trips where ``full``, else the original loops' own bounds (a block at the edge,
+        at most MR x NR)."""
         if full:
             i_cond = loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti)))
             j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
@@ -154,15 +161,31 @@ def _block(p, nest, k_loop: loops.For, state):
 
     def promoted(full):
         outside = tuple(_subst(a, first) for a in args)
-        reduced = nest_of(made["acc"].name, args, full)
+        reduced = nest_of(fast_acc[0], args + fast_acc[1], full) if full else nest_of(made["acc"].name, args, full)
         for s in reversed(chain):
             reduced = replace(s, body=(reduced,))
-        return nest_of(made["load"].name, outside, full), reduced, nest_of(made["store"].name, outside, full)
+        return ((nest_of(made["load"].name, outside, full),) + (preamble if full else ())
+                + (reduced, nest_of(made["store"].name, outside, full)))
 
+    j_full = _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))})
     full = loops.LOp("and", (
-        loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}),
-                          _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))}))),
+        loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}), j_full)),
         runs))
+    packed = _pack(nest, st, call, chain, j_loop, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
+                   made["acc"].stmt)
+    if packed is not None:  # the full block reads the packed panel
+        pacc, extra = packed
+        made["pacc"] = pacc
+        fast_acc = (pacc.name, extra)
+    else:
+        fast_acc = (made["acc"].name, ())
+    hoisted = _hoist(nest, st, call, chain, ri, pj, ti, args,
+                     made["pacc"] if packed is not None else made["acc"], state)
+    preamble = ()
+    if hoisted is not None:  # the full block reads the rows' values computed before its reduction
+        hacc, preamble = hoisted
+        made["hacc"] = hacc
+        fast_acc = (hacc.name, (loops.LOp("sub", (loops.LVar(chain[0].var), chain[0].init)),))
     state["tensors"][acc.name] = acc
     for s in made.values():
         state["statements"][s.name] = s
@@ -171,6 +194,189 @@ def _block(p, nest, k_loop: loops.For, state):
                               "block in vector registers, a block at the edge in a stack array)")
     # (where the reduction loops' first iteration does not run, their other ones may: as written)
     return loops.If(full, promoted(True), (loops.If(runs, promoted(False), (k_loop,)),))
+
+
+MAX_PANEL_BYTES = 256 * 1024  # a packed panel lives on the stack of the function (or thread)
+
+
+def _pack(nest, st, call, chain, j_loop, tj: int, pj: int, around: tuple, state, ready, acc_stmt):
+    """Packing of the block's vector operand, where it pays and is legal: ``(the statement the full
+    block runs instead of S.acc, the extra argument it takes)``, after asking ``state`` to run the
+    packing loops first in the body of the loop around the block where they belong; or None.
+
+    The operand is a read of S that moves with the reduction loop ``k`` and with ``cj`` and with no
+    loop between them and the place of the packing: the outermost place where every value its panel
+    needs is known, which must be outside at least one loop around the block (the register tiles of
+    ``i``, which then reuse the panel).  The panel ``pack[kk, rj] = b[.., k0 + kk, .., j0 + rj]``
+    (KC x NR, contiguous) is made there when the ``cj`` block is full and the reduction runs
+    (``ready``), by the statement S.pack; nothing in that loop writes ``b``."""
+    if len(chain) != 1 or chain[0].step != 1:
+        return None
+    k_loop = chain[0]
+    k, cj = k_loop.var, j_loop.var
+    kt = _full_trips(k_loop)
+    pos_k = [n for n, a in enumerate(call.args) if loops.uses(a, k)]
+    if kt is None or kt < MIN_PANEL_ROWS or len(pos_k) != 1:
+        return None
+    it_k, it_j = st.iters[pos_k[0]], st.iters[pj]
+    store = st.stmt
+    for ld in _loads_of_others(store.value, store.tensor):
+        used = _vars(ld.indices)
+        if it_k not in used or it_j not in used or id(ld) in nest.runtime_checked:
+            continue
+        t = nest.kernel.tensors[ld.tensor]
+        if tj * kt * np.dtype(types.concrete(t.dtype)).itemsize > MAX_PANEL_BYTES:
+            continue
+        kk, rj = f"{st.name}_kk", f"{st.name}_pc"
+        at = {k: loops.LOp("add", (k_loop.init, loops.LVar(kk))),
+              cj: loops.LOp("add", (j_loop.init, loops.LVar(rj)))}
+        pack_args = tuple(_subst(a, at) if st.iters[n] in used else loops.LInt(0) for n, a in enumerate(call.args))
+        needed = set()
+        for e in pack_args + (_subst(k_loop.cond, at), ready):
+            needed |= _loop_vars(e)
+        needed -= {kk, rj}
+        place = max((n for n, a in enumerate(around) if isinstance(a, loops.For) and a.var in needed), default=None)
+        if place is None or not any(isinstance(a, loops.For) for a in around[place + 1:]) \
+                or any(isinstance(a, loops.If) for a in around[place + 1:]):
+            continue
+        home = around[place]
+        if any(w.tensor == ld.tensor for c in loops.calls(home.body) for w in nest.statements[c.stmt].writes):
+            continue
+        # the panel, the statement that fills it, and S reading it in the full block
+        panel = tir.Tensor(f"{st.name}_panel", (kt, tj), t.dtype, "register", ld.span,
+                           f"{t.source_name} (packed panel)")
+        kv, cv = tir.Var("int", kk, span=ld.span), tir.Var("int", rj, span=ld.span)
+        common = dict(writes=[], reads=[], guards=[], origin=st.name)
+        filler = replace(st, name=f"{st.name}.pack", iters=list(st.iters) + [kk, rj], runs_instances=False,
+                         stmt=tir.Store(panel.name, [kv, cv], ld, ld.span), **common)
+        r, c = f"{st.name}_r", f"{st.name}_c"
+        read = tir.Load(ld.dtype, panel.name, [kv, tir.Var("int", c, span=ld.span)], span=ld.span)
+        pacc = replace(st, name=f"{st.name}.pacc", iters=list(st.iters) + [kk, r, c], **common,
+                       stmt=replace(acc_stmt, value=_replace_node(acc_stmt.value, ld, read)))
+        fill = loops.For(kk, loops.LInt(0), _subst(k_loop.cond, at), 1, (
+            loops.For(rj, loops.LInt(0), loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj))), 1,
+                      (loops.StmtCall(filler.name, pack_args + (loops.LVar(kk), loops.LVar(rj))),),
+                      vector=MIN_TRIPS <= tj <= MAX_TRIPS),))
+        state["packs"].setdefault(id(home), []).append(loops.If(ready, (fill,)))
+        state["tensors"][panel.name] = panel
+        state["statements"][filler.name] = filler
+        state["decisions"].append(f"panel of `{t.source_name}` packed for the register block of {st.name}: "
+                                  f"{kt}x{tj} contiguous, made in loop `{home.var}` and read by the full blocks")
+        return pacc, (loops.LOp("sub", (loops.LVar(k), k_loop.init)),)
+    return None
+
+
+def _hoist(nest, st, call, chain, ri: str, pj: int, ti: int, args: tuple, fast, state):
+    """The part of the full block's update that moves with the reduction loop and the block's rows
+    but not with its columns (``alpha * a[i, k]`` in ``c[i, j] += alpha * a[i, k] * b[k, j]``),
+    computed once per row and step before the reduction, in a MR x KC array (filled along the
+    steps, which vectorises where the operands are unit-stride along them), where it holds some
+    arithmetic (a load alone is as good where it is): ``(the statement the full block runs
+    instead, the loops that compute the array)``, or None.  The values are computed by the same
+    operations on the same operands as before, so the results do not change."""
+    if len(chain) != 1 or chain[0].step != 1:
+        return None
+    k_loop = chain[0]
+    k = k_loop.var
+    pos_k = [n for n, a in enumerate(call.args) if loops.uses(a, k)]
+    kt = _full_trips(k_loop)
+    if len(pos_k) != 1 or kt is None or kt * ti * 8 > MAX_PANEL_BYTES:
+        return None
+    it_k, it_j = st.iters[pos_k[0]], st.iters[pj]
+    kk, r, c = f"{st.name}_kk", f"{st.name}_r", f"{st.name}_c"
+    part = _row_part(fast.stmt.value, it_k, {it_j, c, kk})
+    if part is None or types.concrete(part.dtype) not in BLOCK_DTYPES:
+        return None
+    rows = tir.Tensor(f"{st.name}_rows", (ti, kt), types.concrete(part.dtype), "register", st.span,
+                      "values of the block's rows")
+    kv, rv = tir.Var("int", kk, span=st.span), tir.Var("int", r, span=st.span)
+    common = dict(writes=[], reads=[], guards=[], origin=st.name)
+    filler = replace(st, name=f"{st.name}.rows", iters=list(st.iters) + [kk, r], runs_instances=False,
+                     stmt=tir.Store(rows.name, [rv, kv], part, st.span), **common)
+    value = _replace_node(fast.stmt.value, part, tir.Load(rows.dtype, rows.name, [rv, kv], span=st.span))
+    hacc = replace(fast, name=f"{st.name}.hacc", iters=list(st.iters) + [kk, r, c],
+                   stmt=replace(fast.stmt, value=value))
+    at = {k: loops.LOp("add", (k_loop.init, loops.LVar(kk)))}
+    # (the array's rows run over the block's own row counter ``ri``, in a loop of their own)
+    fill_args = tuple(loops.LInt(0) if n == pj else _subst(a, at) for n, a in enumerate(args))
+    fill = loops.For(ri, loops.LInt(0), loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti))), 1, (
+        loops.For(kk, loops.LInt(0), _subst(k_loop.cond, at), 1,
+                  (loops.StmtCall(filler.name, fill_args + (loops.LVar(kk), loops.LVar(ri))),)),))
+    state["tensors"][rows.name] = rows
+    state["statements"][filler.name] = filler
+    state["decisions"].append(f"register block of {st.name}: the part of its update that moves only with the rows "
+                              f"and `{k}` computed before the reduction ({kt}x{ti} values)")
+    return hacc, (fill,)
+
+
+def _row_part(e, it_k: str, forbid: set):
+    """The largest operation in ``e`` whose operands read ``it_k`` and none of ``forbid``."""
+    if isinstance(e, (tir.Load, tir.Var, tir.Const)):
+        return None
+    used = _vars([e])
+    if it_k in used and not used & forbid:
+        return e
+    for f in getattr(e, "__dataclass_fields__", {}):
+        v = getattr(e, f)
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, tir.TExpr):
+                found = _row_part(x, it_k, forbid)
+                if found is not None:
+                    return found
+    return None
+
+
+def _loads_of_others(e, tensor: str):
+    """The loads in ``e`` of tensors other than ``tensor``, outermost first."""
+    if isinstance(e, tir.Load):
+        if e.tensor != tensor:
+            yield e
+        return
+    for f in getattr(e, "__dataclass_fields__", {}):
+        v = getattr(e, f)
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, tir.TExpr):
+                yield from _loads_of_others(x, tensor)
+
+
+def _vars(exprs) -> set:
+    """The typed-IR variables ``exprs`` read."""
+    out = set()
+    todo = list(exprs)
+    while todo:
+        e = todo.pop()
+        if isinstance(e, tir.Var):
+            out.add(e.name)
+        for f in getattr(e, "__dataclass_fields__", {}):
+            v = getattr(e, f)
+            todo.extend(x for x in (v if isinstance(v, list) else [v]) if isinstance(x, tir.TExpr))
+    return out
+
+
+def _loop_vars(e) -> set:
+    if isinstance(e, loops.LVar):
+        return {e.name}
+    if isinstance(e, loops.LOp):
+        return set().union(*(_loop_vars(a) for a in e.args))
+    return set()
+
+
+def _replace_node(e, old, by):
+    """``e`` with the node ``old`` (by identity) replaced by ``by``."""
+    if e is old:
+        return by
+    changes = {}
+    for f in getattr(e, "__dataclass_fields__", {}):
+        v = getattr(e, f)
+        if isinstance(v, tir.TExpr):
+            nv = _replace_node(v, old, by)
+            if nv is not v:
+                changes[f] = nv
+        elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
+            nv = [_replace_node(x, old, by) if isinstance(x, tir.TExpr) else x for x in v]
+            if any(a is not b for a, b in zip(nv, v)):
+                changes[f] = nv
+    return replace(e, **changes) if changes else e
 
 
 def _full_trips(s: loops.For) -> int | None:

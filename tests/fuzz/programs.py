@@ -59,6 +59,7 @@ def kernel_options(draw):
         sched[key] = draw(st.booleans())
     # register blocks chosen for the machine, none, or tiny ones that fill at the fuzzer's sizes
     sched["register"] = draw(st.sampled_from([True, False, (2, 2), (3, 4)]))
+    sched["pack"] = draw(st.booleans())
     if draw(st.booleans()):
         sched["min_parallel_work"] = 0
     return {"schedule": sched, "threads": threads, "fastmath": False}

@@ -114,6 +114,11 @@ def mod():
 
 
 @pytest.fixture(scope="module")
+def packed():
+    return hyb.compile_source(SRC, "blocks.hyb", fastmath=False, schedule={"pack": True})
+
+
+@pytest.fixture(scope="module")
 def unblocked():
     return hyb.compile_source(SRC, "blocks.hyb", fastmath=False, schedule={"register": False})
 
@@ -130,7 +135,7 @@ def schedule_of(kernel, *args) -> str:
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_every_loop_order_is_blocked_and_right(mod, unblocked, order):
+def test_every_loop_order_is_blocked_and_right(mod, unblocked, packed, order):
     for m, n, kk in SIZES:
         a, b, c = rnd((m, kk), "float32"), rnd((kk, n), "float32"), rnd((m, n), "float32", 1)
         want = c + a @ b
@@ -138,19 +143,22 @@ def test_every_loop_order_is_blocked_and_right(mod, unblocked, order):
         plain = unblocked.kernels[f"gemm_{order}"](c.copy(), a, b)
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-4)
         np.testing.assert_allclose(got, plain, rtol=2e-5, atol=2e-4)
+        np.testing.assert_array_equal(packed.kernels[f"gemm_{order}"](c.copy(), a, b), got)
     a, b, c = rnd((40, 50), "float32"), rnd((50, 70), "float32"), rnd((40, 70), "float32")
     text = schedule_of(mod.kernels[f"gemm_{order}"], c, a, b)
     assert "register block" in text and "accumulated in registers" in text, text
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int64", "float32"])
-def test_alpha_beta_in_each_dtype(mod, unblocked, dtype):
+def test_alpha_beta_in_each_dtype(mod, unblocked, packed, dtype):
     for m, n, kk in SIZES:
         a, b, c = rnd((m, kk), dtype), rnd((kk, n), dtype), rnd((m, n), dtype, 1)
         alpha, beta = np.dtype(dtype).type(3), np.dtype(dtype).type(2)
         want = beta * c + alpha * (a @ b)
         got = mod.kernels["gemm_ab"](alpha, beta, c.copy(), a, b)
         plain = unblocked.kernels["gemm_ab"](alpha, beta, c.copy(), a, b)
+        # the same operations in the same order, packed or not: the same bits
+        np.testing.assert_array_equal(packed.kernels["gemm_ab"](alpha, beta, c.copy(), a, b), got)
         if np.dtype(dtype).kind == "i":
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(plain, want)
@@ -309,3 +317,23 @@ def scaled_sum(a, b):
     np.testing.assert_allclose(k3(c, c), 3 * c, rtol=1e-6)
     err = capsys.readouterr().err
     assert "5 schedules" in err and "'tile': False" in err and "'tile': (16, 16, 64)" in err, err
+
+
+def test_packed_panels_and_row_values_in_the_loops(packed, mod):
+    a, b, c = rnd((200, 80), "float64"), rnd((80, 96), "float64"), rnd((200, 96), "float64")
+    ck = packed.kernels["gemm_ab"].compile(2.0, 0.5, c, a, b)
+    text, loops = ck.inspect("schedule"), ck.inspect("loops")
+    assert "register tiles of J outside those of I, for a packed panel" in text
+    assert "panel of `b` packed for the register block of S1" in text
+    assert "S1.pack(" in loops and "S1.hacc(" in loops and "S1.rows(" in loops
+    # alpha * a[i, k] moves with the rows and k only: computed before the reduction
+    assert "the part of its update that moves only with the rows" in text
+    np.testing.assert_allclose(ck(2.0, 0.5, c.copy(), a, b), 0.5 * c + 2.0 * (a @ b), rtol=1e-12, atol=1e-12)
+    plain = mod.kernels["gemm_ab"].compile(2.0, 0.5, c, a, b)
+    assert "packed" not in plain.inspect("schedule") and "S1.rows(" in plain.inspect("loops")
+    # a panel is made only outside the register tiles of the rows that reuse it
+    lines = loops.splitlines()
+    pack_at = next(n for n, ln in enumerate(lines) if "S1.pack(" in ln)
+    block_at = next(n for n, ln in enumerate(lines) if "S1.hacc(" in ln)
+    depth = lambda ln: len(ln) - len(ln.lstrip())
+    assert depth(lines[pack_at]) < depth(lines[block_at])
