@@ -61,7 +61,7 @@ def parse_args(argv):
         description="PolyBench/C 4.2.1 and ML kernels as hybrid kernels, timed against Numba, NumPy and C.")
     ap.add_argument("--size", choices=SIZES, default="medium", help="PolyBench dataset size (default: medium)")
     ap.add_argument("--kernels", default=None,
-                    help="comma-separated kernel names, or the groups `polybench`, `ml`; "
+                    help="comma-separated kernel names, or the groups `polybench`, `ml`, `dense` (dgemm 1024³, sgemm 1000×1100×900); "
                          f"`{GEMM_NAME}` is the float32 gemm of the targets (default: all of them)")
     ap.add_argument("--repeat", type=int, default=10, help="timing rounds per kernel (default: 10)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,

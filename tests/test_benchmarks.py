@@ -89,6 +89,16 @@ def test_every_kernel_has_sizes_and_data():
         assert required in names
 
 
+def test_the_dense_group_is_selected_by_name():
+    chosen, gemm = harness.select("dense")
+    assert [b.name for b in chosen] == ["dgemm-1024", "sgemm-1000x1100x900"] and not gemm
+    dims = [b.dims("medium") for b in chosen]
+    assert dims == [{"NI": 1024, "NJ": 1024, "NK": 1024}, {"NI": 1000, "NJ": 1100, "NK": 900}]
+    assert chosen[0].init(dims[0])["A"].dtype == np.float64 and chosen[1].init(dims[1])["A"].dtype == np.float32
+    with pytest.raises(SystemExit, match="polybench, ml, dense"):
+        harness.select("densest")
+
+
 # ------------------------------------------------------------------ --grad: the gradient column
 
 GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")

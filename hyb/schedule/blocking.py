@@ -189,6 +189,7 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
                 mc = max(mr, -(-ext[0] // PARALLEL_TILES) // mr * mr)
                 sizes = (mc,) + sizes[1:]
     depth = node.get_tree_depth()
+    within = node.get_domain()  # the instances whose order the blocking changes
     node = shaper.permute(node, order, coincident)
     node = _tile(node, sizes)
     point = node.child(0)
@@ -221,14 +222,14 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         placed = None
         for how in ("order_before", "order_after"):
             tried = getattr(kband, how)(rest)
-            if shaper.respects(tried.get_schedule()):
+            if shaper.respects(tried.get_schedule(), within):
                 placed, note = tried, (" (the band's other statements " +
                                        ("before" if how == "order_before" else "after") + " the reduction loops)")
                 break
         if placed is None:
             return None
         kband = placed
-    elif not shaper.respects(kband.get_schedule()):
+    elif not shaper.respects(kband.get_schedule(), within):
         return None
     out = kband.ancestor(kband.get_tree_depth() - depth)
     shaper.blocks.append(((mr, nr), tuple(sizes)))

@@ -192,8 +192,9 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     state["decisions"].append(f"register block {ti}x{tj} of {st.name}: `{t.source_name}` accumulated in "
                               f"registers across loop(s) {', '.join(f'`{k}`' for k in reduction)} (a full "
                               "block in vector registers, a block at the edge in a stack array)")
-    # (where the reduction loops' first iteration does not run, their other ones may: as written)
-    return loops.If(full, promoted(True), (loops.If(runs, promoted(False), (k_loop,)),))
+    # Where the reduction loops' first iteration does not run, a single loop runs no iteration at
+    # all; of nested ones, the inner may run in other iterations of the outer: as written.
+    return loops.If(full, promoted(True), (loops.If(runs, promoted(False), () if len(chain) == 1 else (k_loop,)),))
 
 
 MAX_PANEL_BYTES = 256 * 1024  # a packed panel lives on the stack of the function (or thread)

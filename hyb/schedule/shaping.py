@@ -166,12 +166,21 @@ class Shaper:
         return (parent is not None and parent.get_type() == isl.schedule_node_type.mark
                 and parent.mark_get_id().get_name() == "parallel")
 
-    def respects(self, sched: isl.Schedule) -> bool:
-        """Whether ``sched`` runs every validity dependence source before sink."""
-        if self.deps is None or self.deps.is_empty():
+    def respects(self, sched: isl.Schedule, within: isl.UnionSet | None = None) -> bool:
+        """Whether ``sched`` runs every validity dependence source before sink; ``within``: only
+        those between instances of that set (a reshaped subtree: the order of its instances against
+        any other is decided above it, unchanged)."""
+        deps = self.deps
+        if deps is None or deps.is_empty():
             return True
-        smap = padded(sched.get_map())
-        return self.deps.intersect(smap.lex_ge_union_map(smap)).is_empty()
+        smap = sched.get_map()
+        if within is not None:
+            deps = deps.intersect_domain(within).intersect_range(within)
+            if deps.is_empty():
+                return True
+            smap = smap.intersect_domain(within)
+        smap = padded(smap)
+        return deps.intersect(smap.lex_ge_union_map(smap)).is_empty()
 
     @staticmethod
     def permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
