@@ -32,6 +32,7 @@ import numpy as np
 from ..dsl import types
 from ..target import CpuTarget
 from .options import PARALLEL_TILES
+from .parallel import work
 from .vector import access_strides
 
 # Element types whose register blocks LLVM keeps in vector registers (float16 and bfloat16 are
@@ -39,6 +40,9 @@ from .vector import access_strides
 BLOCK_DTYPES = frozenset({"float32", "float64", "int32", "int64", "uint32", "uint64"})
 MAX_MR = 8  # rows of a register block: more unrolled rows than this only lengthen the code
 MIN_PANEL_ROWS = 16  # reduction steps a packed panel needs to repay its copy (schedule.promote)
+# Instances a band needs before blocks chosen by the model pay for their longer compile (blocks
+# the user asks for with schedule={"register": (MR, NR)} are made at any size).
+MIN_BLOCK_WORK = 1 << 15
 
 
 def block_shape(machine: CpuTarget, itemsize: int, rows: int | None, cols: int | None) -> tuple | None:
@@ -169,6 +173,8 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     for m in ks:
         k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
     ext = (extents[i], extents[j], k_ext)
+    if not register and work(shaper.p, node.get_domain()) < MIN_BLOCK_WORK:
+        return None
     shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
     if shape is None or (ext[2] is not None and ext[2] < 2):
         return None

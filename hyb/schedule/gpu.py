@@ -21,10 +21,11 @@ def schedule_options(schedule) -> ScheduleOptions:
     loop innermost) and no minimum amount of work for a parallel loop; a user's ``schedule=``
     dict overrides each."""
     opts = parse_options(schedule)
-    given = schedule if isinstance(schedule, dict) else ({} if schedule in (None, "auto") else None)
+    given = schedule if isinstance(schedule, dict) else ({} if schedule in (None, "auto", "tune") else None)
     if given is None:
         return opts
-    changes = {"tile": False, "min_parallel_work": 0, "interchange": False}
+    # (register blocks are the CPU's: a thread of the grid keeps its one cell in a register anyway)
+    changes = {"tile": False, "min_parallel_work": 0, "interchange": False, "register": False}
     return replace(opts, **{k: v for k, v in changes.items() if k not in given})
 
 
