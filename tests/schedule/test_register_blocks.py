@@ -106,7 +106,8 @@ def gemm_relu(a, b):
     return c
 '''
 
-SIZES = [(0, 5, 7), (1, 1, 1), (1, 33, 17), (7, 70, 3), (13, 131, 29), (37, 67, 101), (64, 128, 64)]
+# (m, n, k): empty, one row, fewer than a block, not multiples of any block or tile (primes), blocks
+SIZES = [(0, 5, 7), (1, 1, 1), (1, 33, 17), (7, 70, 3), (13, 131, 29), (37, 67, 101)]
 
 
 @pytest.fixture(scope="module")
@@ -336,3 +337,10 @@ def test_packed_panels_and_row_values_in_the_loops(packed, mod):
     block_at = next(n for n, ln in enumerate(lines) if "S1.hacc(" in ln)
     depth = lambda ln: len(ln) - len(ln.lstrip())
     assert depth(lines[pack_at]) < depth(lines[block_at])
+
+
+def test_gpu_schedules_make_no_register_blocks():
+    from hyb.schedule import gpu
+    for given in (None, "auto", "tune", {"tile": True}, {"parallel": False}):
+        assert gpu.schedule_options(given).register is False, given
+    assert gpu.schedule_options({"register": (4, 16)}).register == (4, 16)  # asked for
