@@ -921,6 +921,25 @@ def test_differential(case, shape, dtype):
         assert_close(compiled_args[pos], emulated_args[pos], f"in-place input {pos}: compiled vs emulated")
 
 
+# The example matmul again with register blocks small enough to fill at these shapes, and packing
+# (by default the model blocks only bands of at least 32768 instances).
+BLOCKED_MATMUL = hyb.load(EXAMPLES / "matmul.hyb", schedule={"register": (2, 4), "pack": True}).matmul
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (13, 17, 9), (3, 0, 4), (6, 33, 8)])
+@pytest.mark.parametrize("dtype", ALL)
+def test_differential_with_register_blocks(shape, dtype):
+    case = next(c for c in CASES if c.name == "example_matmul")
+    rng = np.random.default_rng(zlib.crc32(f"blocked{shape}{dtype}".encode()))
+    args = case.args(rng, shape, dtype)
+    got = BLOCKED_MATMUL(*[a.copy() for a in args])
+    assert_close(got, np.asarray(case.ref(*args)), "blocked matmul vs numpy")
+    assert_close(got, BLOCKED_MATMUL.emulate(*[a.copy() for a in args]), "blocked matmul vs emulated")
+    if shape in ((13, 17, 9), (6, 33, 8)) and dtype in ("float32", "int64"):
+        text = BLOCKED_MATMUL.compile(*args).inspect("schedule")
+        assert "register block 2x4" in text and "panel of `b` packed" in text, text  # (k >= 16 steps)
+
+
 def test_inplace_updates_callers_array():
     a = np.arange(5, dtype=np.float64)
     b = np.ones(5)
