@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -109,11 +110,6 @@ def tune(typed, specs: list, options: dict, arrays: list) -> CompiledKernel:
     ck, sched = best
     print(f"hyb:   chose schedule={sched if sched is not None else 'auto'!r} "
           f"({time.perf_counter() - started:.1f} s of tuning)", file=sys.stderr, flush=True)
-    ck.code = _with_schedule(ck.code, sched)
+    ck.code = replace(ck.code, schedule=sched if sched is not None else "auto")
     ck.options = {**options, "schedule": sched}
     return ck
-
-
-def _with_schedule(code, sched):
-    from dataclasses import replace
-    return replace(code, schedule=sched if sched is not None else "auto")

@@ -256,12 +256,13 @@ def _tile(node: isl.ScheduleNode, sizes) -> isl.ScheduleNode:
     scale = ctx.get_tile_scale_tile_loops()
     ctx.set_tile_scale_tile_loops(0)
     try:
-        return node.band_tile(_multi_val(node, sizes))
+        return node.band_tile(multi_val(node, sizes))
     finally:
         ctx.set_tile_scale_tile_loops(scale)
 
 
-def _multi_val(node: isl.ScheduleNode, sizes) -> isl.MultiVal:
+def multi_val(node: isl.ScheduleNode, sizes) -> isl.MultiVal:
+    """The tile sizes of the band at ``node``, as isl takes them."""
     mv = isl.MultiVal.zero(node.band_get_space())
     for m, s in enumerate(sizes):
         mv = mv.set_val(m, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, int(s)))

@@ -171,7 +171,8 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     full = loops.LOp("and", (
         loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}), j_full)),
         runs))
-    packed = _pack(nest, st, call, chain, j_loop, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
+    single = _single_reduction(chain, call)
+    packed = _pack(nest, st, call, single, j_loop, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
                    made["acc"].stmt)
     if packed is not None:  # the full block reads the packed panel
         pacc, extra = packed
@@ -179,7 +180,7 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
         fast_acc = (pacc.name, extra)
     else:
         fast_acc = (made["acc"].name, ())
-    hoisted = _hoist(nest, st, call, chain, ri, pj, ti, args,
+    hoisted = _hoist(nest, st, single, ri, pj, ti, args,
                      made["pacc"] if packed is not None else made["acc"], state)
     preamble = ()
     if hoisted is not None:  # the full block reads the rows' values computed before its reduction
@@ -200,7 +201,18 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
 MAX_PANEL_BYTES = 256 * 1024  # a packed panel lives on the stack of the function (or thread)
 
 
-def _pack(nest, st, call, chain, j_loop, tj: int, pj: int, around: tuple, state, ready, acc_stmt):
+def _single_reduction(chain: list, call: loops.StmtCall):
+    """``(the loop, the position of its statement iterator, its full trip count)`` where the block's
+    reduction is one loop of step 1 that moves one iterator and has a constant full trip count
+    (packing and the rows' values need these), else None."""
+    if len(chain) != 1 or chain[0].step != 1:
+        return None
+    pos = [n for n, a in enumerate(call.args) if loops.uses(a, chain[0].var)]
+    trips = _full_trips(chain[0])
+    return None if len(pos) != 1 or trips is None else (chain[0], pos[0], trips)
+
+
+def _pack(nest, st, call, single, j_loop, tj: int, pj: int, around: tuple, state, ready, acc_stmt):
     """Packing of the block's vector operand, where it pays and is legal: ``(the statement the full
     block runs instead of S.acc, the extra argument it takes)``, after asking ``state`` to run the
     packing loops first in the body of the loop around the block where they belong; or None.
@@ -211,17 +223,13 @@ def _pack(nest, st, call, chain, j_loop, tj: int, pj: int, around: tuple, state,
     ``i``, which then reuse the panel).  The panel ``pack[kk, rj] = b[.., k0 + kk, .., j0 + rj]``
     (KC x NR, contiguous) is made there when the ``cj`` block is full and the reduction runs
     (``ready``), by the statement S.pack; nothing in that loop writes ``b``."""
-    if len(chain) != 1 or chain[0].step != 1:
+    if single is None or single[2] < MIN_PANEL_ROWS:
         return None
-    k_loop = chain[0]
+    k_loop, pk, kt = single
     k, cj = k_loop.var, j_loop.var
-    kt = _full_trips(k_loop)
-    pos_k = [n for n, a in enumerate(call.args) if loops.uses(a, k)]
-    if kt is None or kt < MIN_PANEL_ROWS or len(pos_k) != 1:
-        return None
-    it_k, it_j = st.iters[pos_k[0]], st.iters[pj]
+    it_k, it_j = st.iters[pk], st.iters[pj]
     store = st.stmt
-    for ld in _loads_of_others(store.value, store.tensor):
+    for ld in _outer_loads(store.value, store.tensor):
         used = _vars(ld.indices)
         if it_k not in used or it_j not in used or id(ld) in nest.runtime_checked:
             continue
@@ -267,7 +275,7 @@ def _pack(nest, st, call, chain, j_loop, tj: int, pj: int, around: tuple, state,
     return None
 
 
-def _hoist(nest, st, call, chain, ri: str, pj: int, ti: int, args: tuple, fast, state):
+def _hoist(nest, st, single, ri: str, pj: int, ti: int, args: tuple, fast, state):
     """The part of the full block's update that moves with the reduction loop and the block's rows
     but not with its columns (``alpha * a[i, k]`` in ``c[i, j] += alpha * a[i, k] * b[k, j]``),
     computed once per row and step before the reduction, in a MR x KC array (filled along the
@@ -275,15 +283,11 @@ def _hoist(nest, st, call, chain, ri: str, pj: int, ti: int, args: tuple, fast, 
     arithmetic (a load alone is as good where it is): ``(the statement the full block runs
     instead, the loops that compute the array)``, or None.  The values are computed by the same
     operations on the same operands as before, so the results do not change."""
-    if len(chain) != 1 or chain[0].step != 1:
+    if single is None or single[2] * ti * 8 > MAX_PANEL_BYTES:
         return None
-    k_loop = chain[0]
+    k_loop, pk, kt = single
     k = k_loop.var
-    pos_k = [n for n, a in enumerate(call.args) if loops.uses(a, k)]
-    kt = _full_trips(k_loop)
-    if len(pos_k) != 1 or kt is None or kt * ti * 8 > MAX_PANEL_BYTES:
-        return None
-    it_k, it_j = st.iters[pos_k[0]], st.iters[pj]
+    it_k, it_j = st.iters[pk], st.iters[pj]
     kk, r, c = f"{st.name}_kk", f"{st.name}_r", f"{st.name}_c"
     part = _row_part(fast.stmt.value, it_k, {it_j, c, kk})
     if part is None or types.concrete(part.dtype) not in BLOCK_DTYPES:
@@ -327,31 +331,11 @@ def _row_part(e, it_k: str, forbid: set):
     return None
 
 
-def _loads_of_others(e, tensor: str):
-    """The loads in ``e`` of tensors other than ``tensor``, outermost first."""
-    if isinstance(e, tir.Load):
-        if e.tensor != tensor:
-            yield e
-        return
-    for f in getattr(e, "__dataclass_fields__", {}):
-        v = getattr(e, f)
-        for x in (v if isinstance(v, list) else [v]):
-            if isinstance(x, tir.TExpr):
-                yield from _loads_of_others(x, tensor)
-
-
-def _vars(exprs) -> set:
-    """The typed-IR variables ``exprs`` read."""
-    out = set()
-    todo = list(exprs)
-    while todo:
-        e = todo.pop()
-        if isinstance(e, tir.Var):
-            out.add(e.name)
-        for f in getattr(e, "__dataclass_fields__", {}):
-            v = getattr(e, f)
-            todo.extend(x for x in (v if isinstance(v, list) else [v]) if isinstance(x, tir.TExpr))
-    return out
+def _outer_loads(e, tensor: str) -> list:
+    """The loads in ``e`` of tensors other than ``tensor`` that no other load's subscripts hold."""
+    inner = {id(x) for ld in tir.walk_expr(e) if isinstance(ld, tir.Load)
+             for i in ld.indices for x in tir.walk_expr(i)}
+    return [x for x in tir.walk_expr(e) if isinstance(x, tir.Load) and x.tensor != tensor and id(x) not in inner]
 
 
 def _loop_vars(e) -> set:
@@ -360,24 +344,6 @@ def _loop_vars(e) -> set:
     if isinstance(e, loops.LOp):
         return set().union(*(_loop_vars(a) for a in e.args))
     return set()
-
-
-def _replace_node(e, old, by):
-    """``e`` with the node ``old`` (by identity) replaced by ``by``."""
-    if e is old:
-        return by
-    changes = {}
-    for f in getattr(e, "__dataclass_fields__", {}):
-        v = getattr(e, f)
-        if isinstance(v, tir.TExpr):
-            nv = _replace_node(v, old, by)
-            if nv is not v:
-                changes[f] = nv
-        elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
-            nv = [_replace_node(x, old, by) if isinstance(x, tir.TExpr) else x for x in v]
-            if any(a is not b for a, b in zip(nv, v)):
-                changes[f] = nv
-    return replace(e, **changes) if changes else e
 
 
 def _full_trips(s: loops.For) -> int | None:
@@ -467,37 +433,41 @@ def _one_cell_each(st, pi: int, pj: int, pk: list) -> bool:
     return same_cell.intersect(isl.Map(text)).is_empty()
 
 
-def _loads(e, tensor: str):
-    """The loads of ``tensor`` in the typed-IR expression ``e``."""
-    if isinstance(e, tir.Load):
-        if e.tensor == tensor:
-            yield e
-        for x in e.indices:
-            yield from _loads(x, tensor)
-        return
-    for f in getattr(e, "__dataclass_fields__", {}):
-        v = getattr(e, f)
-        if isinstance(v, tir.TExpr):
-            yield from _loads(v, tensor)
-        elif isinstance(v, list):
-            for x in v:
-                if isinstance(x, tir.TExpr):
-                    yield from _loads(x, tensor)
+def _loads(e, tensor: str) -> list:
+    """The loads of ``tensor`` in the typed-IR expression ``e``, parents first."""
+    return [x for x in tir.walk_expr(e) if isinstance(x, tir.Load) and x.tensor == tensor]
 
 
-def _replace_loads(e, tensor: str, by):
-    """``e`` with every load of ``tensor`` replaced by ``by`` (other nodes shared, not copied)."""
-    if isinstance(e, tir.Load):
-        return by if e.tensor == tensor else e
+def _vars(exprs) -> set:
+    """The typed-IR variables ``exprs`` read."""
+    return {x.name for e in exprs for x in tir.walk_expr(e) if isinstance(x, tir.Var)}
+
+
+def _rewrite(e, by):
+    """``e`` with each node ``n`` for which ``by(n)`` is not None replaced by that (outermost first;
+    the other nodes shared, not copied)."""
+    new = by(e)
+    if new is not None:
+        return new
     changes = {}
     for f in getattr(e, "__dataclass_fields__", {}):
         v = getattr(e, f)
         if isinstance(v, tir.TExpr):
-            nv = _replace_loads(v, tensor, by)
+            nv = _rewrite(v, by)
             if nv is not v:
                 changes[f] = nv
         elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
-            nv = [_replace_loads(x, tensor, by) if isinstance(x, tir.TExpr) else x for x in v]
+            nv = [_rewrite(x, by) if isinstance(x, tir.TExpr) else x for x in v]
             if any(a is not b for a, b in zip(nv, v)):
                 changes[f] = nv
     return replace(e, **changes) if changes else e
+
+
+def _replace_loads(e, tensor: str, by):
+    """``e`` with every load of ``tensor`` replaced by ``by``."""
+    return _rewrite(e, lambda n: by if isinstance(n, tir.Load) and n.tensor == tensor else None)
+
+
+def _replace_node(e, old, by):
+    """``e`` with the node ``old`` (by identity) replaced by ``by``."""
+    return _rewrite(e, lambda n: by if n is old else None)

@@ -106,10 +106,7 @@ class Shaper:
             # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
             sizes = (max(1, -(-extents[0] // PARALLEL_TILES)),) + sizes[1:]
         if any(e is None or e > s for e, s in zip(extents, sizes)):
-            mv = isl.MultiVal.zero(node.band_get_space())
-            for i, s in enumerate(sizes):
-                mv = mv.set_val(i, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, s))
-            node = node.band_tile(mv)
+            node = node.band_tile(blocking.multi_val(node, sizes))
             self.decisions.append(f"band of {n} tiled {sizes}")
         return node
 

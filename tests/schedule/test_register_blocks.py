@@ -244,6 +244,9 @@ def test_register_option_and_loops(mod):
     for bad in [(4,), (0, 16), "big", (4, 16.0), (True, 4)]:
         with pytest.raises(HybridArgumentError, match="schedule option register="):
             hyb.compile_source(src, "g.hyb", schedule={"register": bad}).kernels["gemm_ikj"](c.copy(), a, b)
+    for bad in ["yes", 1, None]:
+        with pytest.raises(HybridArgumentError, match=f"schedule option pack={bad!r} must be True or False"):
+            hyb.compile_source(src, "g.hyb", schedule={"pack": bad})
 
 
 def test_block_shape_from_the_register_budget():
