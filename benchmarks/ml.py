@@ -410,4 +410,129 @@ ELEMWISE = Bench(
     c_dims=("N", "M"), flops=lambda d: 12.0 * d["N"] * d["M"], **F32,
 )
 
-BENCHES = [SOFTMAX, LAYERNORM, CONV2D, BMM, ELEMWISE]
+# ---------------------------------------------------------------- attention
+
+ATTENTION_HYB = """
+def kernel_attention(q, k, v):
+    h = q.shape[0]
+    n = q.shape[1]
+    d = q.shape[2]
+    p = allocate((h, n, n), q.dtype)
+    out = output_tensor((h, n, d), q.dtype)
+    for b in range(h):
+        for i in range(n):
+            for j in range(n):
+                p[b, i, j] = 0.0
+                for c in range(d):
+                    p[b, i, j] += q[b, i, c] * k[b, j, c]
+    for b in range(h):
+        for i in range(n):
+            m = p[b, i, 0]
+            for j in range(1, n):
+                m = max(m, p[b, i, j])
+            s = float32(0.0)
+            for j in range(n):
+                e = exp((p[b, i, j] - m) * 0.125)
+                p[b, i, j] = e
+                s += e
+            for j in range(n):
+                p[b, i, j] = p[b, i, j] / s
+    for b in range(h):
+        for i in range(n):
+            for c in range(d):
+                out[b, i, c] = 0.0
+            for j in range(n):
+                for c in range(d):
+                    out[b, i, c] += p[b, i, j] * v[b, j, c]
+    return out
+"""
+
+
+def attention_loops(q, k, v, p, out):
+    h, n, d = q.shape
+    for b in prange(h):
+        for i in range(n):
+            for j in range(n):
+                acc = np.float32(0.0)
+                for c in range(d):
+                    acc += q[b, i, c] * k[b, j, c]
+                p[b, i, j] = acc
+            m = p[b, i, 0]
+            for j in range(1, n):
+                m = max(m, p[b, i, j])
+            s = np.float32(0.0)
+            for j in range(n):
+                e = np.exp((p[b, i, j] - m) * np.float32(0.125))
+                p[b, i, j] = e
+                s += e
+            for j in range(n):
+                p[b, i, j] = p[b, i, j] / s
+            for c in range(d):
+                out[b, i, c] = 0.0
+            for j in range(n):
+                for c in range(d):
+                    out[b, i, c] += p[b, i, j] * v[b, j, c]
+
+
+def attention_numpy(q, k, v, p, out):
+    np.matmul(q, k.transpose(0, 2, 1), out=p)
+    p -= p.max(axis=2, keepdims=True)
+    p *= np.float32(0.125)
+    np.exp(p, out=p)
+    p /= p.sum(axis=2, keepdims=True)
+    np.matmul(p, v, out=out)
+
+
+ATTENTION_C = """
+void kernel(long h, long n, long d, float q[restrict h][n][d], float k[restrict h][n][d],
+            float v[restrict h][n][d], float p[restrict h][n][n], float out[restrict h][n][d])
+{
+  for (int b = 0; b < h; b++)
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < n; j++) {
+        float acc = 0.0f;
+        for (int c = 0; c < d; c++)
+          acc += q[b][i][c] * k[b][j][c];
+        p[b][i][j] = acc;
+      }
+      float m = p[b][i][0];
+      for (int j = 1; j < n; j++)
+        m = p[b][i][j] > m ? p[b][i][j] : m;
+      float s = 0.0f;
+      for (int j = 0; j < n; j++) {
+        float e = expf((p[b][i][j] - m) * 0.125f);
+        p[b][i][j] = e;
+        s += e;
+      }
+      for (int j = 0; j < n; j++)
+        p[b][i][j] = p[b][i][j] / s;
+      for (int c = 0; c < d; c++)
+        out[b][i][c] = 0.0f;
+      for (int j = 0; j < n; j++)
+        for (int c = 0; c < d; c++)
+          out[b][i][c] += p[b][i][j] * v[b][j][c];
+    }
+}
+"""
+
+
+def attention_init(d):
+    h, n, dd = d["H"], d["N"], d["D"]
+    b_, i_, c_ = grid(h, n, dd)
+    q = ((b_ + i_ * 3 + c_ * 5) % 13) / 13.0 - 0.5
+    k = ((b_ * 2 + i_ * 7 + c_) % 17) / 17.0 - 0.5
+    v = ((b_ * 3 + i_ + c_ * 11) % 19) / 19.0 - 0.5
+    return dict(q=f32(q), k=f32(k), v=f32(v), p=np.zeros((h, n, n), np.float32),
+                out=np.zeros((h, n, dd), np.float32))
+
+
+ATTENTION = Bench(
+    name="attention", group="ml",
+    sizes=_sizes({"mini": (2, 12, 8), "small": (4, 64, 32), "medium": (8, 512, 64), "large": (16, 1024, 64)},
+                 ("H", "N", "D")),
+    init=attention_init, params=("q", "k", "v", "p", "out"), hyb=ATTENTION_HYB, hyb_params=("q", "k", "v"),
+    outputs=("out",), loops=attention_loops, numpy=attention_numpy, c=ATTENTION_C, c_dims=("H", "N", "D"),
+    flops=lambda d: 4.0 * d["H"] * d["N"] * d["N"] * d["D"], **F32,
+)
+
+BENCHES = [SOFTMAX, LAYERNORM, CONV2D, BMM, ELEMWISE, ATTENTION]

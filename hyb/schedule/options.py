@@ -22,9 +22,10 @@ class ScheduleOptions:
     # register blocks of contraction bands (schedule.blocking): True: chosen from the machine;
     # False: none; (MR, NR): that block
     register: object = True
-    # packed panels of a register block's vector operand (schedule.promote); off unless asked for:
-    # on AMD Zen 4 they measured no gain (see README)
-    pack: bool = False
+    # packed panels of a register block's vector operand (schedule.promote): None: only where the
+    # operand is transposed (on AMD Zen 4 packing others measured no gain, see README); True:
+    # every block's; False: none (a transposed operand's contraction then gets no block)
+    pack: bool | None = None
     parallel: bool = True
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)

@@ -170,7 +170,7 @@ def test_alpha_beta_in_each_dtype(mod, packed, dtype):
 
 
 @pytest.mark.parametrize("name", ["gemm_tt", "attention_scores"])
-def test_transposed_operands(mod, name):
+def test_transposed_operands(mod, packed, unblocked, name):
     for m, n, kk in SIZES:
         if name == "gemm_tt":
             a, b = rnd((kk, m), "float64"), rnd((n, kk), "float64")
@@ -178,12 +178,24 @@ def test_transposed_operands(mod, name):
         else:
             a, b = rnd((m, kk), "float64"), rnd((n, kk), "float64")
             want = a @ b.T
-        np.testing.assert_allclose(mod.kernels[name](a, b), want, rtol=1e-12, atol=1e-12)
+        got = mod.kernels[name](a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        # each cell's sum in the same order, blocked or not, packed or not
+        np.testing.assert_array_equal(packed.kernels[name](a, b), got)
+        np.testing.assert_array_equal(unblocked.kernels[name](a, b), got)
     if name == "gemm_tt":
         # vectorised along i, where a[k, i] is unit-stride (c is read and written across the
         # vector only outside the reduction loop)
         text = schedule_of(mod.kernels[name], rnd((40, 50), "float64"), rnd((70, 40), "float64"))
         assert "register block" in text and "accumulated in registers" in text
+    else:
+        # no loop reads both operands with unit stride: vectorised along j, each KC x NR panel of
+        # kt[j, d] packed with j as its unit stride
+        a, b = rnd((40, 50), "float64"), rnd((70, 50), "float64")
+        text = schedule_of(mod.kernels[name], a, b)
+        assert "accumulated in registers" in text and "panel of `kt` packed" in text, text
+        off = hyb.compile_source(SRC, "blocks.hyb", fastmath=False, schedule={"pack": False})
+        assert "register block" not in schedule_of(off.kernels[name], a, b)
 
 
 def test_batched_and_two_products(mod):
