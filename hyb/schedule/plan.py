@@ -5,6 +5,10 @@ keeps dependent instances close (proximity) and exposes parallel loops (coincide
 an operation limit with a fallback to the original order.  The result is then shaped for a
 CPU:
 
+* where isl fused loop nests so that a statement's innermost loop strides through memory and
+  the nests kept apart (each strongly connected component of the dependences in loops of its
+  own) walk memory better, they are kept apart;
+
 * in each permutable band, the member with the most unit-stride accesses goes innermost
   (for LLVM's vectoriser), parallel (coincident) members go outermost;
 * permutable bands of two or more members are tiled;
@@ -30,7 +34,7 @@ from .extract import PolyProgram
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
 from .parallel import leading_parallel_work, mark_parallel_bands, parallel_marks, serial_order
-from .shaping import Shaper, locality, padded
+from .shaping import Shaper, locality, padded, strided_innermost
 
 # Iterations wanted of a parallel loop's tile loop (threads take contiguous blocks of them).
 
@@ -62,10 +66,13 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
-# The largest constant term isl may put in a schedule (a shift between fused statements).  Left
-# unbounded, its search also weighs placing a statement after a loop as that loop's last iteration
-# (a constant equal to the extent), which made it 20 to 60 times slower on kernels of several loop
-# nests (3mm, layernorm, attention) and found the same schedules on the others.
+# The largest constant term and coefficient isl may put in a schedule (a shift between fused
+# statements, a skew).  Left unbounded, its search also weighs placing a statement after a loop
+# as that loop's last iteration (a constant equal to the extent) and interleaving a statement
+# with a loop by a coefficient near the extent: shape-specific schedules that made the search 20
+# to 60 times slower on kernels of several loop nests (3mm, layernorm, attention), and loops that
+# isl's AST generator then misordered (correlation, covariance); on the other kernels it found
+# the same schedules.
 MAX_SHIFT = 8
 
 
@@ -116,9 +123,37 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     return bad.is_empty()
 
 
+def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool):
+    """isl's schedule for ``sc`` under the options' limits, or (None, why); ``apart``: each
+    strongly connected component of the dependence graph in loops of its own."""
+    ctx = isl.DEFAULT_CONTEXT
+    old = (ctx.get_schedule_serialize_sccs(), ctx.get_schedule_max_constant_term(),
+           ctx.get_schedule_max_coefficient())
+    ctx.set_schedule_serialize_sccs(1 if apart else 0)
+    ctx.set_schedule_max_constant_term(MAX_SHIFT)
+    ctx.set_schedule_max_coefficient(MAX_SHIFT)
+    ctx.set_schedule_maximize_coincidence(1)
+    ctx.set_schedule_outer_coincidence(1)
+    try:
+        with operations(opts.max_operations):
+            return compute_schedule(sc, opts.timeout)
+    finally:
+        ctx.set_schedule_serialize_sccs(old[0])
+        ctx.set_schedule_max_constant_term(old[1])
+        ctx.set_schedule_max_coefficient(old[2])
+
+
+def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
+    """``sched`` with its bands reordered for the memory walk (and unit-stride loops sunk)."""
+    if shaper.opts.interchange:
+        sched = sched.map_schedule_node_bottom_up(shaper.reorder)
+        if shaper.opts.vectorize:
+            sched = shaper.sink(sched.get_root()).get_schedule()
+    return sched
+
+
 def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
     decisions = []
-    ctx = isl.DEFAULT_CONTEXT
     dom = p.union("domain")
     deps_all = d.all
     serial = serial_order(p)
@@ -127,25 +162,28 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
         decisions.append("`serial` loops kept in order and off the threads")
     sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(d.all)
     sc = sc.set_coincidence(deps_all)
-    old_fuse, old_shift = ctx.get_schedule_serialize_sccs(), ctx.get_schedule_max_constant_term()
-    ctx.set_schedule_serialize_sccs(0 if opts.fuse else 1)
-    ctx.set_schedule_max_constant_term(MAX_SHIFT)
-    ctx.set_schedule_maximize_coincidence(1)
-    ctx.set_schedule_outer_coincidence(1)
-    try:
-        with operations(opts.max_operations):
-            sched, why = compute_schedule(sc, opts.timeout)
-    finally:
-        ctx.set_schedule_serialize_sccs(old_fuse)
-        ctx.set_schedule_max_constant_term(old_shift)
+    sched, why = _solve(sc, opts, apart=not opts.fuse)
     if sched is None:
         return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
     shaper = Shaper(p, opts, decisions, deps_all)
-    if opts.interchange:
-        sched = sched.map_schedule_node_bottom_up(shaper.reorder)
-        if opts.vectorize:
-            sched = shaper.sink(sched.get_root()).get_schedule()
+    sched = _shape(shaper, sched)
+    if opts.fuse and len(p.statements) > 1 and strided_innermost(p, sched.get_map()):
+        # isl fused loop nests whose statements then walk memory with long strides innermost
+        # (correlation's reduction under the loops of its other statements): where the nests
+        # kept apart walk it better, they stay apart
+        apart, _ = _solve(sc, opts, apart=True)
+        if apart is not None:
+            notes = []
+            other = Shaper(p, opts, notes, deps_all)
+            apart = _shape(other, apart)
+            fused, kept = locality(p, sched.get_map()), locality(p, apart.get_map())
+            if kept > fused:
+                sched, shaper = apart, other
+                decisions.append(f"loop nests kept apart: their innermost loops walk memory better "
+                                 f"(locality score {kept:.3g} against {fused:.3g} fused)")
+                decisions.extend(notes)
+                other.decisions = decisions
     offers_threads = opts.parallel and leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
         sched = mark_parallel_bands(sched, decisions, p, opts.min_parallel_work)

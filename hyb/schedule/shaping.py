@@ -26,6 +26,16 @@ def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
     return total
 
 
+def strided_innermost(p: PolyProgram, smap: isl.UnionMap) -> bool:
+    """Whether under schedule ``smap`` some statement's innermost loop walks memory mostly with
+    long strides (its access score below 0)."""
+    for st in p.statements:
+        inner = _innermost_iterator(smap, st)
+        if inner is not None and _access_score(p, st, inner) < 0:
+            return True
+    return False
+
+
 def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:
     """The iterator of ``st`` that the last non-constant schedule dimension runs over."""
     maps = []

@@ -48,9 +48,9 @@ def _expr(e) -> str:
 def _pieces(nest: loops.LoopNest):
     """Each statement call of ``nest`` as (time vector, loop counters, constraints, stmt, args,
     enclosing parallel loops as (loop, index of its counter in the time vector)), and the time
-    positions of parallel loops.  Raises _Unsupported for an expression isl cannot parse."""
+    vectors before the counters of parallel loops.  Raises _Unsupported for an expression isl cannot parse."""
     pieces = []
-    parallel = []  # (index of the loop counter in the time vector)
+    parallel = []  # the time vector before each parallel loop's counter: the loop's place
 
     def walk(body, time, counters, conds, around=()):
         pos = 0
@@ -72,7 +72,7 @@ def _pieces(nest: loops.LoopNest):
                     start = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
                 inner = around
                 if s.parallel:
-                    parallel.append(len(time) + 1)
+                    parallel.append(time + [str(pos)])
                     inner = around + ((s, len(time) + 1),)
                 # A loop that counts down runs its larger counters first.
                 walk(s.body, time + [str(pos), c if s.step > 0 else f"-{c}"], counters + [c],
@@ -97,8 +97,8 @@ def _instance_map(counters, conds, stmt, args, vec) -> isl.UnionMap:
 
 
 def executed_order(nest: loops.LoopNest):
-    """(statement instance -> time) as an isl union map, and the time positions of parallel
-    loops; None where the loops use an expression isl cannot parse."""
+    """(statement instance -> time) as an isl union map, and the time vectors before the
+    counters of parallel loops (their places: positions and the counters of the loops around); None where the loops use an expression isl cannot parse."""
     try:
         pieces, parallel = _pieces(nest)
     except _Unsupported:
@@ -159,9 +159,13 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
     lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
     a = ", ".join(f"a{i}" for i in range(dim))
     b = ", ".join(f"b{i}" for i in range(dim))
-    across = [isl.UnionMap.from_map(isl.Map(f"{{ [{a}] -> [{b}] : "
-                                            + " and ".join([f"a{i} = b{i}" for i in range(p)] + [f"a{p} != b{p}"])
-                                            + " }")) for p in parallel]
+    # two instances in different iterations of one run of a parallel loop: the same place before
+    # its counter (the loop's own positions, the same counters of the loops around), other counters
+    across = [isl.UnionMap.from_map(isl.Map(
+        f"{{ [{a}] -> [{b}] : "
+        + " and ".join([f"a{i} = b{i}" + (f" and a{i} = {t}" if t.isdigit() else "") for i, t in enumerate(place)]
+                       + [f"a{len(place)} != b{len(place)}"])
+        + " }")) for place in parallel]
     wrong = []
     if not deps.is_empty():
         times = deps.coalesce().apply_domain(order).apply_range(order)

@@ -360,6 +360,44 @@ def test_verifier_sees_a_dependence_carried_by_a_parallel_loop():
     assert not verify.violations(nest, ck.deps.all).is_empty()
 
 
+def test_verifier_tells_a_parallel_loop_from_a_serial_one_at_the_same_depth():
+    # The serial prefix loop and the parallel loop are both outermost, at different places: the
+    # prefix loop's dependence crosses its own iterations, not those of the parallel loop.
+    from hyb.schedule import verify
+    src = ("def mix(a):\n    b = output_tensor(a.shape, a.dtype)\n    s = output_tensor(a.shape, a.dtype)\n"
+           "    for i in range(a.shape[0]):\n        for j in range(a.shape[1]):\n            b[i, j] = a[i, j] * 2.0\n"
+           "    for j in range(a.shape[1]):\n        s[0, j] = a[0, j]\n"
+           "    for i in range(1, a.shape[0]):\n        for j in range(a.shape[1]):\n"
+           "            s[i, j] = s[i - 1, j] + a[i, j]\n    return b, s\n")
+    a = np.random.default_rng(0).random((300, 200))
+    ck = hyb.compile_source(src, schedule={"fuse": False}).mix.compile(a)
+    text = ck.inspect("schedule")
+    assert "broke dependences" not in text and "parallel for" in ck.inspect("loops"), text
+    assert verify.violations(ck.nest, ck.deps.all).is_empty()
+    b, s = ck(a)
+    np.testing.assert_allclose(s, np.cumsum(a, axis=0), rtol=1e-12)
+    np.testing.assert_array_equal(b, 2 * a)
+
+
+def test_loop_nests_fused_with_strided_inner_loops_are_kept_apart():
+    # isl fuses the reduction under the (i, j) loops of the other statements, k innermost, where
+    # both reads stride; kept apart, the reduction's own band puts the unit-stride j innermost.
+    src = ("def gram(data):\n    m = data.shape[1]\n    g = output_tensor((m, m), data.dtype)\n"
+           "    for i in range(m):\n        g[i, i] = 1.0\n        for j in range(i + 1, m):\n"
+           "            g[i, j] = 0.0\n            for k in range(data.shape[0]):\n"
+           "                g[i, j] += data[k, i] * data[k, j]\n            g[j, i] = g[i, j]\n    return g\n")
+    mod = hyb.compile_source(src)
+    for n, m in [(37, 29), (1, 1), (0, 3), (5, 2)]:
+        d = np.random.default_rng(n).random((n, m))
+        want = d.T @ d
+        np.fill_diagonal(want, 1.0)
+        np.testing.assert_allclose(mod.gram(d), want, rtol=1e-12, atol=1e-12)
+    text = mod.gram.compile(np.ones((37, 29))).inspect("schedule")
+    assert "loop nests kept apart: their innermost loops walk memory better" in text, text
+    assert "loop nests kept apart" not in hyb.compile_source(src, schedule={"fuse": False}).gram.compile(
+        np.ones((37, 29))).inspect("schedule")
+
+
 def test_verifier_accepts_every_benchmark_schedule():
     # Tiled, skewed and fused loops of the matmul and stencil kernels keep their dependences.
     from hyb.schedule import verify
