@@ -84,7 +84,8 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
     if opts.original or not p.statements:
         return Plan(None, ["original program order (schedule=\"original\")" if opts.original
                            else "no statements"])
-    result = _plan(p, d, opts)
+    solved = {}  # (dependences, apart) -> isl's answer: a second plan with the same ones reuses it
+    result = _plan(p, d, opts, solved)
     if result.schedule is None or not p.has_private_scalars:
         return result
     cell_deps = cell_deps if cell_deps is not None else compute_deps(p, expanded=False)
@@ -93,11 +94,11 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
     if opts.interchange or opts.tile:
         # Reordering or tiling split a scalar's lifetime; keep isl's loop order instead.
         plain = ScheduleOptions(**{**opts.__dict__, "interchange": False, "tile": False})
-        result = _plan(p, d, plain)
+        result = _plan(p, d, plain, solved)
         if result.schedule is not None and _respects(result.schedule, cell_deps.all):
             return result.noted("scalar locals privatised; loops neither reordered nor tiled, which "
                                 "would interleave their lifetimes", 1)
-    again = _plan(p, cell_deps, opts)
+    again = _plan(p, cell_deps, opts, solved)
     return again.noted("scalar locals kept as single cells (privatising them would interleave "
                        "their lifetimes)", 1)
 
@@ -108,7 +109,16 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     if deps.is_empty():
         return True
     smap = padded(sched.get_map())
-    bad = deps.intersect(smap.lex_ge_union_map(smap))
+    # the dependences' times, source -> sink: those not lexicographically increasing are bad
+    # (computed for the dependences alone, not for every pair of statements)
+    times = deps.apply_domain(smap).apply_range(smap)
+    maps = []
+    smap.foreach_map(maps.append)
+    lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(maps[0].get_space().range()))
+    late = times.subtract(lex_lt)
+    if late.is_empty():
+        return True
+    bad = deps.intersect(smap.apply_range(late).apply_range(smap.reverse()))
     for mark in parallel_marks(sched):
         if bad.is_empty():
             break
@@ -152,7 +162,7 @@ def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
     return sched
 
 
-def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
+def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | None = None) -> Plan:
     decisions = []
     dom = p.union("domain")
     deps_all = d.all
@@ -162,7 +172,15 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
         decisions.append("`serial` loops kept in order and off the threads")
     sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(d.all)
     sc = sc.set_coincidence(deps_all)
-    sched, why = _solve(sc, opts, apart=not opts.fuse)
+    solved = {} if solved is None else solved
+
+    def solve(apart):
+        key = (id(d), apart)
+        if key not in solved:
+            solved[key] = _solve(sc, opts, apart)
+        return solved[key]
+
+    sched, why = solve(not opts.fuse)
     if sched is None:
         return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
@@ -172,7 +190,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions) -> Plan:
         # isl fused loop nests whose statements then walk memory with long strides innermost
         # (correlation's reduction under the loops of its other statements): where the nests
         # kept apart walk it better, they stay apart
-        apart, _ = _solve(sc, opts, apart=True)
+        apart, _ = solve(True)
         if apart is not None:
             notes = []
             other = Shaper(p, opts, notes, deps_all)

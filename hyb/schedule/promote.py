@@ -86,9 +86,12 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     for e in (i_loop.init, i_loop.cond, j_loop.init, j_loop.cond):
         if any(loops.uses(e, k) for k in reduction):
             return None
-    if loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci):
+    # where the columns' bounds move with the row (a triangle: ``j > i``), a full block is one whose
+    # rows all start at the bound that does not (see _column_start) and all reach NR columns
+    j_start = _column_start(j_loop, ci)
+    if j_start is None or not _affine_in(j_loop.cond, cj, ci):
         return None
-    ti, tj = _full_trips(i_loop), _full_trips(j_loop)
+    ti, tj = _full_trips(i_loop), _full_trips(replace(j_loop, init=j_start))
     if ti is None or tj is None or ti < 2 or tj < 2:
         return None
     st = nest.statements.get(call.stmt)
@@ -133,8 +136,12 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
                          stmt=tir.Store(store.tensor, store.indices, cell, store.span)),
     }
     ri, rj = ci + "_r", cj + "_r"
-    at = {ci: loops.LOp("add", (i_loop.init, loops.LVar(ri))), cj: loops.LOp("add", (j_loop.init, loops.LVar(rj)))}
+    row = loops.LOp("add", (i_loop.init, loops.LVar(ri)))
+    # a block at the edge: each row from its own start; a full one: every row from j_start
+    at = {ci: row, cj: loops.LOp("add", (_subst(j_loop.init, {ci: row}), loops.LVar(rj)))}
+    at_full = {ci: row, cj: loops.LOp("add", (j_start, loops.LVar(rj)))}
     args = tuple(_subst(a, at) for a in call.args)
+    full_args = tuple(_subst(a, at_full) for a in call.args)
     # the first iteration of the reduction loops: where the load and store of the block run, and
     # the condition for the loops to run at all
     first, runs = {}, None
@@ -153,34 +160,47 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
             i_cond = loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti)))
             j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
         else:
-            i_cond, j_cond = _subst(i_loop.cond, {ci: at[ci]}), _subst(j_loop.cond, {cj: at[cj]})
+            i_cond, j_cond = _subst(i_loop.cond, {ci: at[ci]}), _subst(j_loop.cond, {cj: at[cj], ci: at[ci]})
         inner = loops.For(rj, loops.LInt(0), j_cond, 1,
                           (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),),
                           vector=vector and full)
         return loops.For(ri, loops.LInt(0), i_cond, 1, (inner,))
 
     def promoted(full):
-        outside = tuple(_subst(a, first) for a in args)
-        reduced = nest_of(fast_acc[0], args + fast_acc[1], full) if full else nest_of(made["acc"].name, args, full)
+        own = full_args if full else args
+        outside = tuple(_subst(a, first) for a in own)
+        reduced = nest_of(fast_acc[0], own + fast_acc[1], full) if full else nest_of(made["acc"].name, own, full)
         for s in reversed(chain):
             reduced = replace(s, body=(reduced,))
         return ((nest_of(made["load"].name, outside, full),) + (preamble if full else ())
                 + (reduced, nest_of(made["store"].name, outside, full)))
 
-    j_full = _subst(j_loop.cond, {cj: loops.LOp("add", (j_loop.init, loops.LInt(tj - 1)))})
+    last_row = loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))
+    last_col = loops.LOp("add", (j_start, loops.LInt(tj - 1)))
+    # every row of the block reaches NR columns from j_start; where the bounds move with the row,
+    # at its first and last row (they are affine in it: a start that is a maximum of affine terms
+    # is convex, an end that is a minimum is concave, so both rows hold for the rows between)
+    j_full = _subst(j_loop.cond, {cj: last_col})
+    if loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci):
+        terms = [_subst(j_loop.cond, {cj: last_col, ci: r}) for r in (i_loop.init, last_row)]
+        terms += [loops.LOp("le", (_subst(g, {ci: r}), j_start))
+                  for g in _max_terms(j_loop.init) if loops.uses(g, ci) for r in (i_loop.init, last_row)]
+        j_full = terms[0]
+        for c in terms[1:]:
+            j_full = loops.LOp("and", (j_full, c))
     full = loops.LOp("and", (
-        loops.LOp("and", (_subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))}), j_full)),
+        loops.LOp("and", (_subst(i_loop.cond, {ci: last_row}), j_full)),
         runs))
     single = _single_reduction(chain, call)
-    packed = _pack(nest, st, call, single, j_loop, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
-                   made["acc"].stmt)
+    packed = _pack(nest, st, call, single, cj, j_start, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
+                   made["acc"].stmt, ci)
     if packed is not None:  # the full block reads the packed panel
         pacc, extra = packed
         made["pacc"] = pacc
         fast_acc = (pacc.name, extra)
     else:
         fast_acc = (made["acc"].name, ())
-    hoisted = _hoist(nest, st, single, ri, pj, ti, args,
+    hoisted = _hoist(nest, st, single, ri, pj, ti, full_args,
                      made["pacc"] if packed is not None else made["acc"], state)
     preamble = ()
     if hoisted is not None:  # the full block reads the rows' values computed before its reduction
@@ -212,7 +232,8 @@ def _single_reduction(chain: list, call: loops.StmtCall):
     return None if len(pos) != 1 or trips is None else (chain[0], pos[0], trips)
 
 
-def _pack(nest, st, call, single, j_loop, tj: int, pj: int, around: tuple, state, ready, acc_stmt):
+def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tuple, state, ready, acc_stmt,
+          ci: str):
     """Packing of the block's vector operand, where it pays and is legal: ``(the statement the full
     block runs instead of S.acc, the extra argument it takes)``, after asking ``state`` to run the
     packing loops first in the body of the loop around the block where they belong; or None.
@@ -221,12 +242,13 @@ def _pack(nest, st, call, single, j_loop, tj: int, pj: int, around: tuple, state
     loop between them and the place of the packing: the outermost place where every value its panel
     needs is known, which must be outside at least one loop around the block (the register tiles of
     ``i``, which then reuse the panel).  The panel ``pack[kk, rj] = b[.., k0 + kk, .., j0 + rj]``
-    (KC x NR, contiguous) is made there when the ``cj`` block is full and the reduction runs
-    (``ready``), by the statement S.pack; nothing in that loop writes ``b``."""
-    if single is None or single[2] < MIN_PANEL_ROWS:
+    (KC x NR, contiguous) is made there when the ``cj`` block, from ``j_start``, is full and the
+    reduction runs (``ready``; not where that depends on the block's row ``ci``), by the statement
+    S.pack; nothing in that loop writes ``b``."""
+    if single is None or single[2] < MIN_PANEL_ROWS or loops.uses(ready, ci):
         return None
     k_loop, pk, kt = single
-    k, cj = k_loop.var, j_loop.var
+    k = k_loop.var
     it_k, it_j = st.iters[pk], st.iters[pj]
     store = st.stmt
     for ld in _outer_loads(store.value, store.tensor):
@@ -238,7 +260,7 @@ def _pack(nest, st, call, single, j_loop, tj: int, pj: int, around: tuple, state
             continue
         kk, rj = f"{st.name}_kk", f"{st.name}_pc"
         at = {k: loops.LOp("add", (k_loop.init, loops.LVar(kk))),
-              cj: loops.LOp("add", (j_loop.init, loops.LVar(rj)))}
+              cj: loops.LOp("add", (j_start, loops.LVar(rj)))}
         pack_args = tuple(_subst(a, at) if st.iters[n] in used else loops.LInt(0) for n, a in enumerate(call.args))
         needed = set()
         for e in pack_args + (_subst(k_loop.cond, at), ready):
@@ -344,6 +366,39 @@ def _loop_vars(e) -> set:
     if isinstance(e, loops.LOp):
         return set().union(*(_loop_vars(a) for a in e.args))
     return set()
+
+
+def _max_terms(e) -> list:
+    """The terms of ``e`` as a (nested) maximum."""
+    if isinstance(e, loops.LOp) and e.op == "max":
+        return [t for a in e.args for t in _max_terms(a)]
+    return [e]
+
+
+def _column_start(j_loop: loops.For, ci: str):
+    """Where a full block's columns start: the loop's own start where it does not move with the row
+    ``ci``; where it is a maximum of terms, some affine in ``ci`` and some free of it (a triangle's
+    ``max(j0, i + 1)``), the maximum of the free ones (a block is full only where the others stay
+    below it in every row); else None."""
+    if not loops.uses(j_loop.init, ci):
+        return j_loop.init
+    terms = _max_terms(j_loop.init)
+    fixed = [t for t in terms if not loops.uses(t, ci)]
+    if not fixed or any(_linear(t) is None for t in terms if loops.uses(t, ci)):
+        return None
+    start = fixed[0]
+    for t in fixed[1:]:
+        start = loops.LOp("max", (start, t))
+    return start
+
+
+def _affine_in(cond, var: str, ci: str) -> bool:
+    """Whether ``cond`` does not use ``ci``, or bounds ``var`` from above only by minimums of terms
+    affine in ``ci`` (then it holds for every row between two rows where it holds)."""
+    if not loops.uses(cond, ci):
+        return True
+    bounds = _upper_bounds(cond, var)
+    return bounds is not None and all(_linear(b) is not None for _, b in bounds if loops.uses(b, ci))
 
 
 def _full_trips(s: loops.For) -> int | None:

@@ -74,6 +74,13 @@ def syrk(c, a):
                 c[i, j] += a[i, k] * a[j, k]
     return c
 
+def upper_gram(g, d):
+    for i in range(g.shape[0]):
+        for j in range(i + 1, g.shape[1]):
+            for k in range(d.shape[0]):
+                g[i, j] += d[k, i] * d[k, j]
+    return g
+
 def conv(x, w):
     k = w.shape[0]
     p = x.shape[1] - w.shape[2] + 1
@@ -227,6 +234,20 @@ def test_triangular_and_convolution_stay_right(mod, unblocked):
     assert "register block" in text and "accumulated in registers across loop(s) `" in text, text
     line = next(ln for ln in text.splitlines() if "accumulated in registers" in ln)
     assert line.split("across loop(s)")[1].count("`") == 6, line  # cc, rr and ss
+
+
+def test_triangle_blocks_full_where_every_row_is(mod, packed, unblocked):
+    # j > i: a block is full where its first and last rows both start at the tile's first column
+    # and reach NR columns; the others run in the block's array with each row's own bounds
+    for m, _, kk in SIZES + [(70, 0, 33)]:
+        g, d = rnd((m, m), "float64", 2), rnd((kk, m), "float64")
+        want = g + np.triu(d.T @ d, 1)
+        got = mod.kernels["upper_gram"](g.copy(), d)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(packed.kernels["upper_gram"](g.copy(), d), got)
+        np.testing.assert_array_equal(unblocked.kernels["upper_gram"](g.copy(), d), got)
+    text = schedule_of(mod.kernels["upper_gram"], rnd((70, 70), "float64"), rnd((33, 70), "float64"))
+    assert "accumulated in registers" in text, text
 
 
 def test_other_statement_after_the_reduction(mod):
