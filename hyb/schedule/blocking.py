@@ -195,6 +195,10 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     ext = (extents[i], extents[j], k_ext)
     if not register and work(shaper.p, node.get_domain()) < MIN_BLOCK_WORK:
         return None
+    if contraction["transposed"] and not _rectangular(node, i, j):
+        # a block needs its panel full in every row (schedule.promote), and in a triangle that
+        # depends on the row, which no panel made outside the rows can know
+        return None
     shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
     if shape is None or (ext[2] is not None and ext[2] < 2):
         return None
@@ -274,6 +278,20 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         f"{len(ks)} reduction loop(s) outside it{note}"
         + ("; register tiles of J outside those of I, for a packed panel of J's operand" if pack else ""))
     return out
+
+
+def _rectangular(node: isl.ScheduleNode, i: int, j: int) -> bool:
+    """Whether the values band members ``i`` and ``j`` take over the band's instances form a
+    rectangle (the range of ``j`` the same for every value of ``i``)."""
+    mupa = node.band_get_partial_schedule()
+    pair = isl.UnionMap.from_union_pw_aff(mupa.get_at(i)).flat_range_product(
+        isl.UnionMap.from_union_pw_aff(mupa.get_at(j)))
+    values = pair.intersect_domain(node.get_domain()).range()
+    if values.is_empty():
+        return True
+    plane = isl.Set.from_union_set(values)
+    rows, cols = plane.project_out(isl.dim_type.set, 1, 1), plane.project_out(isl.dim_type.set, 0, 1)
+    return rows.flat_product(cols).is_subset(plane)
 
 
 def _tile(node: isl.ScheduleNode, sizes) -> isl.ScheduleNode:

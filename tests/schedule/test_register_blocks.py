@@ -220,6 +220,9 @@ def test_triangular_and_convolution_stay_right(mod, unblocked):
         c, a = rnd((m, m), "float64", 3), rnd((m, kk), "float64")
         want = c + np.tril(a @ a.T)
         np.testing.assert_allclose(mod.kernels["syrk"](c.copy(), a), want, rtol=1e-12, atol=1e-12)
+    # a[j, k] needs a packed panel, and in the triangle j <= i no panel made outside the rows is
+    # full for every row: no block
+    assert "register block" not in schedule_of(mod.kernels["syrk"], rnd((70, 70), "float64"), rnd((70, 50), "float64"))
     x, w = rnd((8, 12, 37), "float32"), rnd((32, 8, 3, 3), "float32")
     want = np.zeros((32, 10, 35), np.float32)
     for r in range(3):
