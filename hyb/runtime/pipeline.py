@@ -118,10 +118,12 @@ def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
                   + ", ".join(f"`{var}`" for var in marked),)
 
 
-def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest) -> tuple:
+def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, blocks: tuple = ()) -> tuple:
     """Register blocks kept in registers across their reduction loops (schedule.promote), checked on
-    the loops again: ``(nest, decisions)``, the nest unchanged where the check fails."""
-    promoted, decisions = promote.promote(poly, nest)
+    the loops again: ``(nest, decisions)``, the nest unchanged where the check fails.  ``blocks``:
+    the plan's (``Plan.blocks``), whose blocks of one row are the only ones of one row promoted."""
+    rows_of_one = frozenset(nr for (mr, nr), _ in blocks if mr == 1)
+    promoted, decisions = promote.promote(poly, nest, rows_of_one)
     if not decisions:
         return nest, ()
     broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None)
@@ -151,7 +153,7 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     nest, more = mark_vectors(poly, nest, loop_opts)
     decisions += more
     if target.kind == "cpu" and loop_opts.register is not False:
-        nest, more = promote_blocks(poly, d, cells, nest)
+        nest, more = promote_blocks(poly, d, cells, nest, followed.blocks)
         decisions += more
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)

@@ -69,6 +69,19 @@ def block_shape(machine: CpuTarget, itemsize: int, rows: int | None, cols: int |
     return None if best is None else (best[1], best[2])
 
 
+MAX_ROW_VECTORS = 8  # a block of one row: its accumulators, and as many loaded vectors
+
+
+def row_shape(machine: CpuTarget, itemsize: int, cols: int | None) -> tuple | None:
+    """(1, NR) for a block of one row: NR as many whole vectors as J's extent holds, at most
+    MAX_ROW_VECTORS; None where J is shorter than one vector."""
+    lanes = max(1, machine.vector_bits // (8 * itemsize))
+    if cols is not None and cols < lanes:
+        return None
+    v = MAX_ROW_VECTORS if cols is None else min(MAX_ROW_VECTORS, cols // lanes)
+    return (1, v * lanes) if v * lanes >= 2 else None
+
+
 def cache_tiles(machine: CpuTarget, itemsize: int, mr: int, nr: int, extents: tuple, packed: bool = False) -> tuple:
     """(MC, NC, KC): the MR x KC rows of I's operand stay in half of L1 while the register tiles of
     one row of blocks sweep J; the KC x NC block of J's operand stays in half of L2 while the rows
@@ -108,7 +121,7 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
     that the fewest reads share with ``J`` (a convolution's output channel rather than its row of
     pixels: its rows reuse the vector of inputs loaded for ``J``)."""
     n = node.band_n_member()
-    if n < 3:
+    if n < 2:
         return None
     coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
     p = shaper.p
@@ -157,14 +170,19 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
         vectors = vectors or packed
         j = n - 1 if n - 1 in vectors else vectors[-1]
         rows = [m for m in range(n) if m != j and coincident[m] and its[m] in strides]
-        if not ks or not rows:
+        if not ks:
             continue
 
         def shared(m):
             return sum(1 for rs in reads if its[m] in rs and its[j] in rs)
 
-        i = min(rows, key=lambda m: (shared(m), -m))
+        # (no rows: a block of one row, the vector of cells kept across one reduction loop; across
+        # nested ones, a weight gradient's, it measured slower than the unit-stride loop moved
+        # below them, schedule.vector)
+        i = min(rows, key=lambda m: (shared(m), -m)) if rows else None
         needs_pack = j not in [m for m in range(n) if all(rs.get(its[m], 3.0) == 3.0 for rs in reads)]
+        if i is None and (needs_pack or len(ks) != 1):
+            continue
         if shape is not None and shape != (i, j, ks, needs_pack):
             continue
         if dtype is not None and types.concrete(t.dtype) != dtype:
@@ -186,20 +204,24 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     i, j, ks = contraction["I"], contraction["J"], contraction["K"]
     itemsize = np.dtype(contraction["dtype"]).itemsize
     coincident = [bool(node.band_member_get_coincident(m)) for m in range(n)]
+    rowless = i is None  # a block of one row (no loop but J moves the written cell)
     others = [m for m in range(n) if m not in (i, j, *ks)]
-    order = others + [i, j, *ks]
+    order = others + ([] if rowless else [i]) + [j, *ks]
     extents = shaper.extents(node)
     k_ext = 1
     for m in ks:
         k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
-    ext = (extents[i], extents[j], k_ext)
+    ext = (1 if rowless else extents[i], extents[j], k_ext)
     if not register and work(shaper.p, node.get_domain()) < MIN_BLOCK_WORK:
         return None
     if contraction["transposed"] and not _rectangular(node, i, j):
         # a block needs its panel full in every row (schedule.promote), and in a triangle that
         # depends on the row, which no panel made outside the rows can know
         return None
-    shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
+    if rowless:
+        shape = (1, register[1]) if register else row_shape(machine, itemsize, ext[1])
+    else:
+        shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
     if shape is None or (ext[2] is not None and ext[2] < 2):
         return None
     mr, nr = shape
@@ -207,13 +229,15 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         sizes = tuple(tile[-n:]) if len(tile) >= n else (tile[0],) * (n - len(tile)) + tuple(tile)
     else:
         mc, nc, kc = cache_tiles(machine, itemsize, mr, nr, ext, packed=contraction["transposed"])
+        if rowless:  # the KC x NR block of J's operand, read once per row, stays in half of L2
+            kc = min(kc, _power_of_two_below(max(16, machine.l2_bytes // 2 // (nr * itemsize))))
         k_sizes = []
         for m in reversed(ks):  # KC shared out from the innermost reduction member
             size = kc if extents[m] is None else max(1, min(extents[m], kc))
             k_sizes.insert(0, size)
             kc = max(1, kc // size)
-        sizes = (1,) * len(others) + (mc, nc) + tuple(k_sizes)
-        if shaper.under_parallel_mark(node) and not others and ext[0] is not None:
+        sizes = (1,) * len(others) + (() if rowless else (mc,)) + (nc,) + tuple(k_sizes)
+        if not rowless and shaper.under_parallel_mark(node) and not others and ext[0] is not None:
             # every thread should get tiles of I to work on (fewer, larger ones where each
             # packed panel is to serve as many blocks as it can)
             tiles = PARALLEL_TILES // 2 if contraction["transposed"] else PARALLEL_TILES
@@ -227,12 +251,12 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     point = node.child(0)
     if others:
         point = point.band_split(len(others)).child(0)
-    point = point.band_split(2)  # (I, J) above (K...)
-    point = _tile(point, (mr, nr))  # register tiles above the block
+    point = point.band_split(1 if rowless else 2)  # (I, J) above (K...)
+    point = _tile(point, (nr,) if rowless else (mr, nr))  # register tiles above the block
     # J's operand is packed where the user asks, and where the block needs it (a transposed
     # operand, whose panel gets J as its unit stride); a block that needs it and cannot have it
     # is not made
-    pack = ((shaper.opts.pack is True or (contraction["transposed"] and shaper.opts.pack is None))
+    pack = (not rowless and (shaper.opts.pack is True or (contraction["transposed"] and shaper.opts.pack is None))
             and len(ks) == 1 and sizes[-1] >= MIN_PANEL_ROWS
             and (ext[0] is None or ext[0] >= 2 * mr) and sizes[len(others)] >= 2 * mr)
     if contraction["transposed"] and not pack:
@@ -248,7 +272,9 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     while below.get_type() == isl.schedule_node_type.band:  # bands isl left below (a convolution's taps)
         below, steps = below.child(0), steps + 1
     inner = below.insert_partial_schedule(block_sched)
-    inner = inner.band_set_permutable(1).band_member_set_coincident(0, 1).band_member_set_coincident(1, 1)
+    inner = inner.band_set_permutable(1).band_member_set_coincident(0, 1)
+    if not rowless:
+        inner = inner.band_member_set_coincident(1, 1)
     kband = inner.ancestor(steps)
     rest = isl.UnionSet.empty(kband.get_domain().get_space())
     for st in shaper.p.statements:

@@ -39,10 +39,13 @@ from .blocking import BLOCK_DTYPES, MIN_PANEL_ROWS
 from .vector import MAX_TRIPS, MIN_TRIPS, access_strides
 
 
-def promote(p, nest: loops.LoopNest) -> tuple:
-    """``(the nest with every register block promoted, the decisions)``; ``nest`` is unchanged."""
+def promote(p, nest: loops.LoopNest, rows_of_one: frozenset = frozenset()) -> tuple:
+    """``(the nest with every register block promoted, the decisions)``; ``nest`` is unchanged.
+    ``rows_of_one``: the widths of the blocks of one row schedule.blocking made (a loop nest of
+    that shape is common elsewhere, where keeping its cells in registers need not pay)."""
     state = {"tensors": dict(nest.kernel.tensors), "statements": dict(nest.statements), "decisions": [],
-             "packs": {}}  # id of a loop -> the packing loops to run first in its body
+             "packs": {},  # id of a loop -> the packing loops to run first in its body
+             "rows_of_one": rows_of_one}
 
     def body(items, around):
         return tuple(node(s, around) for s in items)
@@ -74,25 +77,40 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     while len(at.body) == 1 and isinstance(at.body[0], loops.For):
         chain.append(at.body[0])
         at = at.body[0]
-    if len(chain) < 3 or len(at.body) != 1 or not isinstance(at.body[0], loops.StmtCall):
+    if len(chain) < 2 or len(at.body) != 1 or not isinstance(at.body[0], loops.StmtCall):
         return None
-    call = at.body[0]
-    i_loop, j_loop = chain[-2], chain[-1]
-    chain = chain[:-2]
-    if i_loop.step != 1 or j_loop.step != 1 or any(s.parallel for s in chain + [i_loop, j_loop]):
+    if len(chain) >= 3:
+        made = _block_of(p, nest, chain[:-2], chain[-2], chain[-1], at.body[0], state, around)
+        if made is not None:
+            return made
+    # a block of one row: no loop the written cell moves with but the vector's, one reduction loop
+    # (as schedule.blocking makes them)
+    if len(chain) != 2:
         return None
-    ci, cj = i_loop.var, j_loop.var
+    return _block_of(p, nest, chain[:-1], None, chain[-1], at.body[0], state, around)
+
+
+def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtCall, state, around: tuple):
+    """:func:`_block` for the reduction loops ``chain`` around the row loop ``i_loop`` (None: a
+    block of one row) around the column loop ``j_loop`` around ``call``."""
+    k_loop = chain[0]
+    if j_loop.step != 1 or any(s.parallel for s in chain + [j_loop]) \
+            or (i_loop is not None and (i_loop.step != 1 or i_loop.parallel)):
+        return None
+    ci, cj = (i_loop.var if i_loop is not None else None), j_loop.var
     reduction = [s.var for s in chain]
-    for e in (i_loop.init, i_loop.cond, j_loop.init, j_loop.cond):
+    bounds = (j_loop.init, j_loop.cond) + ((i_loop.init, i_loop.cond) if i_loop is not None else ())
+    for e in bounds:
         if any(loops.uses(e, k) for k in reduction):
             return None
     # where the columns' bounds move with the row (a triangle: ``j > i``), a full block is one whose
     # rows all start at the bound that does not (see _column_start) and all reach NR columns
-    j_start = _column_start(j_loop, ci)
-    if j_start is None or not _affine_in(j_loop.cond, cj, ci):
+    j_start = _column_start(j_loop, ci) if ci is not None else j_loop.init
+    if j_start is None or (ci is not None and not _affine_in(j_loop.cond, cj, ci)):
         return None
-    ti, tj = _full_trips(i_loop), _full_trips(replace(j_loop, init=j_start))
-    if ti is None or tj is None or ti < 2 or tj < 2:
+    ti = _full_trips(i_loop) if i_loop is not None else 1
+    tj = _full_trips(replace(j_loop, init=j_start))
+    if ti is None or tj is None or (i_loop is not None and ti < 2) or tj < 2:
         return None
     st = nest.statements.get(call.stmt)
     if st is None or st.opaque or st.guards or not isinstance(st.stmt, tir.Store) or len(st.writes) != 1:
@@ -101,16 +119,19 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
     t = nest.kernel.tensors[store.tensor]
     if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
         return None
-    pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in [ci, cj] + reduction}
-    if len(pos[ci]) != 1 or len(pos[cj]) != 1 or pos[ci] == pos[cj]:
+    if i_loop is None and tj not in state["rows_of_one"]:
         return None
-    pi, pj = pos[ci][0], pos[cj][0]
-    if any(loops.uses(call.args[pi], v) for v in reduction + [cj]) \
-            or any(loops.uses(call.args[pj], v) for v in reduction + [ci]):
+    rows = [ci] if ci is not None else []
+    pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in rows + [cj] + reduction}
+    if any(len(pos[v]) != 1 for v in rows + [cj]) or (rows and pos[ci] == pos[cj]):
+        return None
+    pi, pj = (pos[ci][0] if rows else None), pos[cj][0]
+    if (rows and any(loops.uses(call.args[pi], v) for v in reduction + [cj])) \
+            or any(loops.uses(call.args[pj], v) for v in reduction + rows):
         return None
     pk = sorted({n for v in reduction for n in pos[v]})
     strides = access_strides(st.writes[0], len(st.iters))
-    if strides is None or any(n in strides for n in pk) or pi not in strides or pj not in strides:
+    if strides is None or any(n in strides for n in pk) or (rows and pi not in strides) or pj not in strides:
         return None
     if not _one_cell_each(st, pi, pj, pk):
         return None
@@ -135,11 +156,14 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
         "store": replace(st, name=f"{st.name}.store", iters=iters, runs_instances=False, **plain,
                          stmt=tir.Store(store.tensor, store.indices, cell, store.span)),
     }
-    ri, rj = ci + "_r", cj + "_r"
-    row = loops.LOp("add", (i_loop.init, loops.LVar(ri)))
+    ri, rj = (ci if ci is not None else st.name + "_i") + "_r", cj + "_r"
     # a block at the edge: each row from its own start; a full one: every row from j_start
-    at = {ci: row, cj: loops.LOp("add", (_subst(j_loop.init, {ci: row}), loops.LVar(rj)))}
-    at_full = {ci: row, cj: loops.LOp("add", (j_start, loops.LVar(rj)))}
+    if ci is not None:
+        row = loops.LOp("add", (i_loop.init, loops.LVar(ri)))
+        at = {ci: row, cj: loops.LOp("add", (_subst(j_loop.init, {ci: row}), loops.LVar(rj)))}
+        at_full = {ci: row, cj: loops.LOp("add", (j_start, loops.LVar(rj)))}
+    else:
+        at = at_full = {cj: loops.LOp("add", (j_start, loops.LVar(rj)))}
     args = tuple(_subst(a, at) for a in call.args)
     full_args = tuple(_subst(a, at_full) for a in call.args)
     # the first iteration of the reduction loops: where the load and store of the block run, and
@@ -156,11 +180,14 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
         """The block's loops around a call of ``name`` (its last arguments ``ri`` and ``rj``): MR x
         NR constant trips where ``full``, else the original loops' own bounds (a block at the edge,
         at most MR x NR)."""
-        if full:
+        if full or ci is None:
             i_cond = loops.LOp("lt", (loops.LVar(ri), loops.LInt(ti)))
+        else:
+            i_cond = _subst(i_loop.cond, {ci: at[ci]})
+        if full:
             j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
         else:
-            i_cond, j_cond = _subst(i_loop.cond, {ci: at[ci]}), _subst(j_loop.cond, {cj: at[cj], ci: at[ci]})
+            j_cond = _subst(j_loop.cond, at)
         inner = loops.For(rj, loops.LInt(0), j_cond, 1,
                           (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),),
                           vector=vector and full)
@@ -175,25 +202,26 @@ def _block(p, nest, k_loop: loops.For, state, around: tuple = ()):
         return ((nest_of(made["load"].name, outside, full),) + (preamble if full else ())
                 + (reduced, nest_of(made["store"].name, outside, full)))
 
-    last_row = loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))
     last_col = loops.LOp("add", (j_start, loops.LInt(tj - 1)))
     # every row of the block reaches NR columns from j_start; where the bounds move with the row,
     # at its first and last row (they are affine in it: a start that is a maximum of affine terms
     # is convex, an end that is a minimum is concave, so both rows hold for the rows between)
     j_full = _subst(j_loop.cond, {cj: last_col})
-    if loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci):
+    if ci is not None:
+        last_row = loops.LOp("add", (i_loop.init, loops.LInt(ti - 1)))
+    if ci is not None and (loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci)):
         terms = [_subst(j_loop.cond, {cj: last_col, ci: r}) for r in (i_loop.init, last_row)]
         terms += [loops.LOp("le", (_subst(g, {ci: r}), j_start))
                   for g in _max_terms(j_loop.init) if loops.uses(g, ci) for r in (i_loop.init, last_row)]
         j_full = terms[0]
         for c in terms[1:]:
             j_full = loops.LOp("and", (j_full, c))
-    full = loops.LOp("and", (
-        loops.LOp("and", (_subst(i_loop.cond, {ci: last_row}), j_full)),
-        runs))
+    full = loops.LOp("and", (j_full if ci is None else loops.LOp("and", (_subst(i_loop.cond, {ci: last_row}), j_full)),
+                             runs))
     single = _single_reduction(chain, call)
-    packed = _pack(nest, st, call, single, cj, j_start, tj, pj, around, state, loops.LOp("and", (j_full, runs)),
-                   made["acc"].stmt, ci)
+    # (a panel of the vector operand serves the rows of blocks: none without rows)
+    packed = None if ci is None else _pack(nest, st, call, single, cj, j_start, tj, pj, around, state,
+                                           loops.LOp("and", (j_full, runs)), made["acc"].stmt, ci)
     if packed is not None:  # the full block reads the packed panel
         pacc, extra = packed
         made["pacc"] = pacc
@@ -473,9 +501,10 @@ def _subst(e, at: dict):
     return e
 
 
-def _one_cell_each(st, pi: int, pj: int, pk: list) -> bool:
+def _one_cell_each(st, pi, pj: int, pk: list) -> bool:
     """Whether two instances of ``st`` that agree on every iterator but ``pi``, ``pj`` and ``pk``
-    write the same cell only when they also agree on ``pi`` and ``pj``."""
+    write the same cell only when they also agree on ``pi`` and ``pj`` (``pi`` None: a block of
+    one row, ``pj`` alone)."""
     rel = st.writes[0].relation
     same_cell = rel.apply_range(rel.reverse())
     n = len(st.iters)
@@ -484,7 +513,8 @@ def _one_cell_each(st, pi: int, pj: int, pk: list) -> bool:
     eq = [f"x{q} = y{q}" for q in range(n) if q not in (pi, pj, *pk)]
     name = st.domain.get_tuple_name()
     text = (f"{{ {name}[{', '.join(xs)}] -> {name}[{', '.join(ys)}] : "
-            + " and ".join(eq + [f"(x{pi} != y{pi} or x{pj} != y{pj})"]) + " }")
+            + " and ".join(eq + [f"(x{pj} != y{pj})" if pi is None else f"(x{pi} != y{pi} or x{pj} != y{pj})"])
+            + " }")
     return same_cell.intersect(isl.Map(text)).is_empty()
 
 

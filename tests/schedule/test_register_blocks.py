@@ -74,6 +74,18 @@ def syrk(c, a):
                 c[i, j] += a[i, k] * a[j, k]
     return c
 
+def row_products(a, c4):
+    acc = allocate((a.shape[2],), a.dtype)
+    for r in range(a.shape[0]):
+        for q in range(a.shape[1]):
+            for p in range(a.shape[2]):
+                acc[p] = 0.0
+                for s in range(a.shape[2]):
+                    acc[p] += a[r, q, s] * c4[s, p]
+            for p in range(a.shape[2]):
+                a[r, q, p] = acc[p]
+    return a
+
 def upper_gram(g, d):
     for i in range(g.shape[0]):
         for j in range(i + 1, g.shape[1]):
@@ -251,6 +263,19 @@ def test_triangle_blocks_full_where_every_row_is(mod, packed, unblocked):
         np.testing.assert_array_equal(unblocked.kernels["upper_gram"](g.copy(), d), got)
     text = schedule_of(mod.kernels["upper_gram"], rnd((70, 70), "float64"), rnd((33, 70), "float64"))
     assert "accumulated in registers" in text, text
+
+
+def test_block_of_one_row(mod, packed, unblocked):
+    # acc[p] is reused for every (r, q), so no loop but p moves the written cell: a block of one
+    # row keeps a vector of acc in registers across s
+    for m, n, kk in SIZES + [(3, 4, 70)]:
+        a, c4 = rnd((m, n, kk), "float64"), rnd((kk, kk), "float64", 1)
+        got = mod.kernels["row_products"](a.copy(), c4)
+        np.testing.assert_allclose(got, a @ c4, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(packed.kernels["row_products"](a.copy(), c4), got)
+        np.testing.assert_array_equal(unblocked.kernels["row_products"](a.copy(), c4), got)
+    text = schedule_of(mod.kernels["row_products"], rnd((5, 6, 70), "float64"), rnd((70, 70), "float64"))
+    assert "register block 1x" in text and "accumulated in registers" in text, text
 
 
 def test_other_statement_after_the_reduction(mod):
