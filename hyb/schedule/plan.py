@@ -74,6 +74,9 @@ class Plan:
 # isl's AST generator then misordered (correlation, covariance); on the other kernels it found
 # the same schedules.
 MAX_SHIFT = 8
+# statement instances walking memory with long strides innermost that make the scheduler try the
+# loop nests kept apart (as many as a contraction needs for a register block)
+MIN_APART_WORK = 1 << 15
 
 
 def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Dependences | None = None) -> Plan:
@@ -186,10 +189,11 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
     shaper = Shaper(p, opts, decisions, deps_all)
     sched = _shape(shaper, sched)
-    if opts.fuse and len(p.statements) > 1 and strided_innermost(p, sched.get_map()):
+    if opts.fuse and len(p.statements) > 1 and strided_innermost(p, sched.get_map()) >= MIN_APART_WORK:
         # isl fused loop nests whose statements then walk memory with long strides innermost
         # (correlation's reduction under the loops of its other statements): where the nests
-        # kept apart walk it better, they stay apart
+        # kept apart walk it better, they stay apart (a second schedule, worth its time where
+        # those statements are many)
         apart, _ = solve(True)
         if apart is not None:
             notes = []

@@ -26,14 +26,15 @@ def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
     return total
 
 
-def strided_innermost(p: PolyProgram, smap: isl.UnionMap) -> bool:
-    """Whether under schedule ``smap`` some statement's innermost loop walks memory mostly with
-    long strides (its access score below 0)."""
+def strided_innermost(p: PolyProgram, smap: isl.UnionMap) -> int:
+    """The statement instances whose innermost loop under schedule ``smap`` walks memory mostly
+    with long strides (their access score below 0)."""
+    total = 0
     for st in p.statements:
         inner = _innermost_iterator(smap, st)
         if inner is not None and _access_score(p, st, inner) < 0:
-            return True
-    return False
+            total += work(p, isl.UnionSet.from_set(st.domain))
+    return total
 
 
 def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:

@@ -392,10 +392,12 @@ def test_loop_nests_fused_with_strided_inner_loops_are_kept_apart():
         want = d.T @ d
         np.fill_diagonal(want, 1.0)
         np.testing.assert_allclose(mod.gram(d), want, rtol=1e-12, atol=1e-12)
-    text = mod.gram.compile(np.ones((37, 29))).inspect("schedule")
+    # (tried where the strided statements run at least MIN_APART_WORK instances: 70 * 40 * 39 / 2)
+    text = mod.gram.compile(np.ones((70, 40))).inspect("schedule")
     assert "loop nests kept apart: their innermost loops walk memory better" in text, text
+    assert "loop nests kept apart" not in mod.gram.compile(np.ones((37, 29))).inspect("schedule")
     assert "loop nests kept apart" not in hyb.compile_source(src, schedule={"fuse": False}).gram.compile(
-        np.ones((37, 29))).inspect("schedule")
+        np.ones((70, 40))).inspect("schedule")
 
 
 def test_verifier_accepts_every_benchmark_schedule():
