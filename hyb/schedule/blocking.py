@@ -167,6 +167,7 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
                   and all(rs.get(its[m], 3.0) == 3.0 or transposed(m, rs) for rs in reads)]
         if not vectors and not packed:
             continue
+        needs_pack = not vectors  # (J along a transposed read: only a packed panel of it is unit-stride)
         vectors = vectors or packed
         j = n - 1 if n - 1 in vectors else vectors[-1]
         rows = [m for m in range(n) if m != j and coincident[m] and its[m] in strides]
@@ -180,7 +181,6 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
         # nested ones, a weight gradient's, it measured slower than the unit-stride loop moved
         # below them, schedule.vector)
         i = min(rows, key=lambda m: (shared(m), -m)) if rows else None
-        needs_pack = j not in [m for m in range(n) if all(rs.get(its[m], 3.0) == 3.0 for rs in reads)]
         if i is None and (needs_pack or len(ks) != 1):
             continue
         if shape is not None and shape != (i, j, ks, needs_pack):
