@@ -202,6 +202,8 @@ def test_transposed_operands(mod, packed, unblocked, name):
         # each cell's sum in the same order, blocked or not, packed or not
         np.testing.assert_array_equal(packed.kernels[name](a, b), got)
         np.testing.assert_array_equal(unblocked.kernels[name](a, b), got)
+        if m * n * kk <= 13 * 131 * 29:
+            np.testing.assert_allclose(got, mod.kernels[name].emulate(a, b), rtol=1e-12, atol=1e-12)
     if name == "gemm_tt":
         # vectorised along i, where a[k, i] is unit-stride (c is read and written across the
         # vector only outside the reduction loop)
@@ -261,6 +263,8 @@ def test_triangle_blocks_full_where_every_row_is(mod, packed, unblocked):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(packed.kernels["upper_gram"](g.copy(), d), got)
         np.testing.assert_array_equal(unblocked.kernels["upper_gram"](g.copy(), d), got)
+        if m * kk <= 13 * 29:  # the interpreter, at the small sizes
+            np.testing.assert_allclose(got, mod.kernels["upper_gram"].emulate(g.copy(), d), rtol=1e-12, atol=1e-12)
     text = schedule_of(mod.kernels["upper_gram"], rnd((70, 70), "float64"), rnd((33, 70), "float64"))
     assert "accumulated in registers" in text, text
 
@@ -274,6 +278,8 @@ def test_block_of_one_row(mod, packed, unblocked):
         np.testing.assert_allclose(got, a @ c4, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(packed.kernels["row_products"](a.copy(), c4), got)
         np.testing.assert_array_equal(unblocked.kernels["row_products"](a.copy(), c4), got)
+        if m * n * kk <= 13 * 131 * 29:
+            np.testing.assert_allclose(got, mod.kernels["row_products"].emulate(a.copy(), c4), rtol=1e-12, atol=1e-12)
     text = schedule_of(mod.kernels["row_products"], rnd((5, 6, 70), "float64"), rnd((70, 70), "float64"))
     assert "register block 1x" in text and "accumulated in registers" in text, text
 
