@@ -49,6 +49,8 @@ UNROLL_LONG = 4
 class Options:
     fastmath: bool = False
     target: object = None  # hyb.target.CpuTarget; None: the host
+    vector_math: bool = True  # math functions with a vector variant are vectorised (codegen.vecmath)
+    reassociate: bool = False  # floating-point sums and products may be reassociated (implied by fastmath)
 
 
 @dataclass

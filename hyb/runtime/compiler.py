@@ -118,8 +118,7 @@ class CompiledKernel:
         if self.code.llvm_ir is not None:
             return self.code.llvm_ir
         return self._stage("llvm", lambda: llvm_codegen.generate_ir(
-            self.middle.code, llvm_codegen.Options(fastmath=bool(self.options.get("fastmath")),
-                                            target=self.target_machine)).ir)
+            self.middle.code, pipeline.llvm_options(self.options, self.target_machine)).ir)
 
     def _stage(self, name, make):
         if name not in self._stages:

@@ -162,11 +162,18 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
                      legalise(nest))
 
 
+def llvm_options(options: dict, target) -> llvm_codegen.Options:
+    """The LLVM back end's options for a kernel's options: fast-math, and the code-generation
+    parts of ``schedule=`` (vector math functions, reassociated sums)."""
+    opts = parse_options(options.get("schedule"))
+    return llvm_codegen.Options(fastmath=bool(options.get("fastmath")), target=target,
+                                vector_math=opts.vector_math, reassociate=opts.reassociate)
+
+
 def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
     """LLVM IR of a legalised nest (``MiddleEnd.code``), optimised and compiled:
     ``(NativeCode, the loaded JitFunction)``."""
-    generated = llvm_codegen.generate_ir(nest, llvm_codegen.Options(fastmath=bool(options.get("fastmath")),
-                                                                    target=target))
+    generated = llvm_codegen.generate_ir(nest, llvm_options(options, target))
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))

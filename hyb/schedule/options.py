@@ -11,8 +11,8 @@ PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 
 
-OPTION_KEYS = ("tile", "register", "pack", "parallel", "interchange", "fuse", "vectorize", "max_operations", "timeout",
-               "min_parallel_work", "analysis_operations")
+OPTION_KEYS = ("tile", "register", "pack", "parallel", "interchange", "fuse", "vectorize", "vector_math", "reassociate",
+               "max_operations", "timeout", "min_parallel_work", "analysis_operations")
 
 
 @dataclass
@@ -30,6 +30,11 @@ class ScheduleOptions:
     interchange: bool = True
     fuse: bool = True  # let isl fuse loops (False: keep strongly connected components apart)
     vectorize: bool = True  # mark the loops LLVM's loop vectoriser should get whole (schedule.vector)
+    # math functions in vectorised loops as vector calls (codegen.vecmath; False: one libm call a lane)
+    vector_math: bool = True
+    # sums and products may be reassociated (LLVM's `reassoc` flag), so that a reduction into one cell
+    # or scalar runs as vector partial sums; fast-math implies it; False keeps IEEE program order
+    reassociate: bool = False
     max_operations: int = 300_000
     timeout: float = 0.35  # seconds for isl's scheduler
     min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
@@ -65,7 +70,7 @@ def parse_options(schedule) -> ScheduleOptions:
                                       "use True (chosen for the machine), False (no register blocks) or "
                                       "(MR, NR) such as (6, 64)")
         opts.register = tuple(register) if isinstance(register, (tuple, list)) else register
-        for key in ("parallel", "interchange", "fuse", "vectorize", "pack"):
+        for key in ("parallel", "interchange", "fuse", "vectorize", "vector_math", "reassociate", "pack"):
             if key in schedule:
                 if not isinstance(schedule[key], bool):
                     raise HybridArgumentError(f"schedule option {key}={schedule[key]!r} must be True or False",
