@@ -102,6 +102,9 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
                 self.slots[t.name] = slot
         self.loopvars = {}
         self.flags = ("fast",) if options.fastmath else ()
+        # sums, differences and products: reassociable where the kernel allows it, so that LLVM
+        # vectorises a reduction into one cell or scalar as partial sums (another order of additions)
+        self.sum_flags = ("reassoc",) if options.reassociate and not options.fastmath else self.flags
         self.b.position_at_end(start)
 
     def make_blocks(self):
