@@ -42,6 +42,8 @@ The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.ti
   ``rem`` is fmod (LLVM's frem);
 * ``Prim("copysign", x, y)``: the magnitude of ``x`` with the sign of ``y``;
 * ``Prim("ipow", a, n)``: ``a ** n`` wrapping, for ``n >= 0`` read as unsigned;
+* ``Prim("maximum" | "minimum", x, y)``: IEEE 754's maximum and minimum of float32/float64 (NaN
+  if either is NaN; -0.0 below 0.0), made only when asked for (``legalise(nest, relaxed=True)``);
 * ``Prim("odd", n)``: the lowest bit of an integer, as bool (LLVM's trunc to i1);
 * ``Prim("bitcast", x)``: the bits of ``x`` read as the Prim's dtype, of the same width
   (float32 <-> uint32, bfloat16 <-> uint16);
@@ -71,9 +73,13 @@ F32 = "float32"
 BF16, U16, U32 = "bfloat16", "uint16", "uint32"
 
 
-def legalise(nest: loops.LoopNest) -> loops.LoopNest:
-    """``nest`` with every statement and guard in primitive operations (see the module doc)."""
-    lg = _Legaliser(nest.runtime_checked)
+def legalise(nest: loops.LoopNest, relaxed: bool = False) -> loops.LoopNest:
+    """``nest`` with every statement and guard in primitive operations (see the module doc).
+    ``relaxed`` (a back end that renders them, where the kernel allows reassociation): float32 and
+    float64 max/min as ``Prim("maximum" | "minimum")``, IEEE 754's operations, which differ from
+    NumPy's only in taking -0.0 below 0.0 (NumPy returns the second of two equal zeros) and which
+    LLVM vectorises as reductions."""
+    lg = _Legaliser(nest.runtime_checked, relaxed)
     statements = {name: replace(st, stmt=lg.stmt(st.stmt), guards=[lg.expr(g) for g in st.guards])
                   for name, st in nest.statements.items()}
     return replace(nest, statements=statements, runtime_checked=frozenset(id(n) for n in lg.checked))
@@ -115,8 +121,9 @@ def _bf16_const_value(e: tir.TExpr):
 
 
 class _Legaliser:
-    def __init__(self, checked: frozenset):
+    def __init__(self, checked: frozenset, relaxed: bool = False):
         self.old_checked = checked
+        self.relaxed = relaxed
         self.checked: list = []  # the new Load/Store nodes that are checked (kept alive with the nest)
         self.count = 0
 
@@ -403,6 +410,8 @@ class _Legaliser:
         (ml_dtypes' bfloat16 loop compares strictly, as float32's)."""
         dt = types.concrete(dtype)
         op = ">" if name == "max" else "<"
+        if self.relaxed and dt in ("float32", "float64"):
+            return tir.Prim(dtype, "maximum" if name == "max" else "minimum", [a, b], span=span)
 
         def lower(x, y):
             if dt not in types.FLOATS:

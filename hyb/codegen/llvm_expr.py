@@ -112,6 +112,12 @@ class LlvmExpressions:
             return self.b.frem(a, d, flags=self.flags)
         return self.b.urem(a, d) if is_unsigned(dt) else self.b.srem(a, d)
 
+    def p_maximum(self, dt, x, y):
+        return self.b.call(self.declare(f"llvm.maximum.f{float_bits(dt)}", x.type, [x.type] * 2), [x, y])
+
+    def p_minimum(self, dt, x, y):
+        return self.b.call(self.declare(f"llvm.minimum.f{float_bits(dt)}", x.type, [x.type] * 2), [x, y])
+
     def p_odd(self, dt, n):
         return self.b.trunc(n, I1)
 

@@ -158,8 +158,9 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
         decisions += more
+    relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
-                     legalise(nest))
+                     legalise(nest, relaxed))
 
 
 def llvm_options(options: dict, target) -> llvm_codegen.Options:
