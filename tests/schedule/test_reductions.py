@@ -1,0 +1,112 @@
+"""Row reductions: in the default mode each sum keeps the program's order of additions (the
+compiled result is bit for bit the interpreter's); with ``schedule={"reassociate": True}`` or
+fast-math LLVM vectorises them as partial sums, and max/min as IEEE maximum/minimum."""
+import re
+
+import numpy as np
+import pytest
+
+import hyb
+
+SRC = '''
+def row_stats(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    total = output_tensor((n,), x.dtype)
+    squares = output_tensor((n,), x.dtype)
+    hi = output_tensor((n,), x.dtype)
+    lo = output_tensor((n,), x.dtype)
+    for i in range(n):
+        s = 0.0
+        m = -1.0e30
+        k = 1.0e30
+        for j in range(d):
+            s += x[i, j]
+            squares[i] += x[i, j] * x[i, j]
+            m = max(m, x[i, j])
+            k = min(k, x[i, j])
+        total[i] = s
+        hi[i] = m
+        lo[i] = k
+    return total, squares, hi, lo
+'''
+
+MODES = {"default": {}, "reassociate": {"schedule": {"reassociate": True}}, "fastmath": {"fastmath": True}}
+KERNELS = {mode: hyb.compile_source(SRC, threads=1, **opts).row_stats for mode, opts in MODES.items()}
+SHAPES = [(1, 1), (3, 0), (2, 7), (3, 17), (2, 1000)]
+
+
+def data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed + shape[0] * 1009 + shape[1])
+    return rng.uniform(-3, 3, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_row_reductions_against_numpy_and_the_interpreter(mode, shape, dtype):
+    x = data(shape, dtype)
+    kernel = KERNELS[mode]
+    got = kernel(x)
+    emulated = kernel.emulate(x)
+    with np.errstate(invalid="ignore"):
+        want = (x.sum(axis=1), (x * x).sum(axis=1),
+                x.max(axis=1, initial=-1e30), x.min(axis=1, initial=1e30))
+    rtol = 1e-5 if dtype == "float32" else 1e-13
+    for g, e, w in zip(got, emulated, want):
+        assert g.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1, shape[1]))
+        if mode == "default":  # the program's order of additions, exactly
+            np.testing.assert_array_equal(g, e)
+    # max and min are exact in every mode
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_array_equal(got[3], want[3])
+
+
+def vector_reductions(ir: str) -> int:
+    return len(re.findall(r"llvm\.vector\.reduce\.(?:fadd|fmaximum|fminimum|fmax|fmin)", ir))
+
+
+def test_default_mode_keeps_sums_in_order_and_reassociate_vectorises_them():
+    x = data((4, 1000), "float32")
+    default = KERNELS["default"].compile(x).inspect("llvm-opt")
+    assert vector_reductions(default) == 0
+    assert "llvm.maximum" not in default
+    for mode in ("reassociate", "fastmath"):
+        ir = KERNELS[mode].compile(x).inspect("llvm-opt")
+        assert re.search(r"fadd (reassoc|fast) <\d+ x float>", ir), mode
+        assert re.search(r"llvm\.vector\.reduce\.fmaximum|llvm\.maximum\.v\d+f32", ir), mode
+        assert re.search(r"llvm\.vector\.reduce\.fminimum|llvm\.minimum\.v\d+f32", ir), mode
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_nan_in_a_row_reaches_its_max_and_min(mode):
+    x = data((3, 41), "float32")
+    x[1, 17] = np.nan
+    x[2, 40] = np.nan
+    total, _, hi, lo = KERNELS[mode](x)
+    assert np.isnan(hi[1:]).all() and np.isnan(lo[1:]).all()
+    if mode != "fastmath":  # (fast-math lets LLVM assume there is no NaN in arithmetic)
+        assert np.isnan(total[1:]).all()
+    assert not np.isnan(hi[0]) and hi[0] == x[0].max() and lo[0] == x[0].min()
+
+
+def test_zeros_of_both_signs():
+    """NumPy's max of two equal zeros is the second; IEEE's maximum takes -0.0 below 0.0.  The
+    default mode follows NumPy; the reassociating modes may give either zero (never another value)."""
+    x = np.zeros((2, 33), np.float32)
+    x[0, ::2] = -0.0
+    x[1, :] = -0.0
+    default = KERNELS["default"](x)
+    emulated = KERNELS["default"].emulate(x)
+    np.testing.assert_array_equal(np.signbit(default[2]), np.signbit(emulated[2]))
+    np.testing.assert_array_equal(np.signbit(default[3]), np.signbit(emulated[3]))
+    for mode in ("reassociate", "fastmath"):
+        _, _, hi, lo = KERNELS[mode](x)
+        assert (hi == 0).all() and (lo == 0).all()
+        assert np.signbit(hi[1]) and np.signbit(lo[1])  # all -0.0: -0.0 either way
+
+
+def test_reassociate_must_be_a_bool():
+    with pytest.raises(hyb.HybridArgumentError, match="reassociate"):
+        hyb.compile_source(SRC, schedule={"reassociate": "yes"}).row_stats(np.ones((2, 2), np.float32))
