@@ -3,7 +3,8 @@
 kernelgen writes loop nests as deep as the tensors' rank; rank 4 (four nested loops, each tensor
 dimension at most 3) is added here.  The options are drawn independently of the program: the isl
 scheduler with its defaults, the original order, or explicit tile sizes (tiny ones, so that tiling
-shows on small shapes) with threads, interchange and fusion switched on or off, and sometimes
+shows on small shapes) with threads, interchange, fusion (with array contraction) and vector math
+functions switched on or off, and sometimes
 ``min_parallel_work=0`` so that small loops really run on threads.  ``fastmath`` is always off:
 the comparison with ``emulate`` is exact up to rounding.
 """
@@ -55,7 +56,7 @@ def kernel_options(draw):
         return {"threads": threads, "fastmath": False}
     sched = {"tile": draw(st.one_of(st.sampled_from([True, False]),
                                     st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)))}
-    for key in ("parallel", "interchange", "fuse"):
+    for key in ("parallel", "interchange", "fuse", "vector_math"):
         sched[key] = draw(st.booleans())
     # register blocks chosen for the machine, none, or tiny ones that fill at the fuzzer's sizes
     sched["register"] = draw(st.sampled_from([True, False, (2, 2), (3, 4)]))

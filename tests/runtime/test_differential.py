@@ -868,6 +868,21 @@ def params():
                 yield pytest.param(case, shape, dtype, id=f"{case.name}-{sid}-{dtype}")
 
 
+# The same cases with loop fusion (and array contraction) and vector math functions switched off,
+# and with reassociated sums: each case at its largest shape, in float32 and in its last dtype.
+OFF = {"fuse": False, "vector_math": False}
+REASSOCIATED = {"reassociate": True}
+
+
+def variant_params():
+    for case in CASES:
+        shape = max(case.shapes, key=lambda s: (int(np.prod(s)), s))
+        for dtype in dict.fromkeys([d for d in case.dtypes if d == "float32"] + [case.dtypes[-1]]):
+            for name, schedule in (("off", OFF), ("reassociated", REASSOCIATED)):
+                sid = "x".join(map(str, shape))
+                yield pytest.param(case, shape, dtype, schedule, id=f"{case.name}-{sid}-{dtype}-{name}")
+
+
 RTOL = {"float32": 2e-5, "float64": 1e-12}
 
 
@@ -888,6 +903,17 @@ def as_tuple(r):
 
 @pytest.mark.parametrize("case,shape,dtype", list(params()))
 def test_differential(case, shape, dtype):
+    check_case(case, case.kernel, shape, dtype)
+
+
+@pytest.mark.parametrize("case,shape,dtype,schedule", list(variant_params()))
+def test_differential_with_schedule_switches(case, shape, dtype, schedule):
+    k = case.kernel
+    options = {key: value for key, value in k.options.items() if key != "schedule" and value is not None}
+    check_case(case, type(k)(k.kdef, k.module, schedule=schedule, **options), shape, dtype)
+
+
+def check_case(case, kernel, shape, dtype):
     rng = np.random.default_rng(zlib.crc32(f"{case.name}{shape}{dtype}".encode()))
     args = case.args(rng, shape, dtype)
     want = as_tuple(case.ref(*[a.copy() for a in args]))
@@ -897,11 +923,11 @@ def test_differential(case, shape, dtype):
     emulated_args = [a.copy() for a in args]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", hyb.HybridWarning)
-        got = as_tuple(case.kernel(*compiled_args))
+        got = as_tuple(kernel(*compiled_args))
     given = [str(w.message) for w in caught if issubclass(w.category, hyb.HybridWarning)]
     # a signature warns when it is first compiled: what it says must be what the case expects
     assert all(case.warns is not None and case.warns in m for m in given), given
-    emu = as_tuple(case.kernel.emulate(*emulated_args))
+    emu = as_tuple(kernel.emulate(*emulated_args))
 
     assert len(got) == len(emu) == len(want)
     for k, (g, e, w) in enumerate(zip(got, emu, want)):

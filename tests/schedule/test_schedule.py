@@ -55,7 +55,8 @@ def transpose_add(a):
 '''
 
 SCHEDULES = [None, "original", {"tile": False}, {"tile": (4, 8)}, {"tile": (3, 5, 7)}, {"parallel": False},
-             {"interchange": False}, {"fuse": False}, {"vectorize": False}, {"max_operations": 1},
+             {"interchange": False}, {"fuse": False}, {"vectorize": False},
+             {"vector_math": False, "reassociate": True}, {"max_operations": 1},
              {"analysis_operations": 10}, {"register": False}, {"register": (2, 3)},
              {"register": (2, 3), "pack": True, "tile": (4, 8, 16)}]
 
