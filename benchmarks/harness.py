@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from . import grad as gradbench
-from . import ml, polybench
+from . import ml, ml_rows, polybench
 from .gemm1024 import DIMS as GEMM_DIMS
 from .gemm1024 import DENSE, GEMM_F32
-from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, VARIANTS, CCompiler, NotAvailable, build, hyb_module,
-                    hyb_options, hyb_threads_env)
+from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, MODE_VARIANTS, VARIANTS, CCompiler, NotAvailable,
+                    build, hyb_module, hyb_options, hyb_threads_env)
 from .report import agrees, markdown, speedup, summary, write_csv, write_json, write_png
 from .spec import SIZES
 
@@ -38,7 +38,7 @@ REFERENCE_ORDER = ("numpy", "c", "numba", "numba-par", "hyb")
 
 
 def all_benches() -> dict:
-    return {b.name: b for b in polybench.BENCHES + ml.BENCHES + DENSE}
+    return {b.name: b for b in polybench.BENCHES + ml.BENCHES + ml_rows.BENCHES + DENSE}
 
 
 def log(msg: str = ""):
@@ -61,7 +61,8 @@ def parse_args(argv):
         description="PolyBench/C 4.2.1 and ML kernels as hybrid kernels, timed against Numba, NumPy and C.")
     ap.add_argument("--size", choices=SIZES, default="medium", help="PolyBench dataset size (default: medium)")
     ap.add_argument("--kernels", default=None,
-                    help="comma-separated kernel names, or the groups `polybench`, `ml`, `dense` (dgemm 1024³, sgemm 1000×1100×900); "
+                    help="comma-separated kernel names, or the groups `polybench`, `ml`, `dense` (dgemm 1024³, "
+                         "sgemm 1000×1100×900), `rows` (the elementwise and row kernels of `ml`); "
                          f"`{GEMM_NAME}` is the float32 gemm of the targets (default: all of them)")
     ap.add_argument("--repeat", type=int, default=10, help="timing rounds per kernel (default: 10)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
@@ -75,7 +76,9 @@ def parse_args(argv):
     ap.add_argument("--compile-repeat", type=int, default=3, help="cold compiles of each hyb kernel (median)")
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help=f"versions to run, of {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)}; "
-                         "hyb-par is hyb with parallel loops on --threads threads)")
+                         "hyb-par is hyb with parallel loops on --threads threads; hyb-ieee and hyb-reassoc, "
+                         "run for the elementwise and row kernels only, are hyb without fast-math, and without "
+                         "fast-math but with schedule reassociate=True)")
     ap.add_argument("--cc", default=None, help="C compiler (default: $CC or gcc)")
     ap.add_argument("--cflags", default=DEFAULT_CFLAGS, help=f"C flags (default: {DEFAULT_CFLAGS})")
     ap.add_argument("--min-time", type=float, default=0.02,
@@ -122,10 +125,13 @@ def select(spec: str | None):
             gemm = True
         elif name in ("polybench", "ml", "dense"):
             chosen += [b for b in benches.values() if b.group == name]
+        elif name == "rows":
+            chosen += [b for b in benches.values() if b.hyb_modes]
         elif name in benches:
             chosen.append(benches[name])
         else:
-            raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, polybench, ml, dense")
+            raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, "
+                             "polybench, ml, dense, rows")
     seen = set()
     return [b for b in chosen if not (b.name in seen or seen.add(b.name))], gemm
 
@@ -191,7 +197,8 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
     dims = bench.dims(size)
     row = new_row(bench, size)
     pristine = bench.init(dims)
-    variants = variants or opts.variants
+    # hyb's IEEE and reassociated modes only for the elementwise and row kernels
+    variants = [v for v in (variants or opts.variants) if bench.hyb_modes or v not in MODE_VARIANTS]
     seen_warnings = []
     kernel = None
     with warnings.catch_warnings(record=True) as caught:
@@ -409,7 +416,8 @@ def new_row(bench, size: str) -> dict:
     return {"name": bench.name, "group": bench.group, "size": size,
             "dims": " ".join(f"{k}={v}" for k, v in dims.items()), "status": "ok", "compile_s": None,
             "compile_samples": [], "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
-            "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None}
+            "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None,
+            "modes": bench.hyb_modes}
 
 
 def child_args(opts, name: str, json_path: Path) -> list:

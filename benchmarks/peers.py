@@ -18,10 +18,15 @@ import numpy as np
 
 from .spec import Bench
 
-VARIANTS = ("hyb", "hyb-par", "numba", "numba-par", "numpy", "c")
-DEFAULT_VARIANTS = ("hyb", "numba", "numba-par", "numpy", "c")
+VARIANTS = ("hyb", "hyb-par", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
+# hyb's code-generation modes, timed only for the elementwise and row kernels (Bench.hyb_modes), on
+# --hyb-threads threads like the hyb column: IEEE arithmetic (fastmath=False), and IEEE arithmetic
+# with schedule={"reassociate": True} (sums may be reassociated, so that reductions vectorise;
+# fast-math implies it, so the hyb column has it already when it runs with fast-math)
+MODE_VARIANTS = ("hyb-ieee", "hyb-reassoc")
+DEFAULT_VARIANTS = ("hyb", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
 LABELS = {"hyb": "hyb", "hyb-par": "hyb parallel", "numba": "Numba", "numba-par": "Numba parallel",
-          "numpy": "NumPy", "c": "C (gcc -O3)"}
+          "numpy": "NumPy", "c": "C (gcc -O3)", "hyb-ieee": "hyb IEEE", "hyb-reassoc": "hyb IEEE+reassociate"}
 DEFAULT_CFLAGS = "-O3 -march=native -shared -fPIC -std=gnu11"
 
 
@@ -118,6 +123,31 @@ def parallel_schedule(schedule):
     if isinstance(schedule, dict):
         return {**schedule, "parallel": True}
     return None
+
+
+def reassociate_schedule(schedule):
+    """The user's schedule option with reassociated sums switched on, or None if that cannot be said."""
+    if schedule in (None, "auto"):
+        return {"reassociate": True}
+    if isinstance(schedule, dict):
+        return {**schedule, "reassociate": True}
+    return None
+
+
+def hyb_mode_runner(variant: str, bench: Bench, dims: dict, pristine: dict, schedule, threads) -> Runner:
+    """hyb in IEEE mode (`hyb-ieee`), or in IEEE mode with reassociated sums (`hyb-reassoc`)."""
+    import hyb
+
+    if variant == "hyb-reassoc":
+        sched = reassociate_schedule(schedule)
+        if sched is None:
+            raise NotAvailable(f"schedule={schedule!r} cannot be combined with reassociate=True")
+    else:
+        sched = schedule
+    try:
+        return hyb_runner(bench, dims, pristine, hyb_options(False, sched, threads), threads=threads)
+    except hyb.HybridUnsupportedError as e:
+        raise NotAvailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
 
 
 def hyb_runner(bench: Bench, dims: dict, pristine: dict, options: dict, threads=None, kernel=None) -> Runner:
@@ -280,6 +310,8 @@ def build(variant: str, bench: Bench, dims: dict, pristine: dict, *, opts, cc: C
         return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads, kernel=kernel)
     if variant == "hyb-par":
         return hyb_parallel_runner(bench, dims, pristine, opts.fastmath, opts.schedule, opts.threads)
+    if variant in MODE_VARIANTS:
+        return hyb_mode_runner(variant, bench, dims, pristine, opts.schedule, opts.hyb_threads)
     if variant == "numba":
         return numba_runner(bench, pristine, parallel=False, fastmath=opts.fastmath)
     if variant == "numba-par":

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .peers import LABELS, VARIANTS
+from .peers import LABELS, MODE_VARIANTS, VARIANTS
 
 RATIO_PEERS = ("numba", "numba-par", "c", "numpy")  # speedup of hyb = t_peer / t_hyb
 
@@ -132,7 +132,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
     out.append("- speedup = peer time / hyb time (> 1: hyb is faster); every version's results were checked "
                "against the reference (NumPy, else C) before timing; ✗ marks a version whose results differ")
     out.append("")
-    shown = [v for v in VARIANTS if v in meta["variants"]]
+    shown = [v for v in VARIANTS if v in meta["variants"] and v not in MODE_VARIANTS]  # modes: rows_markdown
     peers = [p for p in RATIO_PEERS if p in shown]
     par = "hyb-par" in shown and "numba-par" in shown
     out.append("| kernel | dims | check | hyb compile s | " + " | ".join(f"{LABELS[v]} ms" for v in shown) + " | "
@@ -174,12 +174,85 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
         out.append("Notes:")
         out.extend(f"- {n}" for n in notes)
         out.append("")
+    out.extend(rows_markdown(meta, rows))
     if any(r.get("grad") for r in rows):
         out.extend(grad_markdown(rows))
     if gemm:
         out.extend(gemm_markdown(gemm))
-    out.extend(targets_markdown(rows, gemm))
+    out.extend(targets_markdown(rows, gemm, meta))
     return "\n".join(out) + "\n"
+
+
+# Elementwise and row kernels, one thread with fast-math on both sides: (row name, least speedup over
+# Numba running the same loops, least speedup over NumPy).
+ROW_TARGETS = (("gelu", 1.5, 1.0), ("silu-chain", 1.5, 2.0), ("softmax", 1.5, 1.0), ("log-softmax", 1.5, 1.0),
+               ("layernorm", 1.5, 1.0), ("rmsnorm", 1.5, 1.0))
+
+
+def row_conditions(meta: dict | None) -> str | None:
+    """None when the run is the one the row targets are stated for (one hyb thread, fast-math on
+    hyb and Numba), else what differs."""
+    if meta is None:
+        return None
+    why = []
+    if not meta.get("fastmath", True):
+        why.append("run without fast-math")
+    if meta.get("hyb_threads", 1) != 1:
+        why.append(f"hyb on {meta['hyb_threads']} threads")
+    return ", ".join(why) or None
+
+
+def row_verdict(row: dict, meta: dict | None) -> tuple:
+    """(text, met: True/False/None) of one elementwise or row kernel against its targets."""
+    goal = {name: (nb, npy) for name, nb, npy in ROW_TARGETS}.get(row["name"])
+    if goal is None:
+        return "no target", None
+    off = row_conditions(meta)
+    if off:
+        return f"not judged ({off})", None
+    if row["status"] != "ok":
+        return f"not judged ({row['status']})", None
+    vs_numba, vs_numpy = speedup(row, "numba"), speedup(row, "numpy")
+    if vs_numba is None or vs_numpy is None:
+        return "not measured", None
+    missed = [f"{LABELS[p]} {fmt_x(v)} < {least:g}×" for p, v, least in
+              (("numba", vs_numba, goal[0]), ("numpy", vs_numpy, goal[1])) if v < least]
+    return ("**missed**: " + ", ".join(missed), False) if missed else ("met", True)
+
+
+def rows_markdown(meta: dict, rows: list) -> list:
+    """The table of the elementwise and row kernels: hyb in its three modes beside Numba and NumPy,
+    one thread, and whether each kernel meets its targets."""
+    mine = [r for r in rows if r.get("modes")]
+    if not mine:
+        return []
+    fm = "fast-math" if meta.get("fastmath", True) else "IEEE"
+    threads = meta.get("hyb_threads", 1)
+    goals = "; ".join(f"{n} ≥ {a:g}× Numba and ≥ {b:g}× NumPy" for n, a, b in ROW_TARGETS)
+    out = ["## Elementwise and row kernels", "",
+           f"hyb on {threads} thread{'s' if threads != 1 else ''} in three modes: with the run's options "
+           f"({fm}), in IEEE mode (`fastmath=False`), and in IEEE mode with `schedule={{\"reassociate\": True}}` "
+           "(sums may be reassociated so that reductions vectorise; fast-math implies it). Numba runs the same "
+           f"loops, `@njit(fastmath={meta.get('fastmath', True)})`, one thread; NumPy one thread. Speedups are of "
+           f"the hyb ({fm}) column. Targets, one thread, fast-math on both sides: {goals}.", "",
+           f"| kernel | dims | check | hyb {fm} ms | hyb IEEE ms | hyb IEEE+reassociate ms | Numba ms | NumPy ms "
+           "| C (gcc -O3) ms | vs Numba | vs NumPy | IEEE vs Numba | IEEE+reassociate vs Numba | targets |",
+           "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for r in mine:
+        check = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
+        verdict, _ = row_verdict(r, meta)
+        out.append(f"| {r['name']} | {r['dims']} | {check} | "
+                   + " | ".join(cell(r, v) for v in ("hyb", "hyb-ieee", "hyb-reassoc", "numba", "numpy", "c"))
+                   + f" | {fmt_x(speedup(r, 'numba'))} | {fmt_x(speedup(r, 'numpy'))} "
+                   f"| {fmt_x(speedup(r, 'numba', 'hyb-ieee'))} | {fmt_x(speedup(r, 'numba', 'hyb-reassoc'))} "
+                   f"| {verdict} |")
+    out.append("")
+    judged = [row_verdict(r, meta)[1] for r in mine]
+    judged = [m for m in judged if m is not None]
+    if judged:
+        out.append(f"Row targets met: {sum(judged)} of {len(judged)} kernels.")
+        out.append("")
+    return out
 
 
 GRAD_TARGET = 3.0  # a gradient kernel should take at most 3x the forward kernel's time
@@ -242,8 +315,9 @@ BLAS_TARGETS = (("dgemm-1024", 0.80), ("sgemm-1000x1100x900", 0.80), ("2mm", 0.8
                 ("batched-matmul", 0.80), ("conv2d", 0.80))
 
 
-def targets(rows: list, gemm: dict | None) -> list:
-    """The speed targets of the suite, as (what, measured text, met: True/False/None)."""
+def targets(rows: list, gemm: dict | None, meta: dict | None = None) -> list:
+    """The speed targets of the suite, as (what, measured text, met: True/False/None); `meta` tells
+    whether the run is one the row targets are stated for."""
     res = []
 
     def ratio(what, value, least):
@@ -271,6 +345,16 @@ def targets(rows: list, gemm: dict | None) -> list:
         res.append(("no PolyBench kernel below 0.9× Numba", ", ".join(below) if below else
                     (f"slowest {slow[0][1]} {slow[0][0]:.2f}×" if slow else "not measured"),
                     (not below) if slow else None))
+    off = row_conditions(meta)
+    for name, least_numba, least_numpy in ROW_TARGETS:
+        if name not in by_name:
+            continue
+        for peer, least in (("numba", least_numba), ("numpy", least_numpy)):
+            what = f"{name}, one thread, fast-math: hyb ≥ {least:g}× {LABELS[peer]}"
+            if off:
+                res.append((what, f"not judged ({off})", None))
+            else:
+                ratio(what, speedup(by_name[name], peer), least)
     comp = [r["compile_s"] for r in rows if r["status"] == "ok" and r.get("compile_s")]
     if comp:
         over = [r["name"] for r in rows if r["status"] == "ok" and r.get("compile_s") and r["compile_s"] > 0.8]
@@ -281,8 +365,8 @@ def targets(rows: list, gemm: dict | None) -> list:
     return res
 
 
-def targets_markdown(rows: list, gemm: dict | None) -> list:
-    t = targets(rows, gemm)
+def targets_markdown(rows: list, gemm: dict | None, meta: dict | None = None) -> list:
+    t = targets(rows, gemm, meta)
     if not t:
         return []
     out = ["## Speed targets", "", "| target | measured | |", "|---|---|---|"]
@@ -315,7 +399,7 @@ def _num(v):
 def write_json(path, meta: dict, rows: list, gemm: dict | None):
     doc = {"meta": meta, "kernels": rows, "gemm_f32_1024": gemm,
            "geomean": {g: summary(rows, g) for g in ("polybench", "ml")},
-           "targets": [{"target": a, "measured": b, "met": c} for a, b, c in targets(rows, gemm)]}
+           "targets": [{"target": a, "measured": b, "met": c} for a, b, c in targets(rows, gemm, meta)]}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)
 

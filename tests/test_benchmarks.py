@@ -45,6 +45,11 @@ def test_suite_runs_and_every_version_agrees(run):
             assert "numba" in r["na"], name
     assert rc == 0
     assert rows["atax"]["na"].get("numba-par") or not HAS_NUMBA  # no legal parallel loop in atax as written
+    # hyb's IEEE and reassociating modes run for the row kernels only, and are not "n/a" elsewhere
+    assert rows["softmax"]["time"]["hyb-ieee"] > 0 and rows["softmax"]["time"]["hyb-reassoc"] > 0
+    for name in ("gemm", "atax", "jacobi-2d"):
+        assert not set(rows[name]["time"]) & {"hyb-ieee", "hyb-reassoc"}, name
+        assert not set(rows[name]["na"]) & {"hyb-ieee", "hyb-reassoc"}, name
 
 
 def test_table_csv_and_chart_are_written(run):
@@ -85,7 +90,8 @@ def test_every_kernel_has_sizes_and_data():
     for required in ("gemm", "2mm", "3mm", "atax", "bicg", "mvt", "gemver", "gesummv", "syrk", "syr2k", "trmm",
                      "doitgen", "jacobi-1d", "jacobi-2d", "heat-3d", "seidel-2d", "fdtd-2d", "covariance",
                      "correlation", "lu", "cholesky", "trisolv", "floyd-warshall", "softmax", "layernorm",
-                     "conv2d", "batched-matmul", "elementwise-chain"):
+                     "conv2d", "batched-matmul", "elementwise-chain", "gelu", "silu-chain", "rmsnorm",
+                     "log-softmax", "lstm-cell", "quantize-int8"):
         assert required in names
 
 
@@ -97,6 +103,82 @@ def test_the_dense_group_is_selected_by_name():
     assert chosen[0].init(dims[0])["A"].dtype == np.float64 and chosen[1].init(dims[1])["A"].dtype == np.float32
     with pytest.raises(SystemExit, match="polybench, ml, dense"):
         harness.select("densest")
+
+
+# ------------------------------------------------------------------ elementwise and row kernels
+
+ROW_KERNELS = ("gelu", "silu-chain", "rmsnorm", "log-softmax", "lstm-cell", "quantize-int8")
+
+
+def test_the_rows_group_is_the_elementwise_and_row_kernels():
+    chosen, gemm = harness.select("rows")
+    names = [b.name for b in chosen]
+    assert set(ROW_KERNELS) | {"softmax", "layernorm", "elementwise-chain"} == set(names) and not gemm
+    for b in chosen:
+        assert b.group == "ml" and b.hyb_modes, b.name
+        assert b.dims("medium") in ({"N": 2048, "D": 1024}, {"N": 2048, "M": 1024}, {"N": 2048, "H": 1024}), b.name
+
+
+@pytest.mark.parametrize("size", ["mini", "small"])
+def test_row_kernels_plain_loops_agree_with_numpy(size):
+    """The loops Numba compiles, run as plain Python (cheap at these sizes), against the NumPy peer:
+    what the benchmark times under Numba computes what the others compute."""
+    from benchmarks.report import agrees
+
+    for name in ROW_KERNELS:
+        b = harness.all_benches()[name]
+        dims = b.dims(size)
+        if size == "small":  # the plain-Python loops are slow: a few rows of the small size
+            dims = {**dims, "N": 3}
+        got, ref = b.init(dims), b.init(dims)
+        b.loops(*[got[p] for p in b.params])
+        b.numpy(*[ref[p] for p in b.params])
+        ok, err = agrees([got[o] for o in b.outputs], [ref[o] for o in b.outputs], b.rtol, b.atol)
+        assert ok, (name, size, err)
+
+
+def test_row_kernels_run_in_every_hyb_mode_and_agree(tmp_path):
+    rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(ROW_KERNELS), "--no-isolate",
+                          "--variants", "hyb,hyb-ieee,hyb-reassoc,numpy", "--repeat", "1", "--compile-repeat", "1",
+                          "--min-time", "0.001", "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["name"]: r for r in doc["kernels"]}
+    assert list(rows) == list(ROW_KERNELS)
+    for name, r in rows.items():
+        assert r["status"] == "ok" and r["mismatch"] == [] and r["errors"] == {}, (name, r["problems"])
+        assert all(r["time"][v] > 0 for v in ("hyb", "hyb-ieee", "hyb-reassoc", "numpy")), name
+    assert rc == 0
+    q = harness.all_benches()["quantize-int8"].init(harness.all_benches()["quantize-int8"].dims("mini"))
+    assert q["q"].dtype == np.int8 and np.abs(q["x"] / q["scale"][:, None]).max() > 127  # the clip is exercised
+    md = (tmp_path / "results.md").read_text()
+    table = md.split("## Elementwise and row kernels", 1)[1].split("## Speed targets", 1)[0]
+    for name in ROW_KERNELS:
+        assert f"| {name} |" in table
+    assert "| lstm-cell |" in table and "no target |" in table
+    targets = {t["target"]: t for t in doc["targets"]}
+    assert "gelu, one thread, fast-math: hyb ≥ 1.5× Numba" in targets  # Numba was not run: not measured
+    assert targets["gelu, one thread, fast-math: hyb ≥ 1.5× Numba"]["met"] is None
+    assert targets["silu-chain, one thread, fast-math: hyb ≥ 2× NumPy"]["met"] in (True, False)
+
+
+def _row(name, hyb, numba, numpy):
+    return {"name": name, "group": "ml", "status": "ok", "dims": "N=1 D=1", "modes": True, "mismatch": [],
+            "errors": {}, "na": {}, "time": {"hyb": hyb, "numba": numba, "numpy": numpy}}
+
+
+def test_row_targets_are_judged_per_kernel_and_only_for_one_fast_math_thread():
+    from benchmarks import report
+
+    meta = {"fastmath": True, "hyb_threads": 1}
+    assert report.row_verdict(_row("gelu", 1.0, 1.6, 1.0), meta) == ("met", True)
+    text, met = report.row_verdict(_row("silu-chain", 1.0, 2.0, 1.9), meta)
+    assert met is False and "NumPy 1.90× < 2×" in text and "Numba" not in text
+    assert report.row_verdict(_row("lstm-cell", 1.0, 0.1, 0.1), meta) == ("no target", None)
+    text, met = report.row_verdict(_row("rmsnorm", 1.0, 9.0, 9.0), {"fastmath": False, "hyb_threads": 1})
+    assert met is None and "without fast-math" in text
+    got = {what: met for what, _, met in report.targets([_row("softmax", 1.0, 1.4, 3.0)], None, meta)}
+    assert got == {"softmax, one thread, fast-math: hyb ≥ 1.5× Numba": False,
+                   "softmax, one thread, fast-math: hyb ≥ 1× NumPy": True}
 
 
 # ------------------------------------------------------------------ --grad: the gradient column
