@@ -7,6 +7,7 @@ import functools
 import llvmlite.binding as llvm
 
 from ..errors import HybridInternalError
+from . import vecmath
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,6 +61,7 @@ class JitFunction:
 
     def __init__(self, mod: llvm.ModuleRef, name: str, object_code: bytes | None = None):
         openmp_available()  # JIT code of parallel loops calls libgomp
+        vecmath.load()  # math calls: libm under hyb's names, and libmvec
         self.object_code = object_code
         self.engine = llvm.create_mcjit_compiler(mod, new_target_machine())
         self.engine.set_object_cache(self._compiled, self._lookup)

@@ -37,6 +37,7 @@ from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_parallel import ParallelOutlining
 from .walker import LoopWalker
+from . import vecmath
 from .llvm_types import F64, I8, I32, I64, PTR, is_unsigned, memory_type
 
 # A vector loop of more constant trips than this is unrolled UNROLL_LONG times at most after
@@ -80,7 +81,8 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         self.err.name = "rt"
         self.err.add_attribute("noalias")
         self.outlined = False  # building an outlined parallel loop body
-        self.scalar_calls = False  # calls a math function that has no vector instruction
+        self.scalar_calls = False  # calls a math function that has no vector instruction or variant
+        self.vector_calls = {}  # callee -> (dtype, arguments, variants): calls libmvec vectorises (vecmath)
         self.n_parallel = 0
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
@@ -332,7 +334,7 @@ def generate_ir(nest: loops.LoopNest, options: Options) -> Generated:
     module.data_layout = str(tm.target_data)
     fb = _FunctionBuilder(nest, options, module, function_name(k))
     fb.build()
-    text = str(module)
+    text = vecmath.annotate(str(module), fb.vector_calls)
     width = vector_width(fb.scalar_calls, options.target or host_cpu())
     if width:
         text = re.sub(r"(?m)^(define [^\n]*\))$", rf'\1 "prefer-vector-width"="{width}"', text)
@@ -343,8 +345,9 @@ def vector_width(scalar_calls: bool, target) -> int | None:
     """The vector width LLVM should prefer (its "prefer-vector-width" function attribute), or None for
     its own default.  On AVX-512 machines LLVM keeps to 256 bits unless told otherwise; hyb's loops
     run faster with 512 (covariance 2.5x, gemm 1.3x on the benchmark machine), except where the
-    loop calls a math function that has no vector instruction (`exp` in softmax): those calls are
-    made one lane at a time, and wider vectors only add the moving of lanes around them."""
+    loop calls a math function that has neither a vector instruction nor a libmvec variant
+    (:mod:`hyb.codegen.vecmath`; `exp` in softmax with ``vector_math`` off): those calls are made
+    one lane at a time, and wider vectors only add the moving of lanes around them."""
     return None if scalar_calls or not target.avx512 else 512
 
 

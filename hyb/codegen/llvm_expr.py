@@ -15,6 +15,7 @@ from ..dsl import tir
 from ..dsl import types
 from ..errors import HybridInternalError, HybridUnsupportedError
 from .llvm_types import F16, F32, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
+from . import vecmath
 
 # Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
 # _LIBM, calls to the C library (resolved from the process by MCJIT; Python has libm loaded).
@@ -25,6 +26,14 @@ _LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
 # Math functions that are single instructions on x86 (the rest become calls, one per vector lane).
 _NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
 _UNBOUND = object()
+
+
+def _simple_exponent(y: float, fast: bool) -> bool:
+    """Whether LLVM rewrites ``pow(x, y)`` without a call: y in (0, ±1, 2, 0.5) always, any
+    whole or half-whole y of at most 32 under fast-math."""
+    if y in (0.0, 1.0, -1.0, 2.0, 0.5):
+        return True
+    return fast and abs(y) <= 32 and float(2 * y).is_integer()
 
 
 def _not_bfloat16(dtype: str, what: str):
@@ -297,9 +306,16 @@ class LlvmExpressions:
         return fn
 
     def math(self, name: str, dtype: str, args: list):
-        """A math function of float32 or float64 values: an LLVM intrinsic or a libm call."""
+        """A math function of float32 or float64 values: an LLVM intrinsic or a libm call, or,
+        where libmvec has vector variants of it (:mod:`hyb.codegen.vecmath`), a call of hyb's
+        own name for the libm function that the loop vectoriser turns into vector calls."""
         dt = types.concrete(dtype)
         t = value_type(dt)
+        found = self.vector_variants(name, dt, args)
+        if found:
+            row = vecmath.TABLE[name]
+            self.vector_calls[row.callee(dt)] = (dt, row.args, found)
+            return self.b.call(self.declare(row.callee(dt), t, [t] * len(args)), args, fastmath=self.flags)
         if name not in _NATIVE_MATH:
             self.scalar_calls = True
         if name in _LIBM:
@@ -307,6 +323,17 @@ class LlvmExpressions:
         else:
             fname = f"llvm.{name}.f{float_bits(dt)}"
         return self.b.call(self.declare(fname, t, [t] * len(args)), args, fastmath=self.flags)
+
+    def vector_variants(self, name: str, dt: str, args: list) -> tuple:
+        """The libmvec variants a call of ``name`` may use (none: the call stays an intrinsic or a
+        libm call).  Calls LLVM folds or simplifies keep LLVM's own form: those of constants only,
+        and ``pow`` with an exponent it turns into multiplications or a square root."""
+        if not self.opt.vector_math or name not in vecmath.TABLE or all(isinstance(a, ir.Constant) for a in args):
+            return ()
+        if name == "pow" and isinstance(args[1], ir.Constant) and _simple_exponent(args[1].constant, bool(self.flags)):
+            return ()
+        target = self.opt.target
+        return vecmath.variants(name, dt, target.features if target is not None else frozenset())
 
     def e_Intrinsic(self, e: tir.Intrinsic):
         args = [self.expr(a) for a in e.args]
