@@ -19,7 +19,10 @@ How it is built: the kernel's optimised LLVM module (``i32 fn(ptr buffers..., pt
 :mod:`hyb.codegen.llvm`) is emitted as a position-independent object file for the host
 CPU; a small generated C function checks the arguments, zeroes the outputs (outputs start
 at zero), allocates the kernel's temporaries, fills the ``int64[4]`` runtime block and calls
-it; ``cc -shared`` links both, exporting only the three symbols above.  Scalar parameters
+it (and defines the ``hybm_*`` names the kernel calls libm's functions by, see
+:mod:`hyb.codegen.vecmath`); ``cc -shared`` links both, with libmvec where the kernel calls
+vector math functions, exporting only the three symbols above.  For a CPU other than this
+machine's, vector math calls are made one value at a time through libm.  Scalar parameters
 are passed like tensors: a pointer to one value, described as a 0-d tensor (``ndims[i] ==
 0``; ``ndims[i] == 1`` with ``shapes[i][0] == 1`` is accepted too).  An input the kernel
 writes in place is never modified: the kernel works on the output it is returned as (or
@@ -40,6 +43,7 @@ import numpy as np
 
 from ..dsl import types
 from ..errors import HybridArgumentError, HybridCompileError, HybridUnsupportedError
+from . import jit, vecmath
 from . import llvm as llvm_codegen
 from .abi import AssertSite, PrintSite
 
@@ -361,10 +365,16 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     sig = signature(typed, symbol)
     inner = f"{symbol}__hyb_kernel"
     threads = compiled.options.get("threads")
-    c_text = wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin)
-    obj = object_code(compiled.llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
+    llvm_opt = compiled.llvm_opt
+    if "@_ZGV" in llvm_opt and cpu not in (None, "native", "host"):
+        # the vector math variants were chosen for this machine's ISA: another CPU gets libm's calls
+        llvm_opt = str(jit.optimize(vecmath.without_variants(compiled.llvm_ir)))
+    c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin)
+              + vecmath.c_definitions(llvm_opt))
+    obj = object_code(llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
     compiler = find_c_compiler(cc)
-    parallel = re.search(r"@(GOMP_|omp_)", compiled.llvm_opt) is not None
+    parallel = re.search(r"@(GOMP_|omp_)", llvm_opt) is not None
+    mvec = vecmath.library() if "@_ZGV" in llvm_opt else None
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="hyb-aot-") as tmp:
         work = Path(tmp)
@@ -377,6 +387,8 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
                str(work / "kernel.o"), f"-Wl,--version-script={work / 'exports.map'}", "-Wl,-z,noexecstack", "-lm"]
         if parallel:
             cmd.insert(1, "-fopenmp")
+        if mvec:
+            cmd.append("-l:" + mvec)
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise HybridCompileError(f"linking the shared library failed ({' '.join(cmd)}):\n{done.stderr.strip()}",
