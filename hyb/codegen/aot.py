@@ -366,7 +366,7 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     inner = f"{symbol}__hyb_kernel"
     threads = compiled.options.get("threads")
     llvm_opt = compiled.llvm_opt
-    if "@_ZGV" in llvm_opt and cpu not in (None, "native", "host"):
+    if vecmath.calls_variants(llvm_opt) and cpu not in (None, "native", "host"):
         # the vector math variants were chosen for this machine's ISA: another CPU gets libm's calls
         llvm_opt = str(jit.optimize(vecmath.without_variants(compiled.llvm_ir)))
     c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin)
@@ -374,7 +374,7 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     obj = object_code(llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
     compiler = find_c_compiler(cc)
     parallel = re.search(r"@(GOMP_|omp_)", llvm_opt) is not None
-    mvec = vecmath.library() if "@_ZGV" in llvm_opt else None
+    mvec = vecmath.library() if vecmath.calls_variants(llvm_opt) else None
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="hyb-aot-") as tmp:
         work = Path(tmp)

@@ -178,6 +178,11 @@ def without_variants(text: str) -> str:
     return re.sub(r' "vector-function-abi-variant"="[^"]*"', "", text)
 
 
+def calls_variants(text: str) -> bool:
+    """Whether (optimised) IR text calls a libmvec function."""
+    return re.search(r"call [^\n]*@_ZGV", text) is not None
+
+
 def callees(text: str) -> list:
     """The ``hybm_*`` functions that (optimised) IR text calls or declares, as MathFunction rows
     with their dtype: what code outside the JIT must define."""
