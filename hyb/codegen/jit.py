@@ -29,8 +29,18 @@ def target_machine():
     return new_target_machine()
 
 
+@functools.lru_cache(maxsize=None)
+def ordered_reductions() -> None:
+    """Let LLVM's loop vectoriser keep a floating-point reduction it may not reassociate as an
+    in-order reduction of each vector (the additions in program order, bit for bit the scalar
+    loop's), so that the rest of the loop (a softmax's `exp`) still runs on vectors.  The option is
+    LLVM's and global to the process; it changes no result of any code compiled in it."""
+    llvm.set_option("hyb", "-force-ordered-reductions")
+
+
 def new_target_machine():
     """A host target machine of one's own (an MCJIT engine takes ownership of the one it gets)."""
+    ordered_reductions()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
