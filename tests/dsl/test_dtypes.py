@@ -225,7 +225,12 @@ def test_float_power(dt):
     a, b = np.repeat(v, len(v)), np.tile(v, len(v))
     (got,), (emu,) = run3(POWER.power_var, a, b)
     want = numpy(np.power, a, b)
-    same(got, emu, f"{dt} compiled vs emulate")  # both call the C library's pow
+    if dt in ("float32", "float64"):  # vector lanes call libmvec's pow (within 4 ulp), emulate the C library's
+        close(got, emu, 4, f"{dt} compiled vs emulate")
+        zero = emu == 0
+        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(emu[zero]), err_msg=f"{dt} (sign of zero)")
+    else:
+        same(got, emu, f"{dt} compiled vs emulate")  # both call the C library's pow
     close(got, want, 1 if dt == "float16" else 2, f"{dt} vs NumPy")  # NumPy's array pow may be SIMD code
     got, emu = run3(POWER.power_const, v)
     want = numpy(lambda: (v ** 2, v ** 7, v ** 0 + v))

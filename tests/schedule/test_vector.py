@@ -195,14 +195,22 @@ def exps(a):
 
 def test_wide_vectors_on_avx512_except_around_scalar_math_calls():
     """LLVM keeps to 256-bit vectors on AVX-512 CPUs unless a function asks for 512; hyb asks,
-    except where a loop calls a math function that has no vector instruction (`exp`)."""
+    except where a loop calls a math function that has neither a vector instruction nor a vector
+    variant in libmvec (`exp` with the schedule option vector_math off)."""
     import llvmlite.binding as llvm
+
+    from hyb.codegen import vecmath
 
     wide = bool(llvm.get_host_cpu_features().get("avx512f", False))
     m = hyb.compile_source(EXP_SRC)
+    scalar = hyb.compile_source(EXP_SRC, schedule={"vector_math": False})
     a = np.linspace(-2, 2, 100)
-    plain, calls = m.scaled.compile(a).inspect("llvm"), m.exps.compile(a).inspect("llvm")
+    plain, calls = m.scaled.compile(a).inspect("llvm"), scalar.exps.compile(a).inspect("llvm")
     assert plain.count('"prefer-vector-width"="512"') == (plain.count("\ndefine ") if wide else 0)
     assert "prefer-vector-width" not in calls
+    if vecmath.variants("exp", "float64"):
+        vector = m.exps.compile(a).inspect("llvm")
+        assert vector.count('"prefer-vector-width"="512"') == (vector.count("\ndefine ") if wide else 0)
     np.testing.assert_allclose(m.scaled(a), a * 2.0)
+    np.testing.assert_allclose(scalar.exps(a), np.exp(a), rtol=1e-15)
     np.testing.assert_allclose(m.exps(a), np.exp(a), rtol=1e-15)
