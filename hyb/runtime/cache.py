@@ -105,7 +105,11 @@ def _record(header: dict, object_code: bytes):
     schedule = header.get("schedule")
     if isinstance(schedule, dict):  # JSON made the tuples lists
         schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
-    return NativeCode(header["llvm_opt"], object_code, sites, found, schedule=schedule)
+    buffers = header.get("buffers")
+    if buffers is not None and not (isinstance(buffers, list) and all(isinstance(b, str) for b in buffers)):
+        raise ValueError("not a list of buffers")
+    return NativeCode(header["llvm_opt"], object_code, sites, found, schedule=schedule,
+                      buffers=None if buffers is None else tuple(buffers))
 
 
 def store(k: str, code) -> bool:
@@ -115,7 +119,8 @@ def store(k: str, code) -> bool:
         return False
     header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
                          "warnings": [_warning_to_json(w) for w in code.warnings],
-                         "schedule": code.schedule}).encode()
+                         "schedule": code.schedule,
+                         "buffers": None if code.buffers is None else list(code.buffers)}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

@@ -17,7 +17,7 @@ from ..dsl import types
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
 from ..errors import HybridArgumentError
-from ..schedule import deps, extract, loops
+from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
 from . import pipeline
@@ -55,7 +55,8 @@ class CompiledKernel:
         self.llvm_opt = code.llvm_opt
         self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
                                                                 abi.function_name(typed))
-        self.buffers = abi.buffer_order(typed)
+        # (the code's own list: temporaries the middle end held in scalars take no buffer)
+        self.buffers = list(code.buffers) if code.buffers is not None else abi.buffer_order(typed)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
                                        ctypes.POINTER(ctypes.c_int64))(self._jit.address)
         self._written = typed.written
@@ -187,6 +188,9 @@ class CompiledKernel:
                     "rows": "rows' values <- memory", "hacc": "in the block, from the rows' values"}.get(
                 name.rsplit(".", 1)[-1], "")
             src = f"{role}: {src}"
+        held = contract.contracted(self.nest, name, self.typed)
+        if held:  # temporaries schedule.contract keeps in scalars
+            src += "  {scalars: " + ", ".join(f"`{n}`" for n in held) + "}"
         return f"[{it}] {src}  (line {span.line})" if span else f"[{it}]"
 
     def __repr__(self):

@@ -10,6 +10,8 @@ Each stage is a function from immutable records to a new immutable record::
                                                         (the original order where it breaks one)
       -> marks         mark_escaping, vector marks,     a new LoopNest each, plus decisions
                        the GPU's grid loops
+      -> contraction   schedule.contract.contract       temporaries used within one iteration held in
+                                                        scalars (no buffer), checked on the loops
       -> legalise      codegen.legalise.legalise        the LoopNest in primitive operations, which
                                                         every back end renders (MiddleEnd.code)
       -> code          generate_code                    NativeCode (LLVM IR, object code, check sites)
@@ -29,7 +31,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
-from ..schedule import astgen, deps, extract, gpu, promote, vector, verify
+from ..schedule import astgen, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions, parse_options
@@ -60,6 +62,7 @@ class NativeCode:
     warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
     schedule: object = None  # the schedule option the code was made with where tuning chose it
+    buffers: tuple | None = None  # the tensors the function takes, in order (None: abi.buffer_order of the kernel)
 
 
 def schedule_options(options: dict, target) -> tuple:
@@ -152,11 +155,16 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     decisions += more
     nest, more = mark_vectors(poly, nest, loop_opts)
     decisions += more
+    if target.kind == "cpu":  # temporaries held in scalars (on the GPU: once its grid loops are marked)
+        nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
+        decisions += more
     if target.kind == "cpu" and loop_opts.register is not False:
         nest, more = promote_blocks(poly, d, cells, nest, followed.blocks)
         decisions += more
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
+        decisions += more
+        nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
     relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
@@ -178,7 +186,8 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
-    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), generated.ir), loaded
+    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), generated.ir,
+                      buffers=tuple(abi.buffer_order(nest.kernel))), loaded
 
 
 def emit_warnings(found, stacklevel: int) -> None:
