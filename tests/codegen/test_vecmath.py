@@ -21,6 +21,7 @@ from hyb.target import CpuTarget
 UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "atan", "sqrt", "rsqrt", "sigmoid")
 BINARY = ("atan2", "pow")
 ULP = 4  # libmvec's documented bound, against the reference of higher precision
+NUMPY_ULP = 8  # against NumPy's result, itself up to 4 ulp off (its float32 log, in the other direction)
 
 SRC = "def unary(x):\n" + "".join(f"    o_{f} = output_tensor(x.shape, x.dtype)\n" for f in UNARY) + \
     "    for i in range(x.shape[0]):\n" + "".join(f"        o_{f}[i] = {f}(x[i])\n" for f in UNARY) + \
@@ -146,7 +147,7 @@ def test_every_function_within_4_ulp_with_special_values_as_numpy(dt):
                 got, precise, numpy = got[keep], precise[keep], numpy[keep]
             worst = ulps(got, precise, dt)
             assert worst.max() <= ULP, (name, xs[0][np.argmax(worst)], worst.max())
-            assert ulps(got, numpy, dt).max() <= ULP + 2, name  # NumPy's own result is within 2 ulp
+            assert ulps(got, numpy, dt).max() <= NUMPY_ULP, name
 
 
 @pytest.mark.parametrize("size", [0, 1, 7, 17, 1000])
@@ -162,7 +163,7 @@ def test_sizes_around_the_vector_width(size, dt):
         for name, r in got.items():
             assert r.shape == (size,)
             want = evaluate(name, dt, (a, b) if name in BINARY else (x,), precise=False)
-            assert ulps(r, want, dt).max(initial=0) <= ULP + 2, name
+            assert ulps(r, want, dt).max(initial=0) <= NUMPY_ULP, name
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
@@ -179,7 +180,7 @@ def test_fast_math(dt):
             xs = (a, b) if name in BINARY else (x,)
             want = evaluate(name, dt, xs, precise=False)
             ok = np.isfinite(want)
-            assert ulps(r[ok], want[ok], dt).max() <= ULP + 2, name
+            assert ulps(r[ok], want[ok], dt).max() <= NUMPY_ULP, name
 
 
 @vector_host
