@@ -330,7 +330,8 @@ class LlvmExpressions:
         and ``pow`` with an exponent it turns into multiplications or a square root."""
         if not self.opt.vector_math or name not in vecmath.TABLE or all(isinstance(a, ir.Constant) for a in args):
             return ()
-        if name == "pow" and isinstance(args[1], ir.Constant) and _simple_exponent(args[1].constant, bool(self.flags)):
+        approx = bool({"fast", "afn"} & set(self.flags))
+        if name == "pow" and isinstance(args[1], ir.Constant) and _simple_exponent(args[1].constant, approx):
             return ()
         target = self.opt.target
         return vecmath.variants(name, dt, target.features if target is not None else frozenset())
