@@ -276,3 +276,19 @@ def test_written_in_a_branch_keeps_buffer():
     (a,) = _arrays((9,), np.float64)
     _kept(MOD.branch, [a], "t", np.where(a > 0, a * 2, 0) + 1,
           "it is written under a condition evaluated when the loops run")
+
+
+def test_cuda_keeps_contracted_scalars_in_each_thread():
+    """The GPU's grid loops hold all the accesses: each thread keeps its own copy of the scalars
+    (CUDA C text only; no GPU needed)."""
+    args = _arrays((33, 515), np.float32, 3)
+    ck = MOD.chain.compile(*args)
+    source = ck.inspect("cuda")
+    gpu = ck._stages["cuda-kernel"]
+    assert _contracted(gpu) == ["t1", "t2", "t3"] and gpu.buffers == ["a", "b", "c", "out"]
+    assert "GPU: loops `c0` and `c1` carry no dependence: a 2-D grid" in gpu.inspect("schedule")
+    kernel = source[source.index('extern "C" __global__'):]
+    head = kernel[:kernel.index("{")]
+    assert "t_t1" not in head and "t_out" in head
+    assert "float s_t1 = " in kernel and "s_t1 = ((" in kernel
+    assert "*(float *)(hyb_sc + 0) = s_t1" not in kernel  # a grid kernel writes no scalar back
