@@ -71,6 +71,18 @@ def neighbour(a):
             out[i, j] = t[i, j] + t[i, j - 1]
     return out
 
+def neighbour_row(a):
+    n = a.shape[0]
+    m = a.shape[1]
+    t = allocate((n, m), a.dtype)
+    out = output_tensor((n, m), a.dtype)
+    for i in range(n):
+        for j in range(m):
+            t[i, j] = a[i, j] * 2.0
+        for j in range(1, m):
+            out[i, j] = t[i, j] + t[i, j - 1]
+    return out
+
 def transposed(a):
     n = a.shape[0]
     t = allocate((n, n), a.dtype)
@@ -205,13 +217,14 @@ def test_temporary_feeding_a_reduction(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fuse_off_keeps_buffers(dtype):
-    args = _arrays((33, 515), dtype, 3)
+@pytest.mark.parametrize("shape", [(0, 4), (1, 1), (33, 515)])
+def test_fuse_off_keeps_buffers(shape, dtype):
+    args = _arrays(shape, dtype, 3)
     _check(APART.chain, args, chain_ref, dtype)
     ck = APART.chain.compile(*args)
     assert _contracted(ck) == [] and ck.buffers == ["a", "b", "c", "t1", "t2", "t3", "out"]
     assert "fused" not in ck.inspect("schedule") and "scalars:" not in ck.inspect("loops")
-    args = _arrays((9,), dtype)
+    args = _arrays((shape[0] * 9,), dtype)
     _check(APART.chain1, args, chain1_ref, dtype)
     assert APART.chain1.compile(*args).buffers == ["a", "t", "u", "out"]
 
@@ -255,6 +268,8 @@ def test_neighbouring_cell_keeps_buffer():
     ref = np.zeros_like(a)
     ref[:, 1:] = 2 * a[:, 1:] + 2 * a[:, :-1]
     _kept(MOD.neighbour, [a], "t", ref)
+    # in one loop `i` as written: the row's later writes come between a write and its read
+    _kept(ORIGINAL.neighbour_row, [a], "t", ref, "another write of it runs between a write and the read of its value")
 
 
 def test_other_iteration_order_keeps_buffer():
