@@ -3,6 +3,7 @@ Numba, NumPy and C (gcc -O3) in the same run, results cross-checked before any t
 
     python -m benchmarks --size medium            # or: hyb bench (calls benchmarks.main)
     python -m benchmarks --size mini --kernels gemm,atax --repeat 1
+    python -m benchmarks --kernels rows           # elementwise and row kernels, hyb in three modes
 """
 
 
