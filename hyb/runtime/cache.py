@@ -108,8 +108,11 @@ def _record(header: dict, object_code: bytes):
     buffers = header.get("buffers")
     if buffers is not None and not (isinstance(buffers, list) and all(isinstance(b, str) for b in buffers)):
         raise ValueError("not a list of buffers")
+    unfilled = header.get("unfilled", [])
+    if not (isinstance(unfilled, list) and all(isinstance(b, str) for b in unfilled)):
+        raise ValueError("not a list of buffers")
     return NativeCode(header["llvm_opt"], object_code, sites, found, schedule=schedule,
-                      buffers=None if buffers is None else tuple(buffers))
+                      buffers=None if buffers is None else tuple(buffers), unfilled=tuple(unfilled))
 
 
 def store(k: str, code) -> bool:
@@ -120,7 +123,8 @@ def store(k: str, code) -> bool:
     header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
                          "warnings": [_warning_to_json(w) for w in code.warnings],
                          "schedule": code.schedule,
-                         "buffers": None if code.buffers is None else list(code.buffers)}).encode()
+                         "buffers": None if code.buffers is None else list(code.buffers),
+                         "unfilled": list(code.unfilled)}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

@@ -65,7 +65,9 @@ class CompiledKernel:
         self._kinds = [typed.tensors[n].kind for n in typed.inputs]
         self._in_place = any(n in self._written for n in typed.inputs)
         made = self.buffers[len(typed.inputs):]
-        self._made = [(typed.tensors[n].shape, types.numpy_dtype(typed.tensors[n].dtype)) for n in made]
+        # (every element of an `unfilled` buffer is written before it is read: np.empty will do)
+        self._made = [(typed.tensors[n].shape, types.numpy_dtype(typed.tensors[n].dtype),
+                       np.empty if n in code.unfilled else np.zeros) for n in made]
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
                            for n in typed.outputs]
 
@@ -76,7 +78,9 @@ class CompiledKernel:
         middle = pipeline.middle_end(typed, options, target)
         pipeline.emit_warnings(middle.warnings, stacklevel=5)
         code, loaded = pipeline.generate_code(middle.code, options, target)
-        return cls(typed, specs, options, replace(code, warnings=middle.warnings), middle, loaded, target)
+        made = code.buffers if code.buffers is not None else abi.buffer_order(typed)
+        code = replace(code, warnings=middle.warnings, unfilled=tuple(n for n in made if n in middle.written_first))
+        return cls(typed, specs, options, code, middle, loaded, target)
 
     @classmethod
     def restore(cls, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode) -> "CompiledKernel":
@@ -236,10 +240,10 @@ class CompiledKernel:
                         if j != i and self._kinds[j] != "param" and np.shares_memory(ptrs[j], ptrs[i]):
                             ptrs[j] = ptrs[j].copy()
         try:
-            made = [np.zeros(shape, dtype=dtype) for shape, dtype in self._made]
+            made = [allocate(shape, dtype=dtype) for shape, dtype, allocate in self._made]
         except (MemoryError, ValueError) as e:
             raise HybridArgumentError(f"kernel `{self.name}`: cannot allocate its outputs and temporaries "
-                                      f"({', '.join(f'{d}{list(sh)}' for sh, d in self._made)}): {e}", None,
+                                      f"({', '.join(f'{d}{list(sh)}' for sh, d, _ in self._made)}): {e}", None,
                                       "use smaller shapes") from None
         err = _RuntimeBlock()
         err[3] = self.threads

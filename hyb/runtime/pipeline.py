@@ -50,6 +50,8 @@ class MiddleEnd:
     schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
     warnings: tuple  # HybridWarnings about the kernel
     code: loops.LoopNest  # ``nest`` legalised: the loops and primitive operations every back end renders
+    # outputs and temporaries whose every element is written before anything reads it (no zero fill)
+    written_first: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class NativeCode:
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
     schedule: object = None  # the schedule option the code was made with where tuning chose it
     buffers: tuple | None = None  # the tensors the function takes, in order (None: abi.buffer_order of the kernel)
+    unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
 
 
 def schedule_options(options: dict, target) -> tuple:
@@ -168,7 +171,7 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
         decisions += more
     relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
-                     legalise(nest, relaxed))
+                     legalise(nest, relaxed), deps.written_before_read(poly, d))
 
 
 def llvm_options(options: dict, target) -> llvm_codegen.Options:

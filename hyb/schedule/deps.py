@@ -247,3 +247,23 @@ def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
             it = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(st.iters))]
             out.append((st, r, dict(zip(st.iters, it))))
     return out
+
+
+def written_before_read(p: PolyProgram, d: Dependences) -> frozenset:
+    """The outputs and temporaries of which every element is surely written (an exact access, under
+    no run-time condition) before anything reads it: the initial zeros are never seen, so their
+    buffers need not be filled with them.  Empty when the dependences are over-approximated."""
+    if not d.exact:
+        return frozenset()
+    written = p.union("must_writes").range()
+    unwritten_reads = d.uninitialized.range()
+    found = set()
+    for t in p.kernel.tensors.values():
+        if t.kind not in ("output", "temp") or t.name in p.kernel.inputs:
+            continue
+        dims = [f"i{k}" for k in range(len(t.shape))]
+        box = isl.UnionSet.from_set(isl.Set(
+            f"{{ {t.name}[{', '.join(dims)}] : {' and '.join(f'0 <= {v} < {n}' for v, n in zip(dims, t.shape)) or 'true'} }}"))
+        if box.intersect(unwritten_reads).is_empty() and box.is_subset(written):
+            found.add(t.name)
+    return frozenset(found)
