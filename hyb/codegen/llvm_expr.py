@@ -14,7 +14,7 @@ from llvmlite import ir
 from ..dsl import tir
 from ..dsl import types
 from ..errors import HybridInternalError, HybridUnsupportedError
-from .llvm_types import F16, F32, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
+from .llvm_types import F16, F32, F64, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
 from . import vecmath
 
 # Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
@@ -34,6 +34,23 @@ def _simple_exponent(y: float, fast: bool) -> bool:
     if y in (0.0, 1.0, -1.0, 2.0, 0.5):
         return True
     return fast and abs(y) <= 32 and float(2 * y).is_integer()
+
+
+def _small_power(y, dt: str, fast: bool) -> int | None:
+    """The whole exponent ``k`` of ``x ** y`` computed by multiplications rather than ``pow``, or
+    None: float32 for 3 <= |k| <= 8 (in float64, which holds every such power of a float32 exactly
+    or within an ulp of float64, then rounded once: within an ulp of the exact result, where a
+    vector ``powf`` takes a slow path for every negative base), float64 for k of 3 or 4 (two
+    roundings: within 2 ulp, the bound of the other math functions).  LLVM's own rewrites (y of 0,
+    ±1, 2, 0.5, or any whole y under fast-math) are left to it."""
+    if fast or not isinstance(y, ir.Constant) or not float(y.constant).is_integer():
+        return None
+    k = int(y.constant)
+    if dt == "float32" and 3 <= abs(k) <= 8:
+        return k
+    if dt == "float64" and k in (3, 4):
+        return k
+    return None
 
 
 def _not_bfloat16(dtype: str, what: str):
@@ -70,6 +87,9 @@ class LlvmExpressions:
         a, b_ = self.expr(e.a), self.expr(e.b)
         if types.is_float(e.dtype):
             if e.op == "**":
+                k = _small_power(b_, types.concrete(e.dtype), bool({"fast", "afn"} & set(self.flags)))
+                if k is not None:
+                    return self.small_power(a, k)
                 return self.math("pow", e.dtype, [a, b_])
             return self.farith(e.op, a, b_)
         if e.op == "+":
@@ -323,6 +343,23 @@ class LlvmExpressions:
         else:
             fname = f"llvm.{name}.f{float_bits(dt)}"
         return self.b.call(self.declare(fname, t, [t] * len(args)), args, fastmath=self.flags)
+
+    def small_power(self, x, k: int):
+        """``x ** k`` for a whole ``k`` chosen by :func:`_small_power`, by repeated squaring (float32
+        in float64, rounded once at the end)."""
+        b = self.b
+        wide = x.type == F32
+        v = b.fpext(x, F64) if wide else x
+        result, square, n = None, v, abs(k)
+        while n:
+            if n & 1:
+                result = square if result is None else b.fmul(result, square)
+            n >>= 1
+            if n:
+                square = b.fmul(square, square)
+        if k < 0:
+            result = b.fdiv(ir.Constant(result.type, 1.0), result)
+        return b.fptrunc(result, F32) if wide else result
 
     def vector_variants(self, name: str, dt: str, args: list) -> tuple:
         """The libmvec variants a call of ``name`` may use (none: the call stays an intrinsic or a
