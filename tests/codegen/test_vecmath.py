@@ -17,6 +17,7 @@ import pytest
 import hyb
 from hyb.codegen import jit, vecmath
 from hyb.target import CpuTarget
+from benchmarks.vecmath_accuracy import special_mismatch, ulps
 
 UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "atan", "sqrt", "rsqrt", "sigmoid")
 BINARY = ("atan2", "pow")
@@ -63,30 +64,6 @@ def evaluate(name, dt, xs, precise):
         if name == "atan2":
             return np.arctan2(xs[0], xs[1])
         return getattr(np, name)(*xs)
-
-
-def ulps(got, want, dt):
-    """Distance in units of the last place of ``dt`` (``want`` rounded to ``dt`` first); 0 for two NaN,
-    inf for a NaN and a number."""
-    it = np.int32 if dt == np.float32 else np.int64
-    with np.errstate(all="ignore"):
-        want = want.astype(dt)
-
-    def ordinal(v):
-        bits = v.view(it).astype(np.int64)
-        return np.where(bits < 0, -(bits & np.int64(np.iinfo(it).max)), bits)
-
-    d = np.abs(ordinal(got) - ordinal(want)).astype(np.float64)
-    d[np.isnan(got) & np.isnan(want)] = 0
-    d[np.isnan(got) != np.isnan(want)] = np.inf
-    return d
-
-
-def special_mismatch(got, want):
-    """Where NaN, infinities or the sign of a zero differ."""
-    return ((np.isnan(got) != np.isnan(want)) | (np.isinf(got) != np.isinf(want))
-            | (np.isinf(got) & np.isinf(want) & (np.sign(got) != np.sign(want)))
-            | ((got == 0) & (want == 0) & (np.signbit(got) != np.signbit(want))))
 
 
 def arguments(dt, n, rng):
