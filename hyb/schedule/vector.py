@@ -168,6 +168,9 @@ def access_strides(acc, ndim: int):
         aff = pieces[0][1]
         for k in range(ndim):
             c = aff.get_coefficient_val(isl.dim_type.in_, k)
+            if _in_a_floor(aff, k):  # (`a[i // 2]`: the subscript moves with i, but not by one)
+                out[k] = -4.0
+                continue
             if c.is_zero():
                 continue
             # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
@@ -176,3 +179,13 @@ def access_strides(acc, ndim: int):
             else:
                 out[k] = -4.0
     return out
+
+
+def _in_a_floor(aff, k: int) -> bool:
+    """Whether iterator ``k`` enters the quasi-affine ``aff`` through an integer division (whose
+    coefficient on ``k`` is not one of ``aff``'s own)."""
+    for d in range(aff.dim(isl.dim_type.div)):
+        if not aff.get_coefficient_val(isl.dim_type.div, d).is_zero() \
+                and aff.get_div(d).involves_dims(isl.dim_type.in_, k, 1):
+            return True
+    return False

@@ -414,3 +414,22 @@ def test_gpu_schedules_make_no_register_blocks():
     for given in (None, "auto", "tune", {"tile": True}, {"parallel": False}):
         assert gpu.schedule_options(given).register is False, given
     assert gpu.schedule_options({"register": (4, 16)}).register == (4, 16)  # asked for
+
+
+FLOORED = '''
+def halves(x):
+    y = output_tensor(x.shape, x.dtype)
+    for g in grid(x.shape):
+        y[g[0] // 2, g[1], g[2]] = x[g[0], g[1], g[2]] + 1.0
+    return y
+'''
+
+
+@pytest.mark.parametrize("schedule", ["original", None])
+def test_a_subscript_that_moves_through_a_floor_is_no_reduction(schedule):
+    """`y[i // 2, ..]` moves with `i` (not by one): `i` is no reduction loop that a register block
+    could keep the cells across (it was taken for one, and only the first row was written)."""
+    x = np.arange(27.0).reshape(3, 3, 3)
+    k = hyb.compile_source(FLOORED, schedule=schedule).halves
+    np.testing.assert_array_equal(k(x), k.emulate(x))
+    assert "register block" not in k.compile(x).inspect("schedule")
