@@ -204,11 +204,10 @@ static int64_t thread_count(int64_t built_with) {
 
 
 def wrapper_source(typed, sig: AotSignature, check_sites: list, kernel_symbol: str, threads: int | None,
-                   origin: str = "", buffers=None) -> str:
+                   origin: str = "", *, buffers) -> str:
     """The C source of the exported function for a typed kernel whose code is ``kernel_symbol``;
-    ``buffers``: the tensors that code takes, in order (None: all of the kernel's, as
-    :func:`~hyb.codegen.abi.buffer_order` lists them)."""
-    order = list(buffers) if buffers is not None else llvm_codegen.buffer_order(typed)
+    ``buffers``: the tensors that code takes, in order (the compiled kernel's ``buffers``)."""
+    order = list(buffers)
     n_in = len(typed.inputs)
     n_par = len(sig.params)
     s = sig.symbol
@@ -371,7 +370,7 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     if vecmath.calls_variants(llvm_opt) and cpu not in (None, "native", "host"):
         # the vector math variants were chosen for this machine's ISA: another CPU gets libm's calls
         llvm_opt = str(jit.optimize(vecmath.without_variants(compiled.llvm_ir)))
-    c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin, compiled.buffers)
+    c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin, buffers=compiled.buffers)
               + vecmath.c_definitions(llvm_opt))
     obj = object_code(llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
     compiler = find_c_compiler(cc)

@@ -87,7 +87,7 @@ class LlvmExpressions:
         a, b_ = self.expr(e.a), self.expr(e.b)
         if types.is_float(e.dtype):
             if e.op == "**":
-                k = _small_power(b_, types.concrete(e.dtype), bool({"fast", "afn"} & set(self.flags)))
+                k = _small_power(b_, types.concrete(e.dtype), self.opt.fastmath)
                 if k is not None:
                     return self.small_power(a, k)
                 return self.math("pow", e.dtype, [a, b_])
@@ -367,8 +367,8 @@ class LlvmExpressions:
         and ``pow`` with an exponent it turns into multiplications or a square root."""
         if not self.opt.vector_math or name not in vecmath.TABLE or all(isinstance(a, ir.Constant) for a in args):
             return ()
-        approx = bool({"fast", "afn"} & set(self.flags))
-        if name == "pow" and isinstance(args[1], ir.Constant) and _simple_exponent(args[1].constant, approx):
+        if name == "pow" and isinstance(args[1], ir.Constant) and _simple_exponent(args[1].constant,
+                                                                                  self.opt.fastmath):
             return ()
         target = self.opt.target
         return vecmath.variants(name, dt, target.features if target is not None else frozenset())

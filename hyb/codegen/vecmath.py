@@ -88,7 +88,7 @@ def _libmvec():
     """libmvec loaded into the process (for the JIT) and opened for symbol look-ups; None without it."""
     if not llvm.get_process_triple().startswith("x86_64"):
         return None
-    name = ctypes.util.find_library("mvec")
+    name = library()
     if not name:
         return None
     try:
@@ -207,6 +207,7 @@ def c_definitions(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=None)
 def library() -> str | None:
-    """libmvec's file name for a linker (``-l:`` it), or None."""
+    """libmvec's file name (for the loader, and for a linker's ``-l:``), or None."""
     return ctypes.util.find_library("mvec")

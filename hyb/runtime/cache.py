@@ -105,14 +105,15 @@ def _record(header: dict, object_code: bytes):
     schedule = header.get("schedule")
     if isinstance(schedule, dict):  # JSON made the tuples lists
         schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
-    buffers = header.get("buffers")
-    if buffers is not None and not (isinstance(buffers, list) and all(isinstance(b, str) for b in buffers)):
-        raise ValueError("not a list of buffers")
-    unfilled = header.get("unfilled", [])
-    if not (isinstance(unfilled, list) and all(isinstance(b, str) for b in unfilled)):
-        raise ValueError("not a list of buffers")
-    return NativeCode(header["llvm_opt"], object_code, sites, found, schedule=schedule,
-                      buffers=None if buffers is None else tuple(buffers), unfilled=tuple(unfilled))
+    return NativeCode(header["llvm_opt"], object_code, sites, found, _names(header["buffers"]), schedule=schedule,
+                      unfilled=_names(header["unfilled"]))
+
+
+def _names(value) -> tuple:
+    """A list of tensor names from an entry's header, as a tuple."""
+    if not (isinstance(value, list) and all(isinstance(n, str) for n in value)):
+        raise ValueError("not a list of tensor names")
+    return tuple(value)
 
 
 def store(k: str, code) -> bool:
@@ -123,7 +124,7 @@ def store(k: str, code) -> bool:
     header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
                          "warnings": [_warning_to_json(w) for w in code.warnings],
                          "schedule": code.schedule,
-                         "buffers": None if code.buffers is None else list(code.buffers),
+                         "buffers": list(code.buffers),
                          "unfilled": list(code.unfilled)}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest

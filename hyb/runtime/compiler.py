@@ -56,7 +56,7 @@ class CompiledKernel:
         self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
                                                                 abi.function_name(typed))
         # (the code's own list: temporaries the middle end held in scalars take no buffer)
-        self.buffers = list(code.buffers) if code.buffers is not None else abi.buffer_order(typed)
+        self.buffers = list(code.buffers)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
                                        ctypes.POINTER(ctypes.c_int64))(self._jit.address)
         self._written = typed.written
@@ -78,8 +78,8 @@ class CompiledKernel:
         middle = pipeline.middle_end(typed, options, target)
         pipeline.emit_warnings(middle.warnings, stacklevel=5)
         code, loaded = pipeline.generate_code(middle.code, options, target)
-        made = code.buffers if code.buffers is not None else abi.buffer_order(typed)
-        code = replace(code, warnings=middle.warnings, unfilled=tuple(n for n in made if n in middle.written_first))
+        code = replace(code, warnings=middle.warnings,
+                       unfilled=tuple(n for n in code.buffers if n in middle.written_first))
         return cls(typed, specs, options, code, middle, loaded, target)
 
     @classmethod

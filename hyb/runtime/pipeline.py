@@ -50,7 +50,8 @@ class MiddleEnd:
     schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
     warnings: tuple  # HybridWarnings about the kernel
     code: loops.LoopNest  # ``nest`` legalised: the loops and primitive operations every back end renders
-    # outputs and temporaries whose every element is written before anything reads it (no zero fill)
+    # outputs and temporaries whose every element is written before anything reads it (no zero fill;
+    # the CPU's runtime reads it)
     written_first: frozenset = frozenset()
 
 
@@ -62,9 +63,9 @@ class NativeCode:
     object: bytes  # the object file MCJIT made from it
     sites: tuple  # run-time bounds-check sites, by error code - 1
     warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
+    buffers: tuple  # the tensors the function takes, in order (a contracted temporary takes none)
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
     schedule: object = None  # the schedule option the code was made with where tuning chose it
-    buffers: tuple | None = None  # the tensors the function takes, in order (None: abi.buffer_order of the kernel)
     unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
 
 
@@ -171,7 +172,8 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
         decisions += more
     relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
-                     legalise(nest, relaxed), deps.written_before_read(poly, d))
+                     legalise(nest, relaxed),
+                     deps.written_before_read(poly, d) if target.kind == "cpu" else frozenset())
 
 
 def llvm_options(options: dict, target) -> llvm_codegen.Options:
@@ -189,8 +191,8 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
-    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), generated.ir,
-                      buffers=tuple(abi.buffer_order(nest.kernel))), loaded
+    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), tuple(abi.buffer_order(nest.kernel)),
+                      generated.ir), loaded
 
 
 def emit_warnings(found, stacklevel: int) -> None:
