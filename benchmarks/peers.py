@@ -116,38 +116,29 @@ def hyb_options(fastmath: bool, schedule, threads) -> dict:
     return options
 
 
-def parallel_schedule(schedule):
-    """The user's schedule option with parallel loops switched on, or None if that cannot be said."""
+def schedule_with(schedule, key: str):
+    """The user's schedule option with the switch ``key`` on; NotAvailable if that cannot be said."""
     if schedule in (None, "auto"):
-        return {"parallel": True}
+        return {key: True}
     if isinstance(schedule, dict):
-        return {**schedule, "parallel": True}
-    return None
+        return {**schedule, key: True}
+    raise NotAvailable(f"schedule={schedule!r} cannot be combined with {key}=True")
 
 
-def reassociate_schedule(schedule):
-    """The user's schedule option with reassociated sums switched on, or None if that cannot be said."""
-    if schedule in (None, "auto"):
-        return {"reassociate": True}
-    if isinstance(schedule, dict):
-        return {**schedule, "reassociate": True}
-    return None
+def hyb_runner_or_unavailable(bench: Bench, dims: dict, pristine: dict, options: dict, threads) -> Runner:
+    """:func:`hyb_runner`, with an option hyb does not support reported as NotAvailable."""
+    import hyb
+
+    try:
+        return hyb_runner(bench, dims, pristine, options, threads=threads)
+    except hyb.HybridUnsupportedError as e:
+        raise NotAvailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
 
 
 def hyb_mode_runner(variant: str, bench: Bench, dims: dict, pristine: dict, schedule, threads) -> Runner:
     """hyb in IEEE mode (`hyb-ieee`), or in IEEE mode with reassociated sums (`hyb-reassoc`)."""
-    import hyb
-
-    if variant == "hyb-reassoc":
-        sched = reassociate_schedule(schedule)
-        if sched is None:
-            raise NotAvailable(f"schedule={schedule!r} cannot be combined with reassociate=True")
-    else:
-        sched = schedule
-    try:
-        return hyb_runner(bench, dims, pristine, hyb_options(False, sched, threads), threads=threads)
-    except hyb.HybridUnsupportedError as e:
-        raise NotAvailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    sched = schedule_with(schedule, "reassociate") if variant == "hyb-reassoc" else schedule
+    return hyb_runner_or_unavailable(bench, dims, pristine, hyb_options(False, sched, threads), threads)
 
 
 def hyb_runner(bench: Bench, dims: dict, pristine: dict, options: dict, threads=None, kernel=None) -> Runner:
@@ -170,15 +161,8 @@ def hyb_runner(bench: Bench, dims: dict, pristine: dict, options: dict, threads=
 
 def hyb_parallel_runner(bench: Bench, dims: dict, pristine: dict, fastmath: bool, schedule, threads: int):
     """hyb with parallel loops on `threads` threads (schedule option parallel=True)."""
-    import hyb
-
-    sched = parallel_schedule(schedule)
-    if sched is None:
-        raise NotAvailable(f"schedule={schedule!r} cannot be combined with parallel=True")
-    try:
-        return hyb_runner(bench, dims, pristine, hyb_options(fastmath, sched, threads), threads=threads)
-    except hyb.HybridUnsupportedError as e:
-        raise NotAvailable(f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+    sched = schedule_with(schedule, "parallel")
+    return hyb_runner_or_unavailable(bench, dims, pristine, hyb_options(fastmath, sched, threads), threads)
 
 
 # ------------------------------------------------------------------ numba
