@@ -30,9 +30,24 @@ class CheckSite:
     """A subscript bounds-checked at run time."""
 
     tensor: str
-    shape: tuple
+    shape: tuple  # ints; in a shape-generic kernel a size is the text of its expression (see size_text)
     span: object
     reason: str = "data"  # why it is checked when it runs (hyb.dsl.interp.check_reason)
+
+    def at_sizes(self, sizes: dict) -> "CheckSite":
+        """The site with the shape its tensor has at these run-time sizes."""
+        if all(isinstance(d, int) for d in self.shape):
+            return self
+        return CheckSite(self.tensor, tuple(d if isinstance(d, int) else size_value(d, sizes) for d in self.shape),
+                         self.span, self.reason)
+
+
+def size_value(text: str, sizes: dict) -> int:
+    """The value of a size expression's text (names ``hs_<input>_<axis>``, integers, ``+ - * // %``,
+    ``max``, ``min``, ``ceil_div`` and integer casts, as :func:`hyb.dsl.printer.fmt` writes them)."""
+    names = {"max": max, "min": min, "ceil_div": lambda a, b: -(-a // b) if b else 0,
+             **{t: int for t in ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}}
+    return int(eval(text, {"__builtins__": {}}, {**names, **sizes}))  # text hyb's own printer made
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,9 @@ class _Legaliser:
     def e_Var(self, e):
         return replace(e)
 
+    def e_Size(self, e):
+        return replace(e)
+
     def e_Load(self, e):
         new = replace(e, indices=[self.expr(i) for i in e.indices])
         if id(e) in self.old_checked:

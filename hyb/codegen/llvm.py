@@ -6,7 +6,8 @@ One function per specialised kernel::
 
 with one pointer per non-scalar tensor (inputs in parameter order, then outputs and
 temporaries in order of declaration; see :func:`buffer_order`) and ``rt``, an ``int64[4]``
-runtime block: ``rt[3]`` is the number of threads to use.  It returns 0, or, when a
+runtime block: ``rt[3]`` is the number of threads to use, and a shape-generic kernel's run-time
+sizes follow from ``rt[4]`` on (in the order of :func:`hyb.dsl.tir.size_symbols`).  It returns 0, or, when a
 subscript checked at run time is out of bounds, the number of that check site (1-based,
 see :class:`CheckSite`) after writing the offending index and axis to ``rt[0:2]``: no
 memory outside the tensors is ever touched.
@@ -16,7 +17,8 @@ libgomp's ``GOMP_parallel``; each thread takes a contiguous block of the iterati
 every n-th one when the loop's upper bound is not a simple expression) with private copies
 of the scalar locals.  Without libgomp, parallel loops run serially.  Scalar locals live in
 ``alloca`` slots that ``mem2reg`` promotes to registers.  Shapes are constants, so every
-address is ``base + Σ index_k · stride_k`` with constant strides.
+address is ``base + Σ index_k · stride_k`` with constant strides (products of sizes read from
+``rt`` in a shape-generic kernel).
 """
 from __future__ import annotations
 
@@ -103,6 +105,8 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
                 self.b.store(ir.Constant(memory_type(t.dtype), 0), slot)
                 self.slots[t.name] = slot
         self.loopvars = {}
+        # a shape-generic kernel's sizes: their places in the runtime block
+        self.size_slots = {name: 4 + k for k, name in enumerate(tir.size_symbols(self.k))}
         self.flags = ("fast",) if options.fastmath else ()
         # sums, differences and products: reassociable where the kernel allows it, so that LLVM
         # vectorises a reduction into one cell or scalar as partial sums (another order of additions)
@@ -202,7 +206,19 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         return ir.Constant(I64, value)
 
     def loop_var(self, name: str):
-        return self.loopvars[name]
+        if name in self.loopvars:
+            return self.loopvars[name]
+        return self.size(name)  # a run-time size (an isl parameter in the loops' bounds)
+
+    def size(self, name: str):
+        """A run-time size, read from the runtime block (LLVM keeps one load of each)."""
+        b = self.b
+        v = b.load(b.gep(self.err, [ir.Constant(I64, self.size_slots[name])], source_etype=I64), typ=I64)
+        v.set_metadata("invariant.load", self.module.add_metadata([]))
+        return v
+
+    def e_Size(self, e: tir.Size):
+        return self.size(e.name)
 
     def loop_op(self, op: str, args: list):
         b = self.b
@@ -260,9 +276,10 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
     def scalar_ref(self, tensor: str):
         return self.slots[tensor]
 
-    def check_index(self, v, dim: int, axis: int, site: int):
-        """Leave the function with code ``site`` unless ``0 <= v < dim``."""
-        self.fail_unless(self.b.icmp_unsigned("<", v, ir.Constant(I64, dim)), site, v, axis)
+    def check_index(self, v, dim, axis: int, site: int):
+        """Leave the function with code ``site`` unless ``0 <= v < dim`` (a constant or a value)."""
+        bound = ir.Constant(I64, dim) if isinstance(dim, int) else dim
+        self.fail_unless(self.b.icmp_unsigned("<", v, bound), site, v, axis)
         return v
 
     def fail_unless(self, ok, site: int, v=None, axis: int = 0):
@@ -300,8 +317,8 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         fn = self.declare(PRINT_FUNCTION, ir.VoidType(), [PTR, I64, PTR])
         b.call(fn, [self.err, ir.Constant(I64, site), slots])
 
-    def scale_index(self, v, stride: int):
-        return self.b.mul(v, ir.Constant(I64, stride), flags=("nsw",))
+    def scale_index(self, v, stride):
+        return self.b.mul(v, ir.Constant(I64, stride) if isinstance(stride, int) else stride, flags=("nsw",))
 
     def add_index(self, flat, term):
         return self.b.add(flat, term, flags=("nsw",))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.interp import check_reason
+from ..dsl.printer import fmt
 from ..errors import HybridInternalError
 from ..schedule import loops
 from .abi import AssertSite, CheckSite, PrintSite
@@ -43,7 +44,7 @@ class LoopWalker:
       address type), ``check_index(v, dim, axis, site)`` (leave with the site's code unless
       ``0 <= v < dim``; returns the value to use), ``fail_unless(cond, site)`` (leave with the
       site's code unless ``cond``: an ``assert``), ``emit_print(site, values, dtypes)`` (a ``print``),
-      ``scale_index(v, stride)``,
+      ``scale_index(v, stride)`` (``stride`` a constant or, in a shape-generic kernel, a value),
       ``add_index(flat, term)``, ``element(tensor, flat)`` (``flat`` None: the first element);
     * expressions: an ``e_<Node>`` method for each node of the typed IR (``e_Load``, ``e_Bin``, ...,
       and the primitives of :mod:`hyb.codegen.legalise`), which :meth:`expr` dispatches to.
@@ -133,7 +134,8 @@ class LoopWalker:
         """The number of a new check site for ``node``'s subscripts, or 0 where they need no check."""
         if node is None or id(node) not in self.checked:
             return 0
-        self.sites.append(CheckSite(t.source_name, t.shape, node.span, check_reason(node.indices)))
+        shape = tuple(d if isinstance(d, int) else fmt(d) for d in t.shape)
+        self.sites.append(CheckSite(t.source_name, shape, node.span, check_reason(node.indices)))
         return len(self.sites)
 
     def address(self, tensor: str, indices: list, node=None):
@@ -144,16 +146,21 @@ class LoopWalker:
             return self.scalar_ref(tensor)
         site = self.check_site(t, node)
         flat = None
-        stride = 1
+        stride = 1  # a constant, or (once a run-time size is met) the back end's value
         axis = t.ndim
         for dim, idx in reversed(list(zip(t.shape, indices))):
             axis -= 1
             v = self.index(idx)
+            size = dim if isinstance(dim, int) else self.index(dim)
             if site:
-                v = self.check_index(v, dim, axis, site)
-            term = v if stride == 1 else self.scale_index(v, stride)
+                v = self.check_index(v, size, axis, site)
+            term = v if isinstance(stride, int) and stride == 1 else self.scale_index(v, stride)
             flat = term if flat is None else self.add_index(flat, term)
-            stride *= dim
+            if isinstance(stride, int) and isinstance(size, int):
+                stride *= size
+            else:
+                stride = self.scale_index(size, stride) if isinstance(size, int) else self.scale_index(
+                    self.loop_int(stride) if isinstance(stride, int) else stride, size)
         return self.element(tensor, flat)
 
     def expr(self, e: tir.TExpr):

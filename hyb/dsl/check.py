@@ -36,7 +36,7 @@ class ArgSpec:
         if self.scalar:
             name = {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
             return name if self.value is None else f"{name} = {self.value}"
-        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+        return f"{self.dtype}[{', '.join('?' if d is None else str(d) for d in self.shape)}]"
 
 
 class NeedsValue(HybridTypeError):
@@ -101,7 +101,7 @@ def is_index_expression(e: tir.TExpr) -> bool:
         return False
     has_var = False
     for sub in tir.walk_expr(e):
-        if isinstance(sub, tir.Var):
+        if isinstance(sub, (tir.Var, tir.Size)):
             has_var = True
         elif isinstance(sub, tir.Bin):
             if sub.op not in ("+", "-", "*", "//", "%"):
@@ -209,7 +209,10 @@ class _Checker(ExpressionChecker):
                 else:
                     self.declare(p.name, Sym("scalar", name))
             else:
-                self.tensors[name] = tir.Tensor(name, tuple(a.shape), a.dtype, "input", p.span, p.name)
+                # a size None: known when the kernel runs (a shape-generic signature)
+                shape = tuple(tir.Size(types.WEAK_INT, tir.size_name(len(inputs), j)) if d is None else d
+                              for j, d in enumerate(a.shape))
+                self.tensors[name] = tir.Tensor(name, shape, a.dtype, "input", p.span, p.name)
                 self.declare(p.name, Sym("tensor", name))
             inputs.append(name)
         self.push()
@@ -378,7 +381,7 @@ class _Checker(ExpressionChecker):
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
             value = self.expr(s.value)
-            if (isinstance(value, tir.Const) and types.is_weak(value.dtype)
+            if ((isinstance(value, tir.Const) or is_size_expression(value)) and types.is_weak(value.dtype)
                     and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))
@@ -494,7 +497,7 @@ class _Checker(ExpressionChecker):
         stmt = tir.Store(t.name, [tir.Var(types.WEAK_INT, v, span=span) for v in vars_],
                        tir.Const(t.dtype, 0, span=span), span)
         for k in reversed(range(t.ndim)):
-            stmt = tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.Const(types.WEAK_INT, t.shape[k]), 1, [stmt],
+            stmt = tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.dim(t.shape[k]), 1, [stmt],
                           "range", span)
         return stmt
 
@@ -512,6 +515,8 @@ class _Checker(ExpressionChecker):
         raise HybridTypeError("expected a shape", e.span, "write `x.shape` or a tuple such as `(n, m)`")
 
     def const_int(self, v, span, what) -> int:
+        if what == "a shape" and isinstance(v, tir.TExpr) and is_size_expression(v):
+            return v  # a size of a shape-generic kernel: known when it runs
         if isinstance(v, tir.Const) and types.is_int(v.dtype) and not isinstance(v.value, bool):
             if v.value < 0:
                 raise HybridTypeError(f"{what} cannot be negative (got {v.value})", span, None)
@@ -613,7 +618,7 @@ class _Checker(ExpressionChecker):
         self.depth -= 1
         self.pop()
         for k in reversed(range(len(dims))):
-            body = [tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.Const(types.WEAK_INT, dims[k]), 1, body, "grid", s.span)]
+            body = [tir.Loop(vars_[k], tir.Const(types.WEAK_INT, 0), tir.dim(dims[k]), 1, body, "grid", s.span)]
         return body
 
     def for_loop(self, s: syntax.For):
@@ -701,6 +706,33 @@ def _assignment_counts(body: list) -> dict:
     return counts
 
 
+
+
+_SIZE_OPS = ("+", "-", "*", "//", "%")
+
+
+def is_size_expression(e: tir.TExpr) -> bool:
+    """Whether ``e`` is an integer computed from run-time sizes and constants only (a shape of a
+    shape-generic kernel), with at least one size in it."""
+    sizes = False
+    for sub in tir.walk_expr(e):
+        if isinstance(sub, tir.Size):
+            sizes = True
+        elif isinstance(sub, tir.Const):
+            if not (types.is_int(sub.dtype) and isinstance(sub.value, int) and not isinstance(sub.value, bool)):
+                return False
+        elif isinstance(sub, tir.Bin):
+            if sub.op not in _SIZE_OPS or not types.is_int(sub.dtype):
+                return False
+        elif isinstance(sub, tir.Cast):
+            if not (types.is_int(sub.dtype) and types.is_int(sub.a.dtype)):
+                return False
+        elif isinstance(sub, tir.Intrinsic):
+            if sub.name not in ("max", "min", "ceil_div") or not types.is_int(sub.dtype):
+                return False
+        else:
+            return False
+    return sizes
 
 
 def arg_specs(args, values_of=()) -> list:

@@ -436,7 +436,7 @@ class ExpressionChecker:
             if isinstance(v, TensorRef):
                 if v.tensor.ndim == 0:
                     raise HybridTypeError("len() of a 0-d tensor", e.span, None)
-                return tir.Const(types.WEAK_INT, v.tensor.shape[0], span=e.span)
+                return tir.dim(v.tensor.shape[0], e.span)
             if isinstance(v, GridVal):
                 return tir.Const(types.WEAK_INT, len(v.vars), span=e.span)
             if isinstance(v, (ShapeVal, TupleVal)):

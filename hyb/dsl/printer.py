@@ -1,6 +1,7 @@
 """Printing of the typed kernel IR as hybrid-language text (``inspect("ast")``).
 
-The text is the kernel after checking: names are unique, shapes are numbers, implicit
+The text is the kernel after checking: names are unique, shapes are numbers (or, in a
+shape-generic kernel, expressions of the run-time sizes ``hs_<input>_<axis>``), implicit
 conversions are written as casts and every tensor's shape and dtype is declared.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ def fmt(e: tir.TExpr, parent: int = 0) -> str:
         if types.is_weak(e.dtype) or types.is_bool(e.dtype):
             return repr(e.value)
         return f"{e.dtype}({e.value!r})"
-    if isinstance(e, tir.Var):
+    if isinstance(e, (tir.Var, tir.Size)):
         return e.name
     if isinstance(e, tir.Load):
         if not e.indices:
@@ -49,14 +50,21 @@ def fmt(e: tir.TExpr, parent: int = 0) -> str:
     return f"({s})" if p < parent or (parent and p == parent and isinstance(e, tir.Cmp)) else s
 
 
+def fmt_shape(shape: tuple) -> str:
+    """A shape as a tuple's text: ``(4, 5)``, ``(hs_0_0, 5)``."""
+    items = [str(d) if isinstance(d, int) else fmt(d) for d in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
 def print_typed(k: tir.TypedKernel) -> str:
     lines = []
-    params = ", ".join(f"{n}: {k.tensors[n].dtype}{list(k.tensors[n].shape)}" for n in k.inputs)
+    params = ", ".join(f"{n}: {k.tensors[n].dtype}[{fmt_shape(k.tensors[n].shape)[1:-1].rstrip(',')}]"
+                       for n in k.inputs)
     lines.append(f"def {k.name}({params}):")
     for t in k.tensors.values():
         if t.kind in ("output", "temp"):
             maker = "output_tensor" if t.kind == "output" else "allocate"
-            lines.append(f"    {t.name} = {maker}({t.shape!r}, {t.dtype!r})")
+            lines.append(f"    {t.name} = {maker}({fmt_shape(t.shape)}, {t.dtype!r})")
         elif t.kind == "scalar":
             lines.append(f"    # scalar {t.name}: {t.dtype}")
 

@@ -1,7 +1,9 @@
 """Typed kernel IR: the checker's output, bound to one call signature.
 
-Every name is resolved to a unique symbol, every shape is a concrete tuple of ints, every
-expression carries its dtype and every implicit conversion is an explicit :class:`Cast`.
+Every name is resolved to a unique symbol, every expression carries its dtype and every implicit
+conversion is an explicit :class:`Cast`.  A shape is a tuple of ints, except in a shape-generic
+kernel, whose input sizes are :class:`Size` nodes (values known when it runs) and whose other
+shapes may be integer expressions of them.
 The interpreter, the polyhedral extractor and the printers all read this form.
 
 :class:`Let`, :class:`Pick`, :class:`Bits` and :class:`Prim` are never made by the checker: they
@@ -41,6 +43,11 @@ class Tensor:
             n *= d
         return n
 
+    @property
+    def generic(self) -> bool:
+        """Whether a size of this tensor is known only when the kernel runs."""
+        return any(not isinstance(d, int) for d in self.shape)
+
 
 # ---------------------------------------------------------------- expressions
 @dataclass
@@ -59,6 +66,44 @@ class Var(TExpr):
     """A loop variable (dtype is the weak ``int``)."""
 
     name: str
+
+
+@dataclass
+class Size(TExpr):
+    """Dimension ``axis`` of input ``position`` in a shape-generic kernel: a value known when the
+    kernel runs (dtype the weak ``int``).  ``name`` is its isl parameter, ``hs_<position>_<axis>``."""
+
+    name: str
+
+    @property
+    def position(self) -> tuple:
+        _, k, axis = self.name.split("_")
+        return int(k), int(axis)
+
+
+class NotGeneric(Exception):
+    """A kernel, or a stage, that cannot be compiled for run-time sizes: it is compiled for each
+    shape instead (the message says why)."""
+
+
+def size_name(position: int, axis: int) -> str:
+    return f"hs_{position}_{axis}"
+
+
+def dim(d, span=None) -> TExpr:
+    """A dimension of a shape as an expression: a constant, or the run-time size it is."""
+    return Const("int", d, span=span) if isinstance(d, int) else d
+
+
+def size_symbols(k: "TypedKernel") -> list:
+    """The run-time sizes of a shape-generic kernel's inputs, in the order the native code receives
+    them (input by input, axis by axis); empty for a kernel of one signature."""
+    out = []
+    for n in k.inputs:
+        for d in k.tensors[n].shape:
+            if isinstance(d, Size):
+                out.append(d.name)
+    return out
 
 
 @dataclass

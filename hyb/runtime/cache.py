@@ -27,7 +27,7 @@ from ..codegen.abi import AssertSite, CheckSite, PrintSite
 from ..errors import HybridWarning, Span
 from ..target import host_cpu
 
-FORMAT = b"hyb-cache-2\n"
+FORMAT = b"hyb-cache-3\n"
 
 
 def directory() -> str | None:
@@ -65,6 +65,7 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
         "kernel": kernel_name, "source": module.source, "file": module.filename,
         "constants": {k: repr(v[0]) for k, v in sorted(module.constants.items())},
         "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},
+        # (a size None: a shape-generic signature, whose code serves every shape of its ranks)
         "specs": [[list(s.shape), s.dtype, s.scalar] + ([repr(s.value)] if s.value is not None else []) for s in specs],
         "options": {k: repr(v) for k, v in sorted(options.items()) if k != "threads"},
     }
@@ -105,14 +106,19 @@ def _record(header: dict, object_code: bytes):
     schedule = header.get("schedule")
     if isinstance(schedule, dict):  # JSON made the tuples lists
         schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
+    work = header["work_domain"]
+    if not isinstance(work, str) or not isinstance(header["min_parallel_work"], int):
+        raise ValueError("not a code record")
     return NativeCode(header["llvm_opt"], object_code, sites, found, _names(header["buffers"]), schedule=schedule,
-                      unfilled=_names(header["unfilled"]))
+                      unfilled=_names(header["unfilled"]), sizes=_names(header["sizes"]),
+                      conditions=_names(header["conditions"]), work_domain=work,
+                      min_parallel_work=header["min_parallel_work"])
 
 
 def _names(value) -> tuple:
-    """A list of tensor names from an entry's header, as a tuple."""
+    """A list of names (or texts) from an entry's header, as a tuple."""
     if not (isinstance(value, list) and all(isinstance(n, str) for n in value)):
-        raise ValueError("not a list of tensor names")
+        raise ValueError("not a list of names")
     return tuple(value)
 
 
@@ -125,7 +131,9 @@ def store(k: str, code) -> bool:
                          "warnings": [_warning_to_json(w) for w in code.warnings],
                          "schedule": code.schedule,
                          "buffers": list(code.buffers),
-                         "unfilled": list(code.unfilled)}).encode()
+                         "unfilled": list(code.unfilled),
+                         "sizes": list(code.sizes), "conditions": list(code.conditions),
+                         "work_domain": code.work_domain, "min_parallel_work": code.min_parallel_work}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

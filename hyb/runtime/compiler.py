@@ -16,11 +16,11 @@ from ..dsl import tir
 from ..dsl import types
 from ..dsl.check import arg_spec
 from ..dsl.printer import print_typed
-from ..errors import HybridArgumentError
+from ..errors import HybridArgumentError, HybridInternalError
 from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
-from . import pipeline
+from . import fastcall, pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .pipeline import MiddleEnd, NativeCode
 from .printing import printing
@@ -68,6 +68,8 @@ class CompiledKernel:
         # (every element of an `unfilled` buffer is written before it is read: np.empty will do)
         self._made = [(typed.tensors[n].shape, types.numpy_dtype(typed.tensors[n].dtype),
                        np.empty if n in code.unfilled else np.zeros) for n in made]
+        # shape-generic code: sizes known when it runs (its made shapes are expressions of them)
+        self.generic = bool(code.sizes)
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
                            for n in typed.outputs]
 
@@ -79,7 +81,8 @@ class CompiledKernel:
         pipeline.emit_warnings(middle.warnings, stacklevel=5)
         code, loaded = pipeline.generate_code(middle.code, options, target)
         code = replace(code, warnings=middle.warnings,
-                       unfilled=tuple(n for n in code.buffers if n in middle.written_first))
+                       unfilled=tuple(n for n in code.buffers if n in middle.written_first),
+                       **pipeline.shape_checks(middle, options, target))
         return cls(typed, specs, options, code, middle, loaded, target)
 
     @classmethod
@@ -131,6 +134,7 @@ class CompiledKernel:
         return self._stages[name]
 
     kernel = None  # the Kernel this was compiled for (set by it), for inspect("grad")
+    shape_note = ""  # how the Kernel chose code for shapes (inspect("schedule") shows it)
 
     def _grad_text(self) -> str:
         """The gradient kernel's source, headed by the tape it allocates for this signature."""
@@ -159,7 +163,7 @@ class CompiledKernel:
         if stage == "deps":
             return self.deps.describe()
         if stage == "schedule":
-            return self.plan.describe()
+            return (self.shape_note + "\n" if self.shape_note else "") + self.plan.describe()
         if stage == "loops":
             return loops.fmt_nest(self.nest, self._describe_stmt)
         if stage == "llvm":
@@ -205,17 +209,23 @@ class CompiledKernel:
 
     # ------------------------------------------------------------ running
     def __call__(self, *args):
+        return self.call_checked(args, self.specs)
+
+    def call_checked(self, args, want: list, binding=None):
+        """Run on ``args``, which must have the signature ``want`` (this kernel's, or for a
+        shape-generic kernel the shape ``binding`` was made for)."""
         arrays = prepare_arrays(self.typed, args)
         specs = [arg_spec(a) for a in arrays]
-        if specs != self.specs:
+        if specs != want:
             got = ", ".join(str(s) for s in specs)
-            want = ", ".join(str(s) for s in self.specs)
+            want = ", ".join(str(s) for s in want)
             raise HybridArgumentError(f"kernel `{self.name}` was compiled for ({want}) but called with ({got})",
                                       self.typed.span, "call the Kernel itself: it compiles once per signature")
-        return self.run(arrays)
+        return self.run(arrays, binding)
 
-    def run(self, arrays: list):
-        """Run on prepared arguments of this kernel's signature."""
+    def run(self, arrays: list, binding=None):
+        """Run on prepared arguments of this kernel's signature (a shape-generic kernel: with the
+        :class:`~hyb.runtime.generic.Binding` of their shapes)."""
         k = self.typed
         written = self._written
         if self._in_place:
@@ -239,25 +249,71 @@ class CompiledKernel:
                     for j, n in enumerate(k.inputs):
                         if j != i and self._kinds[j] != "param" and np.shares_memory(ptrs[j], ptrs[i]):
                             ptrs[j] = ptrs[j].copy()
+        made_specs = self._made if binding is None else [
+            (shape, dtype, allocate) for shape, (_, dtype, allocate) in zip(binding.made_shapes, self._made)]
         try:
-            made = [allocate(shape, dtype=dtype) for shape, dtype, allocate in self._made]
+            made = [allocate(shape, dtype=dtype) for shape, dtype, allocate in made_specs]
         except (MemoryError, ValueError) as e:
             raise HybridArgumentError(f"kernel `{self.name}`: cannot allocate its outputs and temporaries "
-                                      f"({', '.join(f'{d}{list(sh)}' for sh, d, _ in self._made)}): {e}", None,
+                                      f"({', '.join(f'{d}{list(sh)}' for sh, d, _ in made_specs)}): {e}", None,
                                       "use smaller shapes") from None
-        err = _RuntimeBlock()
-        err[3] = self.threads
+        if binding is None:
+            if self.generic:
+                raise HybridInternalError("shape-generic code run without the sizes of a shape", "runtime")
+            err = _RuntimeBlock()
+            err[3] = self.threads
+            sites = self.check_sites
+        else:
+            err = (ctypes.c_int64 * (4 + len(binding.sizes)))(0, 0, 0, binding.threads, *binding.sizes)
+            sites = binding.sites
         addresses = [b.__array_interface__["data"][0] for b in ptrs] + [b.__array_interface__["data"][0] for b in made]
         if self._prints:  # its print sites are found through the runtime block while it runs
-            with printing(err, self.check_sites):
+            with printing(err, sites):
                 code = self._cfunc(*addresses, err)
         else:
             code = self._cfunc(*addresses, err)
         if code:
-            raise site_error(self.name, self.check_sites[code - 1], int(err[0]), int(err[1]))
+            raise site_error(self.name, sites[code - 1], int(err[0]), int(err[1]))
         for orig, work in copy_back:
             orig[...] = work
         outs = [arrays[i] if i >= 0 else made[-i - 1] for i in self._out_index]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+
+    def call_plan(self, binding=None) -> fastcall.CallPlan:
+        """What a warm call does, for the dispatcher of :mod:`hyb.runtime.fastcall`: the native
+        function, each argument's kind and dtype, the buffers to allocate, the runtime block, the
+        outputs; ``run`` is the Python path it falls back on.  With the ``binding`` of one shape
+        (a shape-generic kernel): that shape's made buffers, threads, sizes and check sites."""
+        if binding is None and self.__dict__.get("_call_plan") is not None:
+            return self._call_plan
+        k = self.typed
+        inputs = tuple(fastcall.Slot(kind == "param", types.numpy_dtype(k.tensors[n].dtype), n in self._written)
+                       for n, kind in zip(k.inputs, self._kinds))
+        if binding is None:
+            shapes = [shape for shape, _, _ in self._made]
+            block, sites, run = (0, 0, 0, self.threads), self.check_sites, self.run
+        else:
+            shapes = binding.made_shapes
+            block, sites = (0, 0, 0, binding.threads, *binding.sizes), binding.sites
+
+            def run(arrays):
+                return self.run(arrays, binding)
+
+        name = self.name
+
+        def failed(code, index, axis):
+            raise site_error(name, sites[code - 1], int(index), int(axis))
+
+        plan = fastcall.CallPlan(
+            address=self._jit.address, inputs=inputs,
+            made=tuple(fastcall.Made(tuple(shape), dtype, allocate)
+                       for shape, (_, dtype, allocate) in zip(shapes, self._made)),
+            block=block, outputs=tuple(self._out_index), failed=failed, run=run,
+            # print sites are found through the runtime block, which the Python path registers;
+            # shape-generic code needs the sizes of a shape
+            python_only=self._prints or (binding is None and getattr(self, "generic", False)))
+        if binding is None:
+            self._call_plan = plan
+        return plan

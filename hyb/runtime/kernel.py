@@ -21,9 +21,11 @@ from ..dsl import interp
 from ..dsl import parser
 from ..dsl import types
 from ..dsl.check import NeedsValue, arg_specs, check_kernel
-from ..errors import HybridArgumentError, HybridUnsupportedError, HybridWarning
+from ..dsl import tir
+from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
+from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs
 
 _TARGETS = ("cpu", "cuda")
 _default_target = ["cpu"]  # the back end of kernels made without target=
@@ -38,7 +40,7 @@ def set_default_target(target: str) -> None:
 
 
 def _validate_options(options: dict) -> dict:
-    known = {"target", "fastmath", "schedule", "threads"}
+    known = {"target", "fastmath", "schedule", "threads", "shapes"}
     for key in options:
         if key not in known:
             raise HybridArgumentError(f"unknown kernel option `{key}`", None,
@@ -52,8 +54,13 @@ def _validate_options(options: dict) -> dict:
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise HybridArgumentError(f"threads={threads!r} must be a positive integer", None,
                                   "omit it to use HYB_NUM_THREADS or every CPU")
+    shapes = options.get("shapes", "auto")
+    if shapes not in SHAPE_MODES:
+        raise HybridArgumentError(f"unknown shapes={shapes!r}", None,
+                                  "use shapes=\"auto\" (the default: one compile for the first shape, one "
+                                  "shape-generic compile for all others), \"generic\" or \"specialise\"")
     return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched,
-            "threads": threads}
+            "threads": threads, "shapes": shapes}
 
 
 class Kernel:
@@ -68,6 +75,10 @@ class Kernel:
         self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
         self._lock = threading.Lock()
         self._grads: dict = {}
+        # shape-generic compiles by generic signature (a CompiledKernel, or why there is none), and
+        # the generic signatures met with one shape so far
+        self._generic: dict = {}
+        self._generic_seen: set = set()
         # positions of the scalar parameters the kernel is specialised on (used as shapes or steps),
         # learned from the checker the first time one is met
         self._value_params: frozenset = frozenset()
@@ -139,8 +150,46 @@ class Kernel:
                 key = (tuple(specs), target)
                 ck = self._cache.get(key)
                 if ck is None:
-                    ck = self._cache[key] = self.compile_typed(typed, specs, target, arrays)
+                    ck = self._cache[key] = self._for_shape(typed, specs, target, arrays)
         return ck
+
+    def _for_shape(self, typed, specs: list, target: str, arrays):
+        """The compiled kernel for a signature met for the first time.  With ``shapes="auto"`` the
+        first shape of a rank and dtype signature gets code for that shape; a second shape compiles
+        the shape-generic code, which then serves every shape of the signature (bound to each one
+        by :func:`hyb.runtime.generic.bind`).  ``shapes="generic"`` starts with it, ``"specialise"``
+        never makes it.  A kernel the generic compile refuses is compiled for each shape."""
+        mode = self.options["shapes"]
+        if (target == "cpu" and mode != "specialise" and self.options["schedule"] != "tune"
+                and any(not s.scalar and s.shape for s in specs)):
+            gspecs = generic_specs(specs)
+            gkey = tuple(gspecs)
+            g = self._generic.get(gkey)
+            if g is None and (mode == "generic" or gkey in self._generic_seen):
+                g = self._generic[gkey] = self._compile_generic(gspecs)
+            self._generic_seen.add(gkey)
+            if isinstance(g, CompiledKernel):
+                return BoundKernel(g, bind(g, arrays, typed), specs)
+            ck = self.compile_typed(typed, specs, target, arrays)
+            ck.shape_note = (f"shapes: compiled for this shape ({g})" if g is not None else
+                             "shapes: compiled for this shape (the first of its ranks and dtypes; another "
+                             "shape compiles code for all shapes)")
+            return ck
+        return self.compile_typed(typed, specs, target, arrays)
+
+    def _compile_generic(self, gspecs: list):
+        """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", HybridWarning)  # the shape's own compile gave them
+                typed = check_kernel(self.kdef, self.module, gspecs)
+                return self.compile_typed(typed, gspecs, "cpu")
+        except tir.NotGeneric as e:
+            return f"no shape-generic code: {e}"
+        except HybridError as e:
+            return f"no shape-generic code: {e.message}"
+        except Exception as e:  # a stage that cannot take run-time sizes: compile each shape
+            return f"no shape-generic code: {type(e).__name__} in a stage that needs constant sizes"
 
     def compile_typed(self, typed, specs: list, target: str, arrays=None) -> CompiledKernel:
         """The compiled kernel of a checked signature for ``target`` (``"cpu"``: through the disk

@@ -67,6 +67,13 @@ class NativeCode:
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
     schedule: object = None  # the schedule option the code was made with where tuning chose it
     unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
+    # a shape-generic kernel's run-time sizes (rt[4:], tir.size_symbols); what the runtime tests for
+    # each new shape: the size values for which an access leaves its tensor (isl set texts), and
+    # the statement instances (isl union set text) weighed against min_parallel_work (0: no threads)
+    sizes: tuple = ()
+    conditions: tuple = ()
+    work_domain: str = ""
+    min_parallel_work: int = 0
 
 
 def schedule_options(options: dict, target) -> tuple:
@@ -192,7 +199,20 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
     return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), tuple(abi.buffer_order(nest.kernel)),
-                      generated.ir), loaded
+                      generated.ir, sizes=tuple(tir.size_symbols(nest.kernel))), loaded
+
+
+def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
+    """A shape-generic kernel's ``NativeCode`` fields the runtime reads for each new shape: the
+    conditions of its bounds proofs and what decides whether its parallel loops get threads."""
+    poly = middle.poly
+    if not poly.params:
+        return {}
+    parallel = any(s.parallel for s in loops.loops(middle.nest.body))
+    loop_opts = schedule_options(options, target)[1]
+    return {"conditions": tuple(str(c) for c, _ in poly.shape_conditions),
+            "work_domain": str(poly.union("domain")) if parallel else "",
+            "min_parallel_work": loop_opts.min_parallel_work if parallel else 0}
 
 
 def emit_warnings(found, stacklevel: int) -> None:

@@ -98,7 +98,7 @@ def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> loops.Loop
     """Loop IR for ``p`` under ``schedule`` (an isl schedule tree; None: the original program order)."""
     if not p.statements:
         return loops.LoopNest.of(p, ())
-    build = isl.AstBuild.from_context(isl.Set("{ : }"))
+    build = isl.AstBuild.from_context(p.context())
     if schedule is None:
         node = build.node_from_schedule_map(p.union("schedule").intersect_domain(p.union("domain")))
     else:

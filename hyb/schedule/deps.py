@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from ..dsl import tir
-from .extract import PolyProgram, Statement, one_cell
+from .extract import PolyProgram, Statement, one_cell, tensor_box
 
 
 @dataclass
@@ -261,9 +261,7 @@ def written_before_read(p: PolyProgram, d: Dependences) -> frozenset:
     for t in p.kernel.tensors.values():
         if t.kind not in ("output", "temp") or t.name in p.kernel.inputs:
             continue
-        dims = [f"i{k}" for k in range(len(t.shape))]
-        box = isl.UnionSet.from_set(isl.Set(
-            f"{{ {t.name}[{', '.join(dims)}] : {' and '.join(f'0 <= {v} < {n}' for v, n in zip(dims, t.shape)) or 'true'} }}"))
+        box = isl.UnionSet.from_set(tensor_box(p.kernel, t.name, p.params))
         if box.intersect(unwritten_reads).is_empty() and box.is_subset(written):
             found.add(t.name)
     return frozenset(found)

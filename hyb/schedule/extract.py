@@ -15,6 +15,12 @@ Every affine access is checked here against its tensor's shape: an access that c
 the tensor for some iteration is a compile-time error naming such an iteration.  Accesses
 that cannot be checked here (not affine, inside an opaque statement, or under a condition
 that is not affine) are listed in ``PolyProgram.runtime_checked`` and checked when they run.
+
+In a shape-generic kernel the sizes of the inputs are isl parameters (``hs_<input>_<axis>``,
+:func:`hyb.dsl.tir.size_symbols`), every set holds for all their values, and an access that
+leaves its tensor only for some of them is not an error here: the parameter values for which it
+does are kept in ``PolyProgram.shape_conditions``, which the runtime tests for each new shape
+before the code runs.
 """
 from __future__ import annotations
 
@@ -67,6 +73,14 @@ class PolyProgram:
     depth: int  # the deepest loop nest
     runtime_checked: set = field(default_factory=set)  # id() of Load/Store nodes to bounds-check at run time
     loops: dict = field(default_factory=dict)  # loop variable -> tir.Loop, for the affine loops
+    # a shape-generic kernel's run-time sizes (isl parameters), and the parameter values for which an
+    # access leaves its tensor (isl sets, each with the span of the access)
+    params: tuple = ()
+    shape_conditions: tuple = ()
+
+    def context(self) -> isl.Set:
+        """What is known of the parameters: every size is at least 0."""
+        return params_set(self.params, " and ".join(f"{p} >= 0" for p in self.params))
 
     @property
     def by_name(self) -> dict:
@@ -112,6 +126,27 @@ def one_cell(k: tir.TypedKernel, m: isl.Map) -> isl.Map:
     return m
 
 
+def with_params(params, text: str) -> str:
+    """isl text ``text`` (a set or a map) declaring the run-time sizes ``params`` it may name."""
+    return f"[{', '.join(params)}] -> {text}" if params else text
+
+
+def params_set(params, cond: str = "") -> isl.Set:
+    return isl.Set(with_params(params, f"{{ : {cond} }}" if cond else "{ : }"))
+
+
+def tensor_box(k: tir.TypedKernel, tensor: str, params=None, dims=None) -> isl.Set:
+    """The elements of ``tensor``: ``0 <= e_k < shape[k]`` (a run-time size as its parameter)."""
+    t = k.tensors[tensor]
+    params = tir.size_symbols(k) if params is None else params
+    dims = dims or [f"e{j}" for j in range(t.ndim)]
+    try:
+        conds = [f"0 <= {v} < {affine(tir.dim(n))}" for v, n in zip(dims, t.shape)]
+    except _NotAffine:
+        raise tir.NotGeneric(f"the shape of `{t.source_name}` is not affine in the sizes") from None
+    return isl.Set(with_params(params, "{ %s[%s] : %s }" % (tensor, ", ".join(dims), " and ".join(conds) or "1 = 1")))
+
+
 def iname(var: str) -> str:
     """The isl name of a loop variable (prefixed so that it never clashes with isl keywords)."""
     return "h_" + var
@@ -146,6 +181,8 @@ def affine(e: tir.TExpr) -> str:
         return f"({e.value})"
     if isinstance(e, tir.Var):
         return iname(e.name)
+    if isinstance(e, tir.Size):
+        return e.name
     if isinstance(e, tir.Cast) and types.is_int(e.dtype) and types.is_int(e.a.dtype):
         if _wide(e.dtype) or _holds(e.dtype, e.a):
             return affine(e.a)
@@ -235,13 +272,19 @@ class _Extractor:
         self.depth = 0
         self.checked: set = set()
         self.loops: dict = {}
+        self.params = tuple(tir.size_symbols(k))
+        self.shape_conditions: list = []
+
+    def isl_text(self, text: str) -> str:
+        return with_params(self.params, text)
 
     def run(self) -> PolyProgram:
         self.block(self.k.body, _Ctx([], [], [], [0], []))
         D = self.depth
         for s in self.statements:
             s.schedule = self._schedule(s, D)
-        return PolyProgram(self.k, self.statements, D, self.checked, self.loops)
+        return PolyProgram(self.k, self.statements, D, self.checked, self.loops, self.params,
+                           tuple(self.shape_conditions))
 
     def _schedule(self, s: Statement, D: int) -> isl.Map:
         pos, signs = s.schedule  # stashed (positions, signs) until the depth is known
@@ -255,7 +298,7 @@ class _Extractor:
                 else:
                     out.append("0")
         dom = ", ".join(iname(v) for v in s.iters)
-        return isl.Map(f"{{ {s.name}[{dom}] -> [{', '.join(out)}] }}").intersect_domain(s.domain)
+        return isl.Map(self.isl_text(f"{{ {s.name}[{dom}] -> [{', '.join(out)}] }}")).intersect_domain(s.domain)
 
     def block(self, body: list, ctx: _Ctx):
         for st in body:
@@ -314,10 +357,10 @@ class _Extractor:
 
     def _domain(self, name, ctx: _Ctx) -> isl.Set:
         sp = self.space(name, ctx.iters)
-        conds = " and ".join(f"({c})" for c in ctx.conds)
+        conds = " and ".join([f"({c})" for c in ctx.conds] + [f"{p} >= 0" for p in self.params])
         # Equalities hidden in strides (`(i - 1) mod 3 = 0` with 0 <= i <= 1) made explicit:
         # isl's dataflow analysis fails on some such sets.
-        return isl.Set(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}").detect_equalities().coalesce()
+        return isl.Set(self.isl_text(f"{{ {sp} : {conds} }}" if conds else f"{{ {sp} }}")).detect_equalities().coalesce()
 
     def statement(self, st, ctx: _Ctx):
         """A store, or an assertion (a statement that only reads)."""
@@ -425,14 +468,13 @@ class _Extractor:
             self.reads(name, iters, domain, sub, out, guarded)
 
     def _cond_set(self, name, iters, cond, negate) -> isl.Set:
-        return isl.Set(f"{{ {self.space(name, iters)} : {affine_cond(cond, negate)} }}")
+        return isl.Set(self.isl_text(f"{{ {self.space(name, iters)} : {affine_cond(cond, negate)} }}"))
 
     def box(self, tensor: str) -> isl.Set:
         t = self.k.tensors[tensor]
         if t.kind == "scalar":
             return isl.Set("{ %s[%s] }" % (tensor, ", ".join(f"e{k}" for k in range(len(t.private_to)))))
-        return isl.Set("{ %s[%s] : %s }" % (tensor, ", ".join(f"e{k}" for k in range(t.ndim)),
-                                           " and ".join(f"0 <= e{k} < {n}" for k, n in enumerate(t.shape)) or "1 = 1"))
+        return tensor_box(self.k, tensor, self.params)
 
     def whole(self, name, iters, domain: isl.Set, tensor: str, span) -> Access:
         """An access that may touch any element of ``tensor``."""
@@ -447,18 +489,22 @@ class _Extractor:
         if t.kind == "scalar":
             # A private scalar is modelled as expanded along the loops it is private to.
             idx = ", ".join(iname(v) for v in t.private_to)
-            return Access(tensor, isl.Map(f"{{ {sp} -> {tensor}[{idx}] }}").intersect_domain(domain), True, span)
+            return Access(tensor, isl.Map(self.isl_text(f"{{ {sp} -> {tensor}[{idx}] }}")).intersect_domain(domain),
+                          True, span)
         try:
             idx = [affine(i) for i in indices]
         except _NotAffine:
             self.checked.add(id(node))
             return self.whole(name, iters, domain, tensor, span)
-        rel = isl.Map(f"{{ {sp} -> {tensor}[{', '.join(idx)}] }}").intersect_domain(domain)
+        rel = isl.Map(self.isl_text(f"{{ {sp} -> {tensor}[{', '.join(idx)}] }}")).intersect_domain(domain)
         rel = rel.detect_equalities().coalesce()
         outside = rel.subtract_range(self.box(tensor))
         if not outside.is_empty() and guarded:
             # A condition that is not affine may keep these iterations from running: check then.
             self.checked.add(id(node))
+        elif not outside.is_empty() and self.params:
+            # out of bounds for some sizes only: the runtime tests each new shape against these
+            self.shape_conditions.append((outside.params(), span))
         elif not outside.is_empty():
             point = outside.domain().sample_point()
             vals = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(iters))]

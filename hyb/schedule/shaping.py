@@ -261,7 +261,8 @@ def _single_iterator(upa: isl.UnionPwAff, space, ndim: int):
 
 def _member_space(set_space: isl.Space) -> isl.Space:
     """The space of a one-dimensional function on a statement's domain."""
-    return isl.Space.map_from_domain_and_range(set_space, isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 1))
+    # (with the domain's parameters: a shape-generic kernel's sizes)
+    return isl.Space.map_from_domain_and_range(set_space, set_space.params().add_dims(isl.dim_type.set, 1))
 
 
 def padded(smap: isl.UnionMap) -> isl.UnionMap:

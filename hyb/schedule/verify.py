@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import islpy as isl
 
+from ..dsl.tir import size_symbols
 from . import loops
+from .extract import with_params
 
 _CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
 
@@ -88,11 +90,12 @@ def _pieces(nest: loops.LoopNest):
     return pieces, parallel
 
 
-def _instance_map(counters, conds, stmt, args, vec) -> isl.UnionMap:
-    """stmt instance -> the vector ``vec`` (texts over the loop counters), where ``conds`` hold."""
+def _instance_map(counters, conds, stmt, args, vec, params=()) -> isl.UnionMap:
+    """stmt instance -> the vector ``vec`` (texts over the loop counters and the run-time sizes
+    ``params``), where ``conds`` hold."""
     where = " and ".join(f"({c})" for c in conds) or "true"
-    m = isl.Map(f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}")
-    call = isl.Map(f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}")
+    m = isl.Map(with_params(params, f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}"))
+    call = isl.Map(with_params(params, f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}"))
     return isl.UnionMap.from_map(call.reverse().apply_range(m))
 
 
@@ -109,7 +112,7 @@ def executed_order(nest: loops.LoopNest):
     out = None
     for time, counters, conds, stmt, args, _ in pieces:
         # Counters keep their own names; positions and padding are fixed values.
-        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)))
+        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)), size_symbols(nest.kernel))
         out = u if out is None else out.union(u)
     return out, parallel
 
@@ -129,7 +132,7 @@ def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
     runs: dict = {}  # loop -> instance -> the time prefix naming its run of the loop
     for time, counters, conds, stmt, args, around in pieces:
         for loop, k in around:
-            u = _instance_map(counters, conds, stmt, args, time[:k])
+            u = _instance_map(counters, conds, stmt, args, time[:k], size_symbols(nest.kernel))
             runs[id(loop)] = (loop, u if id(loop) not in runs else runs[id(loop)][1].union(u))
     unmarked = []
     for loop, run in runs.values():

@@ -1,0 +1,181 @@
+"""Shape-generic kernels: one compiled function for every shape of a rank and dtype signature.
+
+The checker gives a shape-generic signature's input sizes as :class:`~hyb.dsl.tir.Size` nodes
+(``ArgSpec`` sizes ``None``), the middle end keeps them as isl parameters, and the LLVM back end
+reads them from the runtime block (``rt[4:]``).  What a compile for one shape decides with the
+sizes in hand is done here for each new shape, before the native code first runs on it
+(:func:`bind`):
+
+* the checker's errors and compile-time assertions, by checking the kernel for that shape;
+* the bounds proofs: an access that leaves its tensor for some sizes
+  (``PolyProgram.shape_conditions``) raises, for a shape among those, the error a compile for
+  that shape raises, with the same text and place;
+* the shapes of the outputs and temporaries, evaluated from their size expressions;
+* whether the kernel's parallel loops are worth threads (its work against ``min_parallel_work``).
+
+The result, a :class:`Binding`, holds those per-shape values; the native code is shared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..dsl import tir
+from ..dsl.check import ArgSpec
+from ..errors import HybridInternalError
+from ..schedule import extract
+from ..schedule.parallel import extent
+
+# the kernel option `shapes=`: when a kernel is compiled for run-time sizes
+SHAPE_MODES = ("auto", "generic", "specialise")
+
+
+def generic_specs(specs: list) -> list:
+    """The shape-generic signature of concrete ArgSpecs: every size of an array unknown."""
+    return [s if s.scalar else ArgSpec((None,) * len(s.shape), s.dtype) for s in specs]
+
+
+def evaluate(e, sizes: dict) -> int:
+    """The value of a size expression (:func:`hyb.dsl.check.is_size_expression`) for ``sizes``
+    (parameter name -> value), with NumPy's integer semantics."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, tir.Size):
+        return sizes[e.name]
+    if isinstance(e, tir.Const):
+        return int(e.value)
+    if isinstance(e, tir.Cast):
+        return evaluate(e.a, sizes)
+    if isinstance(e, tir.Unary) and e.op == "neg":
+        return -evaluate(e.a, sizes)
+    if isinstance(e, tir.Bin):
+        a, b = evaluate(e.a, sizes), evaluate(e.b, sizes)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if e.op == "//":
+            return a // b if b else 0
+        if e.op == "%":
+            return a % b if b else 0
+    if isinstance(e, tir.Intrinsic):
+        vals = [evaluate(a, sizes) for a in e.args]
+        if e.name == "max":
+            return max(vals)
+        if e.name == "min":
+            return min(vals)
+        if e.name == "ceil_div":
+            return -(-vals[0] // vals[1]) if vals[1] else 0
+    raise HybridInternalError(f"size expression {type(e).__name__}", "runtime")
+
+
+def sizes_of(typed: tir.TypedKernel, arrays: list) -> dict:
+    """Each run-time size of a shape-generic kernel, read off the call's arrays."""
+    out = {}
+    for pos, name in enumerate(typed.inputs):
+        for axis, d in enumerate(typed.tensors[name].shape):
+            if isinstance(d, tir.Size):
+                out[d.name] = int(arrays[pos].shape[axis])
+    return out
+
+
+def _at(params: tuple, sizes: dict) -> isl.Set:
+    return extract.params_set(params, " and ".join(f"{p} = {sizes[p]}" for p in params))
+
+
+def _fixed(u: isl.UnionSet, params: tuple, sizes: dict) -> isl.UnionSet:
+    """``u`` at these sizes, with the parameters gone (so that its extents are constants)."""
+    out = []
+    u.intersect_params(_at(params, sizes)).foreach_set(
+        lambda s: out.append(s.project_out(isl.dim_type.param, 0, s.dim(isl.dim_type.param))))
+    result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    for s in out:
+        result = result.union(isl.UnionSet.from_set(s))
+    return result
+
+
+def _instances(u: isl.UnionSet) -> int:
+    """An upper bound on the points of ``u`` (the bounding box of each of its sets)."""
+    sets = []
+    u.foreach_set(sets.append)
+    total = 0
+    for s in sets:
+        box = 1
+        for i in range(s.dim(isl.dim_type.set)):
+            n = extent(s, i)
+            if n is None:
+                return 1 << 62
+            box *= n
+        total += box
+    return total
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A shape-generic kernel's values for one shape: its sizes (in the order the code reads them),
+    the shapes of the buffers the runtime makes, the threads to run on, and the check sites with
+    their tensors' shapes at these sizes."""
+
+    sizes: tuple
+    made_shapes: tuple
+    threads: int
+    sites: tuple
+
+
+def bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
+    """The Binding of shape-generic compiled kernel ``ck`` for the call ``arrays``, whose kernel the
+    checker passed for their shapes (``concrete``); raises the errors a compile for these shapes would."""
+    typed, code = ck.typed, ck.code
+    sizes = sizes_of(typed, arrays)
+    params = tuple(code.sizes)
+    if code.conditions:
+        point = _at(params, sizes)
+        for text in code.conditions:
+            if not isl.Set(text).intersect(point).is_empty():
+                extract.extract(concrete)  # raises the error of a compile for these shapes
+                raise HybridInternalError("a bounds condition of the shape-generic code holds, but the bounds "
+                                          "proof for this shape passes", "runtime")
+    made = tuple(tuple(evaluate(d, sizes) for d in shape) for shape, _, _ in ck._made)
+    threads = ck.threads
+    if threads > 1 and code.min_parallel_work and code.work_domain:
+        if _instances(_fixed(isl.UnionSet(code.work_domain), params, sizes)) < code.min_parallel_work:
+            threads = 1
+    sites = tuple(s.at_sizes(sizes) if hasattr(s, "at_sizes") else s for s in code.sites)
+    return Binding(tuple(sizes[p] for p in params), made, threads, sites)
+
+
+class BoundKernel:
+    """A shape-generic CompiledKernel with the Binding of one shape: what a Kernel keeps for that
+    shape.  It runs the shared code with the shape's sizes and reads everything else (``inspect``,
+    the records) from the generic kernel."""
+
+    def __init__(self, ck, binding: Binding, specs: list):
+        self.ck = ck
+        self.binding = binding
+        self.specs = list(specs)
+
+    def run(self, arrays: list):
+        return self.ck.run(arrays, self.binding)
+
+    def call_plan(self):
+        return self.ck.call_plan(self.binding)
+
+    def __call__(self, *args):
+        return self.ck.call_checked(args, self.specs, self.binding)
+
+    def inspect(self, stage: str = "loops") -> str:
+        text = self.ck.inspect(stage)
+        if stage == "schedule":
+            sizes = ", ".join(f"{p} = {v}" for p, v in zip(self.ck.code.sizes, self.binding.sizes))
+            text = (f"shapes: shape-generic code (one compile for every shape of its ranks and dtypes), "
+                    f"run here with {sizes}\n" + text)
+        return text
+
+    def __getattr__(self, name):
+        return getattr(self.ck, name)
+
+    def __repr__(self):
+        return f"<CompiledKernel {self.ck.name}({', '.join(str(s) for s in self.specs)}), shape-generic code>"
