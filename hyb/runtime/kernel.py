@@ -23,7 +23,7 @@ from ..dsl import types
 from ..dsl.check import NeedsValue, arg_specs, check_kernel
 from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
-from . import cache
+from . import cache, fastcall
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs
 
@@ -73,6 +73,7 @@ class Kernel:
         self.options = _validate_options(options)
         self._cache: dict = {}
         self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
+        self._plans: dict = {}  # the same keys -> the dispatcher's entry (fastcall.entry of its call_plan())
         self._lock = threading.Lock()
         self._grads: dict = {}
         # shape-generic compiles by generic signature (a CompiledKernel, or why there is none), and
@@ -221,19 +222,20 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = self.bind(args, kwargs)
-        if self.target == "cuda":
+        if (self.options["target"] or _default_target[0]) == "cuda":  # self.target, read without a property
             from . import cuda
             return cuda.call(self, args)
-        key = _fast_key(args, self._value_params)
-        ck = self._fast.get(key) if key is not None else None
-        if ck is None:
-            arrays = prepare_arrays(self, args)
-            ck = self._compiled(arrays)
-            key = _fast_key(args, self._value_params)  # the compile may have specialised a scalar
-            if key is not None:
-                self._fast[key] = ck
-            return ck.run(arrays)
-        return ck.run(args)
+        out = fastcall.call(self._plans, self._value_params, args)  # a signature met before
+        if out is not fastcall.MISS:
+            return out
+        arrays = prepare_arrays(self, args)
+        ck = self._compiled(arrays)
+        key = _fast_key(args, self._value_params)  # the compile may have specialised a scalar
+        if key is not None:
+            self._fast[key] = ck
+            plan = getattr(ck, "call_plan", None)
+            self._plans[key] = fastcall.entry(plan()) if plan is not None else ck
+        return ck.run(arrays)
 
     def emulate(self, *args, **kwargs):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
@@ -413,19 +415,7 @@ def bind_arguments(name: str, params: list, args: tuple, kwargs: dict) -> tuple:
     return tuple(bound[p] for p in params)
 
 
-def _fast_key(args, values_of=frozenset()):
-    """A cheap signature key for arguments that need no conversion (arrays and plain scalars); the
-    scalars at the positions ``values_of`` count with their value."""
-    key = []
-    for k, a in enumerate(args):
-        t = type(a)
-        if t is np.ndarray:
-            key.append((a.shape, a.dtype))
-        elif t in (int, float, bool) or isinstance(a, np.generic):
-            key.append((t, a) if k in values_of else t)
-        else:
-            return None
-    return tuple(key)
+_fast_key = fastcall.fast_key
 
 
 class HybModule:
