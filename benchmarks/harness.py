@@ -62,7 +62,8 @@ def parse_args(argv):
     ap.add_argument("--size", choices=SIZES, default="medium", help="PolyBench dataset size (default: medium)")
     ap.add_argument("--kernels", default=None,
                     help="comma-separated kernel names, or the groups `polybench`, `ml`, `dense` (dgemm 1024³, "
-                         "sgemm 1000×1100×900), `rows` (the elementwise and row kernels of `ml`); "
+                         "sgemm 1000×1100×900), `rows` (the elementwise and row kernels of `ml`), `calls` (the "
+                         "warm-call overhead of a small add: benchmarks/call_overhead.py); "
                          f"`{GEMM_NAME}` is the float32 gemm of the targets (default: all of them)")
     ap.add_argument("--repeat", type=int, default=10, help="timing rounds per kernel (default: 10)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
@@ -127,11 +128,13 @@ def select(spec: str | None):
             chosen += [b for b in benches.values() if b.group == name]
         elif name == "rows":
             chosen += [b for b in benches.values() if b.hyb_modes]
+        elif name == "calls":
+            continue  # not a kernel of the suite: main() runs benchmarks.call_overhead for it
         elif name in benches:
             chosen.append(benches[name])
         else:
             raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, "
-                             "polybench, ml, dense, rows")
+                             "polybench, ml, dense, rows, calls")
     seen = set()
     return [b for b in chosen if not (b.name in seen or seen.add(b.name))], gemm
 
@@ -546,6 +549,14 @@ def main(argv=None) -> int:
             log("note: numba is not installed; the Numba versions are skipped (pip install numba, or .[bench])")
     if opts.child_json:
         return child_main(opts)
+    names = [n.strip() for n in (opts.kernels or "").split(",") if n.strip()]
+    if "calls" in names:
+        from . import call_overhead
+        call_overhead.main(["--out", str(opts.out)])
+        names.remove("calls")
+        if not names:
+            return 0
+        opts.kernels = ",".join(names)
     benches, gemm_wanted = select(opts.kernels)
     if opts.grad and not any(b.name in gradbench.GRAD_KERNELS for b in benches):
         log(f"note: --grad times the gradients of {', '.join(gradbench.GRAD_KERNELS)}; none of them is selected")

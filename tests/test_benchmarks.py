@@ -247,3 +247,16 @@ def test_the_blas_kernel_is_recorded(run):
     else:
         assert " kernel, threads: " in blas, blas
     assert f"BLAS: {blas}" in (out / "results.md").read_text()
+
+
+def test_the_call_overhead_row(tmp_path, capsys):
+    from benchmarks import call_overhead
+
+    assert harness.select("calls") == ([], False)  # not a kernel of the suite: main() runs the module
+    assert call_overhead.main(["--repeat", "3", "--sizes", "4,100", "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "calls.json").read_text())
+    assert doc["sizes"] == [4, 100]
+    expected = {"hyb", "hyb-python", "numpy"} | ({"numba"} if HAS_NUMBA else set())
+    assert set(doc["times"]) == expected and all(t > 0 for ts in doc["times"].values() for t in ts)
+    md = (tmp_path / "calls.md").read_text()
+    assert "| 4 |" in md and "| 100 |" in md and md in capsys.readouterr().out

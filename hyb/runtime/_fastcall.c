@@ -30,108 +30,54 @@ static PyObject *MISS;             /* what `call` returns when the table has no 
 static PyObject *str_shape, *str_dtype, *str_run;
 
 /* The native function, called with its n buffer pointers and the runtime block. */
+/* T<n>: n `void *` parameter types; P<n>(k): the n arguments p[k], ..., p[k + n - 1]. */
 #define T1 void *
 #define T2 T1, void *
 #define T3 T2, void *
 #define T4 T3, void *
-#define T5 T4, void *
-#define T6 T5, void *
-#define T7 T6, void *
-#define T8 T7, void *
-#define T9 T8, void *
-#define T10 T9, void *
-#define T11 T10, void *
-#define T12 T11, void *
-#define T13 T12, void *
-#define T14 T13, void *
-#define T15 T14, void *
-#define T16 T15, void *
-#define T17 T16, void *
-#define T18 T17, void *
-#define T19 T18, void *
-#define T20 T19, void *
-#define T21 T20, void *
-#define T22 T21, void *
-#define T23 T22, void *
-#define T24 T23, void *
-#define T25 T24, void *
-#define T26 T25, void *
-#define T27 T26, void *
-#define T28 T27, void *
-#define T29 T28, void *
-#define T30 T29, void *
-#define T31 T30, void *
-#define T32 T31, void *
-#define P1 p[0]
-#define P2 P1, p[1]
-#define P3 P2, p[2]
-#define P4 P3, p[3]
-#define P5 P4, p[4]
-#define P6 P5, p[5]
-#define P7 P6, p[6]
-#define P8 P7, p[7]
-#define P9 P8, p[8]
-#define P10 P9, p[9]
-#define P11 P10, p[10]
-#define P12 P11, p[11]
-#define P13 P12, p[12]
-#define P14 P13, p[13]
-#define P15 P14, p[14]
-#define P16 P15, p[15]
-#define P17 P16, p[16]
-#define P18 P17, p[17]
-#define P19 P18, p[18]
-#define P20 P19, p[19]
-#define P21 P20, p[20]
-#define P22 P21, p[21]
-#define P23 P22, p[22]
-#define P24 P23, p[23]
-#define P25 P24, p[24]
-#define P26 P25, p[25]
-#define P27 P26, p[26]
-#define P28 P27, p[27]
-#define P29 P28, p[28]
-#define P30 P29, p[29]
-#define P31 P30, p[30]
-#define P32 P31, p[31]
+#define T8 T4, T4
+#define T16 T8, T8
+#define P4(k) p[k], p[k + 1], p[k + 2], p[k + 3]
+#define P8(k) P4(k), P4(k + 4)
+#define P16(k) P8(k), P8(k + 8)
 
-static int32_t invoke(void *f, Py_ssize_t n, void **p, int64_t *b)
+static int32_t invoke(uintptr_t f, Py_ssize_t n, void **p, int64_t *b)
 {
     switch (n) {
     case 0: return ((int32_t (*)(int64_t *))f)(b);
-    case 1: return ((int32_t (*)(T1, int64_t *))f)(P1, b);
-    case 2: return ((int32_t (*)(T2, int64_t *))f)(P2, b);
-    case 3: return ((int32_t (*)(T3, int64_t *))f)(P3, b);
-    case 4: return ((int32_t (*)(T4, int64_t *))f)(P4, b);
-    case 5: return ((int32_t (*)(T5, int64_t *))f)(P5, b);
-    case 6: return ((int32_t (*)(T6, int64_t *))f)(P6, b);
-    case 7: return ((int32_t (*)(T7, int64_t *))f)(P7, b);
-    case 8: return ((int32_t (*)(T8, int64_t *))f)(P8, b);
-    case 9: return ((int32_t (*)(T9, int64_t *))f)(P9, b);
-    case 10: return ((int32_t (*)(T10, int64_t *))f)(P10, b);
-    case 11: return ((int32_t (*)(T11, int64_t *))f)(P11, b);
-    case 12: return ((int32_t (*)(T12, int64_t *))f)(P12, b);
-    case 13: return ((int32_t (*)(T13, int64_t *))f)(P13, b);
-    case 14: return ((int32_t (*)(T14, int64_t *))f)(P14, b);
-    case 15: return ((int32_t (*)(T15, int64_t *))f)(P15, b);
-    case 16: return ((int32_t (*)(T16, int64_t *))f)(P16, b);
-    case 17: return ((int32_t (*)(T17, int64_t *))f)(P17, b);
-    case 18: return ((int32_t (*)(T18, int64_t *))f)(P18, b);
-    case 19: return ((int32_t (*)(T19, int64_t *))f)(P19, b);
-    case 20: return ((int32_t (*)(T20, int64_t *))f)(P20, b);
-    case 21: return ((int32_t (*)(T21, int64_t *))f)(P21, b);
-    case 22: return ((int32_t (*)(T22, int64_t *))f)(P22, b);
-    case 23: return ((int32_t (*)(T23, int64_t *))f)(P23, b);
-    case 24: return ((int32_t (*)(T24, int64_t *))f)(P24, b);
-    case 25: return ((int32_t (*)(T25, int64_t *))f)(P25, b);
-    case 26: return ((int32_t (*)(T26, int64_t *))f)(P26, b);
-    case 27: return ((int32_t (*)(T27, int64_t *))f)(P27, b);
-    case 28: return ((int32_t (*)(T28, int64_t *))f)(P28, b);
-    case 29: return ((int32_t (*)(T29, int64_t *))f)(P29, b);
-    case 30: return ((int32_t (*)(T30, int64_t *))f)(P30, b);
-    case 31: return ((int32_t (*)(T31, int64_t *))f)(P31, b);
-    case 32: return ((int32_t (*)(T32, int64_t *))f)(P32, b);
-    default: return -1;  /* not reached: such plans take the Python path */
+    case 1: return ((int32_t (*)(T1, int64_t *))f)(p[0], b);
+    case 2: return ((int32_t (*)(T2, int64_t *))f)(p[0], p[1], b);
+    case 3: return ((int32_t (*)(T3, int64_t *))f)(p[0], p[1], p[2], b);
+    case 4: return ((int32_t (*)(T4, int64_t *))f)(P4(0), b);
+    case 5: return ((int32_t (*)(T4, T1, int64_t *))f)(P4(0), p[4], b);
+    case 6: return ((int32_t (*)(T4, T2, int64_t *))f)(P4(0), p[4], p[5], b);
+    case 7: return ((int32_t (*)(T4, T3, int64_t *))f)(P4(0), p[4], p[5], p[6], b);
+    case 8: return ((int32_t (*)(T8, int64_t *))f)(P8(0), b);
+    case 9: return ((int32_t (*)(T8, T1, int64_t *))f)(P8(0), p[8], b);
+    case 10: return ((int32_t (*)(T8, T2, int64_t *))f)(P8(0), p[8], p[9], b);
+    case 11: return ((int32_t (*)(T8, T3, int64_t *))f)(P8(0), p[8], p[9], p[10], b);
+    case 12: return ((int32_t (*)(T8, T4, int64_t *))f)(P8(0), P4(8), b);
+    case 13: return ((int32_t (*)(T8, T4, T1, int64_t *))f)(P8(0), P4(8), p[12], b);
+    case 14: return ((int32_t (*)(T8, T4, T2, int64_t *))f)(P8(0), P4(8), p[12], p[13], b);
+    case 15: return ((int32_t (*)(T8, T4, T3, int64_t *))f)(P8(0), P4(8), p[12], p[13], p[14], b);
+    case 16: return ((int32_t (*)(T16, int64_t *))f)(P16(0), b);
+    case 17: return ((int32_t (*)(T16, T1, int64_t *))f)(P16(0), p[16], b);
+    case 18: return ((int32_t (*)(T16, T2, int64_t *))f)(P16(0), p[16], p[17], b);
+    case 19: return ((int32_t (*)(T16, T3, int64_t *))f)(P16(0), p[16], p[17], p[18], b);
+    case 20: return ((int32_t (*)(T16, T4, int64_t *))f)(P16(0), P4(16), b);
+    case 21: return ((int32_t (*)(T16, T4, T1, int64_t *))f)(P16(0), P4(16), p[20], b);
+    case 22: return ((int32_t (*)(T16, T4, T2, int64_t *))f)(P16(0), P4(16), p[20], p[21], b);
+    case 23: return ((int32_t (*)(T16, T4, T3, int64_t *))f)(P16(0), P4(16), p[20], p[21], p[22], b);
+    case 24: return ((int32_t (*)(T16, T8, int64_t *))f)(P16(0), P8(16), b);
+    case 25: return ((int32_t (*)(T16, T8, T1, int64_t *))f)(P16(0), P8(16), p[24], b);
+    case 26: return ((int32_t (*)(T16, T8, T2, int64_t *))f)(P16(0), P8(16), p[24], p[25], b);
+    case 27: return ((int32_t (*)(T16, T8, T3, int64_t *))f)(P16(0), P8(16), p[24], p[25], p[26], b);
+    case 28: return ((int32_t (*)(T16, T8, T4, int64_t *))f)(P16(0), P8(16), P4(24), b);
+    case 29: return ((int32_t (*)(T16, T8, T4, T1, int64_t *))f)(P16(0), P8(16), P4(24), p[28], b);
+    case 30: return ((int32_t (*)(T16, T8, T4, T2, int64_t *))f)(P16(0), P8(16), P4(24), p[28], p[29], b);
+    case 31: return ((int32_t (*)(T16, T8, T4, T3, int64_t *))f)(P16(0), P8(16), P4(24), p[28], p[29], p[30], b);
+    case 32: return ((int32_t (*)(T16, T16, int64_t *))f)(P16(0), P16(16), b);
+    default: return -1; /* not reached: such plans take the Python path */
     }
 }
 
@@ -155,7 +101,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    void *address;
+    uintptr_t address; /* of the native function */
     int python_only;
     Py_ssize_t n_in, n_made, n_block, n_out;
     Slot *in;
@@ -316,9 +262,9 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail;
     if ((v = PyObject_GetAttrString(plan, "address")) == NULL)
         goto fail;
-    e->address = PyLong_AsVoidPtr(v);
+    e->address = (uintptr_t)PyLong_AsUnsignedLongLong(v);
     Py_CLEAR(v);
-    if (e->address == NULL && PyErr_Occurred())
+    if (e->address == (uintptr_t)-1 && PyErr_Occurred())
         goto fail;
     if ((v = PyObject_GetAttrString(plan, "python_only")) == NULL)
         goto fail;
@@ -367,7 +313,7 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
         e->out[i] = k;
     }
-    if (e->n_in + e->n_made > MAX_BUFFERS || e->n_block < 4 || e->n_out < 1 || e->address == NULL)
+    if (e->n_in + e->n_made > MAX_BUFFERS || e->n_block < 4 || e->n_out < 1 || e->address == 0)
         e->python_only = 1;
     Py_DECREF(inputs);
     Py_DECREF(made);
@@ -639,7 +585,7 @@ static PyObject *run_entry(Entry *e, PyObject *args, PyObject *key)
 
     int32_t code;
     Py_ssize_t n_buffers = n_in + n_made;
-    void *address = e->address;
+    uintptr_t address = e->address;
     Py_BEGIN_ALLOW_THREADS
     code = invoke(address, n_buffers, ptr, block);
     Py_END_ALLOW_THREADS

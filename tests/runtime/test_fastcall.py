@@ -75,7 +75,8 @@ def flag(x, on):
     return y
 '''
 
-pytestmark = pytest.mark.skipif(fastcall.native is None, reason="hyb was installed without its C extension")
+# every test but the first needs the extension; the first fails without it
+needs_native = pytest.mark.skipif(fastcall.native is None, reason="hyb was installed without its C extension")
 
 DISPATCHERS = {"C": fastcall.native_call, "Python": fastcall.python_call}
 
@@ -143,6 +144,7 @@ def test_the_c_extension_is_built_and_used():
         assert fastcall.NATIVE and fastcall.call is fastcall.native_call and fastcall.entry is fastcall.native_entry
 
 
+@needs_native
 def test_hyb_fastcall_0_selects_the_python_dispatcher():
     code = ("from hyb.runtime import fastcall as f; "
             "print(f.NATIVE, f.call is f.python_call, f.entry is f.python_entry, f.MISS is f.native.MISS)")
@@ -151,6 +153,7 @@ def test_hyb_fastcall_0_selects_the_python_dispatcher():
     assert out.split() == ["False", "True", "True", "True"]
 
 
+@needs_native
 @pytest.mark.parametrize("values_of", [frozenset(), frozenset({1})])
 def test_the_c_key_is_the_python_key(values_of):
     a = np.ones((2, 3), np.float32)
@@ -177,6 +180,7 @@ def counting(kernel, args):
     return seen
 
 
+@needs_native
 @pytest.mark.parametrize("name, args, python", [
     ("add", lambda: (np.arange(5, dtype=np.float32), np.ones(5, np.float32)), False),
     ("axpy", lambda: (np.zeros(4), 2.0, np.arange(4.0)), False),
@@ -206,6 +210,7 @@ def test_the_c_dispatcher_hands_only_what_it_cannot_do_to_the_python_path(mod, n
     assert len(seen) == (3 if python else 0)
 
 
+@needs_native
 def test_an_input_overlapping_an_array_written_in_place_goes_to_the_python_path(mod, native_entries, monkeypatch):
     monkeypatch.setattr(fastcall, "call", fastcall.native_call)
     y = np.zeros(8)
@@ -219,6 +224,7 @@ def test_an_input_overlapping_an_array_written_in_place_goes_to_the_python_path(
 
 # ------------------------------------------------------------------ both dispatchers agree
 
+@needs_native
 def test_results_and_outputs(mod, native_entries, monkeypatch):
     c, _ = both(mod.add, lambda: (np.arange(4, dtype=np.float32), np.full(4, 0.5, np.float32)), monkeypatch)
     np.testing.assert_array_equal(c, np.arange(4) + 0.5)
@@ -227,6 +233,7 @@ def test_results_and_outputs(mod, native_entries, monkeypatch):
     np.testing.assert_array_equal(m, 2 * np.arange(4.0))
 
 
+@needs_native
 def test_in_place_writes(mod, native_entries, monkeypatch):
     y, (after, _) = both(mod.axpy, lambda: (np.ones(5), 2.0, np.arange(5.0)), monkeypatch)
     assert y is after  # the output is the argument written in place
@@ -236,6 +243,7 @@ def test_in_place_writes(mod, native_entries, monkeypatch):
     np.testing.assert_array_equal(b, 10)
 
 
+@needs_native
 def test_read_only_array_written_in_place(mod, native_entries, monkeypatch):
     def args():
         y = np.ones(3)
@@ -246,6 +254,7 @@ def test_read_only_array_written_in_place(mod, native_entries, monkeypatch):
     np.testing.assert_array_equal(y, 1)
 
 
+@needs_native
 def test_two_arrays_written_in_place_sharing_memory(mod, native_entries, monkeypatch):
     def args():
         x = np.zeros(4)
@@ -257,6 +266,7 @@ def test_two_arrays_written_in_place_sharing_memory(mod, native_entries, monkeyp
     assert isinstance(e, hyb.HybridArgumentError)
 
 
+@needs_native
 def test_an_input_overlapping_an_array_written_in_place(mod, native_entries, monkeypatch):
     def args():
         y = np.arange(6.0)
@@ -266,6 +276,7 @@ def test_an_input_overlapping_an_array_written_in_place(mod, native_entries, mon
     np.testing.assert_array_equal(x, [6.0, 8.0, 4.0, 5.0])  # (a view of y)
 
 
+@needs_native
 @pytest.mark.parametrize("make", [
     lambda: np.arange(10, dtype=np.float32)[::2],
     lambda: np.arange(5, dtype=np.float32).astype(">f4"),
@@ -277,6 +288,7 @@ def test_non_contiguous_byte_swapped_and_unaligned_inputs(mod, native_entries, m
     np.testing.assert_array_equal(c, make().astype(np.float32) + 1)
 
 
+@needs_native
 def test_non_contiguous_and_byte_swapped_arrays_written_in_place(mod, native_entries, monkeypatch):
     def strided():
         return np.zeros(10)[::2], 1.0, np.arange(5.0)
@@ -287,6 +299,7 @@ def test_non_contiguous_and_byte_swapped_arrays_written_in_place(mod, native_ent
     np.testing.assert_array_equal(y, 2 * np.arange(5.0))
 
 
+@needs_native
 @pytest.mark.parametrize("x, s", [
     (np.arange(3.0), 3), (np.arange(3.0), 2.5), (np.arange(3.0), np.float32(1.5)),
     (np.arange(3, dtype=np.uint8), np.uint8(250)), (np.arange(3, dtype=np.int64), np.int64(2 ** 40)),
@@ -299,18 +312,21 @@ def test_scalars(mod, native_entries, monkeypatch, x, s):
     assert not isinstance(c, Exception)
 
 
+@needs_native
 @pytest.mark.parametrize("s", [2 ** 63, 2 ** 70, -2 ** 63 - 1])
 def test_scalars_that_do_not_fit(mod, native_entries, monkeypatch, s):
     e, _ = both(mod.addk, lambda: (np.arange(3.0), s), monkeypatch)
     assert isinstance(e, hyb.HybridArgumentError) and "does not fit int64" in str(e)
 
 
+@needs_native
 def test_bool_scalars(mod, native_entries, monkeypatch):
     for on in (True, False, np.bool_(True), np.bool_(False)):
         c, _ = both(mod.flag, lambda: (np.arange(3.0), on), monkeypatch)
         np.testing.assert_array_equal(c, np.arange(3.0) * (1 if on else -1))
 
 
+@needs_native
 def test_value_specialised_scalars(mod, native_entries, monkeypatch):
     for n in (3, 5, 3, np.int32(4)):
         c, _ = both(mod.ramp, lambda: (n, 0.5), monkeypatch)
@@ -319,6 +335,7 @@ def test_value_specialised_scalars(mod, native_entries, monkeypatch):
     assert {k[0] for k in mod.ramp._plans} >= {(int, 3), (int, 5), (np.int32, np.int32(4))}
 
 
+@needs_native
 def test_zero_dim_and_size_zero_arrays(mod, native_entries, monkeypatch):
     (s, m), _ = both(mod.stats, lambda: (np.zeros(0, np.float32),), monkeypatch)
     assert s == 0 and m.shape == (0,)
@@ -330,6 +347,7 @@ def test_zero_dim_and_size_zero_arrays(mod, native_entries, monkeypatch):
     assert y.shape == (0,)
 
 
+@needs_native
 def test_a_kernel_that_prints(mod, native_entries, monkeypatch, capsys):
     for name, call in DISPATCHERS.items():
         monkeypatch.setattr(fastcall, "call", call)
@@ -340,6 +358,7 @@ def test_a_kernel_that_prints(mod, native_entries, monkeypatch, capsys):
         np.testing.assert_array_equal(c, [1.0, 2.0])
 
 
+@needs_native
 def test_a_failed_bounds_check(mod, native_entries, monkeypatch):
     c, _ = both(mod.pick, lambda: (np.arange(4.0), 3), monkeypatch)
     assert c[0] == 3.0
@@ -348,6 +367,7 @@ def test_a_failed_bounds_check(mod, native_entries, monkeypatch):
         assert isinstance(e, hyb.HybridIndexError) and "out of bounds for axis 0 of `a`" in str(e)
 
 
+@needs_native
 def test_a_foreign_argument_and_keyword_arguments(mod, native_entries, monkeypatch):
     c, _ = both(mod.add, lambda: ([1.0, 2.0], np.ones(2)), monkeypatch)
     np.testing.assert_array_equal(c, [2.0, 3.0])
@@ -357,6 +377,7 @@ def test_a_foreign_argument_and_keyword_arguments(mod, native_entries, monkeypat
     np.testing.assert_array_equal(mod.axpy(np.ones(2), x=np.ones(2), a=3.0), [4.0, 4.0])
 
 
+@needs_native
 def test_threads_calling_one_kernel_at_once(mod, native_entries, monkeypatch):
     monkeypatch.setattr(fastcall, "call", fastcall.native_call)
     k = hyb.compile_source(SRC, "fastcall-threads.hyb")
@@ -386,6 +407,7 @@ def test_threads_calling_one_kernel_at_once(mod, native_entries, monkeypatch):
 
 # ------------------------------------------------------------------ the plan
 
+@needs_native
 def test_call_plan():
     mod = hyb.compile_source(SRC, "fastcall-plan.hyb")  # first shapes: code for the shape itself
     ck = mod.add.compile(np.ones(3, np.float32), np.ones(3, np.float32))
@@ -403,6 +425,7 @@ def test_call_plan():
     assert entry.plan is plan and entry.run == plan.run and not entry.python_only
 
 
+@needs_native
 def test_an_entry_with_a_longer_block_passes_it_whole(mod):
     ck = mod.add.compile(np.ones(3), np.ones(3))
     plan = dataclasses.replace(ck.call_plan(), block=ck.call_plan().block + (7, 8, 9))
@@ -416,6 +439,7 @@ VALUES = [0, 1, -1, 127, 128, 255, 256, -129, 2 ** 31, 2 ** 32 + 1, 2 ** 53 + 1,
           -2 ** 63, -2 ** 63 - 1, 2 ** 70, True, False, 0.1, -1.5, 1e300, -1e-300, float("nan"), float("inf")]
 
 
+@needs_native
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
                                    "float32", "float64", "float16"])
 def test_scalar_conversion_to_every_parameter_dtype(mod, dtype):
@@ -436,3 +460,24 @@ def test_scalar_conversion_to_every_parameter_dtype(mod, dtype):
                 except Exception as e:  # noqa: BLE001 - the error is the outcome compared
                     got.append(e)
         same(*got)
+
+
+@needs_native
+@pytest.mark.parametrize("n", [1, 7, 22, 31, 32])
+def test_native_functions_of_many_buffers(native_entries, monkeypatch, n):
+    """n inputs and an output: the C dispatcher calls functions of up to MAX_BUFFERS buffers itself
+    and leaves longer ones to the Python path."""
+    names = [f"a{k}" for k in range(n)]
+    src = (f"def many({', '.join(names)}):\n    c = output_tensor(a0.shape, a0.dtype)\n"
+           f"    for i in range(a0.shape[0]):\n        c[i] = {' + '.join(f'{a}[i] * {k + 1}' for k, a in enumerate(names))}\n"
+           "    return c\n")
+    kernel = hyb.compile_source(src, f"many{n}.hyb").many
+    args = [np.full(3, k, np.int64) for k in range(n)]
+    want = np.full(3, sum(k * (k + 1) for k in range(n)), np.int64)
+    monkeypatch.setattr(fastcall, "call", fastcall.native_call)
+    np.testing.assert_array_equal(kernel(*args), want)  # compiles
+    entry = kernel._plans[fastcall.fast_key(args)]
+    assert entry.python_only == (n + 1 > fastcall.native.MAX_BUFFERS)
+    seen = counting(kernel, args)
+    np.testing.assert_array_equal(kernel(*args), want)
+    assert len(seen) == entry.python_only
