@@ -18,14 +18,14 @@ import numpy as np
 
 from .spec import Bench
 
-VARIANTS = ("hyb", "hyb-par", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
+VARIANTS = ("hyb", "hyb-generic", "hyb-par", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
 # hyb's code-generation modes, timed only for the elementwise and row kernels (Bench.hyb_modes), on
 # --hyb-threads threads like the hyb column: IEEE arithmetic (fastmath=False), and IEEE arithmetic
 # with schedule={"reassociate": True} (sums may be reassociated, so that reductions vectorise;
 # fast-math implies it, so the hyb column has it already when it runs with fast-math)
 MODE_VARIANTS = ("hyb-ieee", "hyb-reassoc")
-DEFAULT_VARIANTS = ("hyb", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
-LABELS = {"hyb": "hyb", "hyb-par": "hyb parallel", "numba": "Numba", "numba-par": "Numba parallel",
+DEFAULT_VARIANTS = ("hyb", "hyb-generic", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
+LABELS = {"hyb": "hyb", "hyb-generic": "hyb shape-generic", "hyb-par": "hyb parallel", "numba": "Numba", "numba-par": "Numba parallel",
           "numpy": "NumPy", "c": "C (gcc -O3)", "hyb-ieee": "hyb IEEE", "hyb-reassoc": "hyb IEEE+reassociate"}
 DEFAULT_CFLAGS = "-O3 -march=native -shared -fPIC -std=gnu11"
 
@@ -292,6 +292,9 @@ def build(variant: str, bench: Bench, dims: dict, pristine: dict, *, opts, cc: C
     if variant == "hyb":
         options = hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads)
         return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads, kernel=kernel)
+    if variant == "hyb-generic":  # the same kernel compiled once for every shape of its ranks
+        options = {**hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads), "shapes": "generic"}
+        return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads)
     if variant == "hyb-par":
         return hyb_parallel_runner(bench, dims, pristine, opts.fastmath, opts.schedule, opts.threads)
     if variant in MODE_VARIANTS:

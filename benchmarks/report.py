@@ -77,6 +77,10 @@ def summary(rows: list, group: str) -> dict:
         vals = [v for v in vals if v]
         out[p] = geomean(vals)
         out[p + "_n"] = len(vals)
+    # shape-generic code against the code compiled for the shape: t_hyb / t_generic (1: as fast)
+    generic = [speedup(r, "hyb", "hyb-generic") for r in ok]
+    out["generic"] = geomean(generic)
+    out["generic_n"] = len([v for v in generic if v])
     comp = [r["compile_s"] for r in ok if r.get("compile_s")]
     out["compile_max_s"] = max(comp) if comp else None
     out["compile_median_s"] = float(np.median(comp)) if comp else None
@@ -153,7 +157,9 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
             continue
         out.append(f"**Geometric mean of hyb's speedup, {title}** ({s['kernels']} kernels whose checks passed): "
                    + ", ".join(f"vs {LABELS[p]} {fmt_x(s[p])} (n={s[p + '_n']})" for p in RATIO_PEERS if s[p + "_n"])
-                   + f"; cold compile median {s['compile_median_s']:.3f} s, max {s['compile_max_s']:.3f} s.")
+                   + f"; cold compile median {s['compile_median_s']:.3f} s, max {s['compile_max_s']:.3f} s."
+                   + (f" Shape-generic code runs at {fmt_x(s['generic'])} the speed of the code compiled for the "
+                      f"shape (geometric mean, n={s['generic_n']})." if s["generic_n"] else ""))
         out.append("")
     bad = [r for r in rows if r["status"] != "ok"]
     if bad:

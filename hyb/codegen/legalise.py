@@ -82,7 +82,11 @@ def legalise(nest: loops.LoopNest, relaxed: bool = False) -> loops.LoopNest:
     lg = _Legaliser(nest.runtime_checked, relaxed)
     statements = {name: replace(st, stmt=lg.stmt(st.stmt), guards=[lg.expr(g) for g in st.guards])
                   for name, st in nest.statements.items()}
-    return replace(nest, statements=statements, runtime_checked=frozenset(id(n) for n in lg.checked))
+    # a shape-generic kernel's shapes computed from its sizes (`a.shape[0] // 2`), for its addresses
+    tensors = {name: replace(t, code_shape=tuple(d if isinstance(d, int) else lg.expr(d) for d in t.shape))
+               if t.generic else t for name, t in nest.kernel.tensors.items()}
+    kernel = replace(nest.kernel, tensors=tensors) if any(t.generic for t in tensors.values()) else nest.kernel
+    return replace(nest, kernel=kernel, statements=statements, runtime_checked=frozenset(id(n) for n in lg.checked))
 
 
 def _const(value, dtype: str) -> tir.Const:

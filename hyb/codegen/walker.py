@@ -148,7 +148,7 @@ class LoopWalker:
         flat = None
         stride = 1  # a constant, or (once a run-time size is met) the back end's value
         axis = t.ndim
-        for dim, idx in reversed(list(zip(t.shape, indices))):
+        for dim, idx in reversed(list(zip(t.code_shape or t.shape, indices))):
             axis -= 1
             v = self.index(idx)
             size = dim if isinstance(dim, int) else self.index(dim)
@@ -158,9 +158,10 @@ class LoopWalker:
             flat = term if flat is None else self.add_index(flat, term)
             if isinstance(stride, int) and isinstance(size, int):
                 stride *= size
-            else:
-                stride = self.scale_index(size, stride) if isinstance(size, int) else self.scale_index(
-                    self.loop_int(stride) if isinstance(stride, int) else stride, size)
+            elif isinstance(size, int):  # a run-time stride times a constant size
+                stride = self.scale_index(stride, size)
+            else:  # a run-time size times the stride so far
+                stride = self.scale_index(size, stride)
         return self.element(tensor, flat)
 
     def expr(self, e: tir.TExpr):

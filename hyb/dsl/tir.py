@@ -31,6 +31,9 @@ class Tensor:
     # For a scalar local: the loops around its declaration.  Its value never flows from one
     # iteration of these loops to the next (it is declared anew in each), so it is private to them.
     private_to: tuple = ()
+    # a shape-generic kernel's shape as the back ends compute it (in hyb.codegen.legalise's
+    # primitives); empty: ``shape``
+    code_shape: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def ndim(self) -> int:

@@ -31,9 +31,38 @@ from ..schedule.parallel import extent
 SHAPE_MODES = ("auto", "generic", "specialise")
 
 
-def generic_specs(specs: list) -> list:
-    """The shape-generic signature of concrete ArgSpecs: every size of an array unknown."""
-    return [s if s.scalar else ArgSpec((None,) * len(s.shape), s.dtype) for s in specs]
+# A size at most this, the same in the shapes met so far (a 3x3 filter, 3 colour channels), stays a
+# constant in the first shape-generic code of a kernel: loops that short run best unrolled whole.
+SMALL_SIZE = 16
+
+
+def generic_specs(specs: list, first: list | None = None) -> list:
+    """The shape-generic signature of concrete ArgSpecs: every size of an array unknown, except,
+    given ``first`` (the specs of another shape), the sizes of at most SMALL_SIZE both share."""
+    out = []
+    for k, s in enumerate(specs):
+        if s.scalar:
+            out.append(s)
+            continue
+        keep = first[k].shape if first is not None else (None,) * len(s.shape)
+        out.append(ArgSpec(tuple(d if d is not None and d == e and d <= SMALL_SIZE else None
+                                 for d, e in zip(s.shape, keep)),
+                           s.dtype))
+    return out
+
+
+def serves(gspecs: tuple, specs: list) -> bool:
+    """Whether code for the generic signature ``gspecs`` runs the concrete signature ``specs``."""
+    if len(gspecs) != len(specs):
+        return False
+    for g, s in zip(gspecs, specs):
+        if g.scalar or s.scalar:
+            if g != s:
+                return False
+        elif g.dtype != s.dtype or len(g.shape) != len(s.shape) or \
+                any(d is not None and d != e for d, e in zip(g.shape, s.shape)):
+            return False
+    return True
 
 
 def evaluate(e, sizes: dict) -> int:
@@ -170,8 +199,12 @@ class BoundKernel:
         text = self.ck.inspect(stage)
         if stage == "schedule":
             sizes = ", ".join(f"{p} = {v}" for p, v in zip(self.ck.code.sizes, self.binding.sizes))
-            text = (f"shapes: shape-generic code (one compile for every shape of its ranks and dtypes), "
-                    f"run here with {sizes}\n" + text)
+            typed = self.ck.typed
+            kept = [f"{typed.tensors[n].source_name}.shape[{axis}] = {d}" for n in typed.inputs
+                    for axis, d in enumerate(typed.tensors[n].shape) if isinstance(d, int)]
+            text = ("shapes: shape-generic code (one compile for every shape of its ranks and dtypes"
+                    + (f"; small sizes kept constant: {', '.join(kept)}" if kept else "")
+                    + f"), run here with {sizes}\n" + text)
         return text
 
     def __getattr__(self, name):

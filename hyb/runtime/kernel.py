@@ -25,7 +25,7 @@ from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache, fastcall
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
-from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs
+from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs, serves
 
 _TARGETS = ("cpu", "cuda")
 _default_target = ["cpu"]  # the back end of kernels made without target=
@@ -77,9 +77,9 @@ class Kernel:
         self._lock = threading.Lock()
         self._grads: dict = {}
         # shape-generic compiles by generic signature (a CompiledKernel, or why there is none), and
-        # the generic signatures met with one shape so far
+        # the first shape met of each family of signatures (ranks and dtypes)
         self._generic: dict = {}
-        self._generic_seen: set = set()
+        self._generic_seen: dict = {}
         # positions of the scalar parameters the kernel is specialised on (used as shapes or steps),
         # learned from the checker the first time one is met
         self._value_params: frozenset = frozenset()
@@ -163,12 +163,16 @@ class Kernel:
         mode = self.options["shapes"]
         if (target == "cpu" and mode != "specialise" and self.options["schedule"] != "tune"
                 and any(not s.scalar and s.shape for s in specs)):
-            gspecs = generic_specs(specs)
-            gkey = tuple(gspecs)
-            g = self._generic.get(gkey)
-            if g is None and (mode == "generic" or gkey in self._generic_seen):
-                g = self._generic[gkey] = self._compile_generic(gspecs)
-            self._generic_seen.add(gkey)
+            family = tuple(generic_specs(specs))
+            g = next((v for k, v in self._generic.items() if serves(k, specs)), None)
+            if g is None and (mode == "generic" or family in self._generic_seen):
+                # the first shape-generic compile of a family keeps the small sizes the shapes met so
+                # far share; a shape it does not serve makes the family's fully generic code
+                made = any(tuple(generic_specs(list(k))) == family for k in self._generic)
+                gspecs = list(family) if mode == "generic" or made else \
+                    generic_specs(specs, self._generic_seen[family])
+                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs)
+            self._generic_seen.setdefault(family, specs)
             if isinstance(g, CompiledKernel):
                 return BoundKernel(g, bind(g, arrays, typed), specs)
             ck = self.compile_typed(typed, specs, target, arrays)
@@ -182,7 +186,8 @@ class Kernel:
         """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made."""
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", HybridWarning)  # the shape's own compile gave them
+                if self.options["shapes"] == "auto":
+                    warnings.simplefilter("ignore", HybridWarning)  # the first shape's compile gave them
                 typed = check_kernel(self.kdef, self.module, gspecs)
                 return self.compile_typed(typed, gspecs, "cpu")
         except tir.NotGeneric as e:

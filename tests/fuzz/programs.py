@@ -46,14 +46,15 @@ GRAD = replace(BASE, dtypes=("float64",), specials=False, extremes=False, data_d
 
 @st.composite
 def kernel_options(draw):
-    """Kernel options: schedule= (auto, original, or explicit switches, tile sizes and register blocks)
-    and threads=."""
+    """Kernel options: schedule= (auto, original, or explicit switches, tile sizes and register blocks),
+    threads= and shapes= (code for the call's shape, or shape-generic code)."""
     threads = draw(st.sampled_from([2, 1, 4]))
+    shapes = draw(st.sampled_from(["auto", "generic"]))
     kind = draw(st.sampled_from(["auto", "original", "custom", "custom"]))
     if kind == "original":
-        return {"schedule": "original", "threads": threads, "fastmath": False}
+        return {"schedule": "original", "threads": threads, "fastmath": False, "shapes": shapes}
     if kind == "auto":
-        return {"threads": threads, "fastmath": False}
+        return {"threads": threads, "fastmath": False, "shapes": shapes}
     sched = {"tile": draw(st.one_of(st.sampled_from([True, False]),
                                     st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)))}
     for key in ("parallel", "interchange", "fuse", "vector_math"):
@@ -63,7 +64,7 @@ def kernel_options(draw):
     sched["pack"] = draw(st.booleans())
     if draw(st.booleans()):
         sched["min_parallel_work"] = 0
-    return {"schedule": sched, "threads": threads, "fastmath": False}
+    return {"schedule": sched, "threads": threads, "fastmath": False, "shapes": shapes}
 
 
 @st.composite

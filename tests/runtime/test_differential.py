@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import hyb
+from hyb.runtime.compiler import CompiledKernel
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -881,6 +882,32 @@ def variant_params():
             for name, schedule in (("off", OFF), ("reassociated", REASSOCIATED)):
                 sid = "x".join(map(str, shape))
                 yield pytest.param(case, shape, dtype, schedule, id=f"{case.name}-{sid}-{dtype}-{name}")
+
+
+def generic_params():
+    for case in CASES:
+        dtype = "float32" if "float32" in case.dtypes else case.dtypes[-1]
+        yield pytest.param(case, dtype, id=f"{case.name}-{dtype}")
+
+
+# cases whose kernels cannot be compiled for run-time sizes (each shape is compiled instead), and why
+NOT_GENERIC = {}
+
+
+@pytest.mark.parametrize("case,dtype", list(generic_params()))
+def test_differential_shape_generic(case, dtype):
+    """Each case compiled once, shape-generic, and run on all its shapes (0, 1, odd, prime, larger)."""
+    k = case.kernel
+    options = {key: value for key, value in k.options.items() if value is not None and key != "shapes"}
+    kernel = type(k)(k.kdef, k.module, shapes="generic", **options)
+    for shape in case.shapes:
+        check_case(case, kernel, shape, dtype)
+    made = list(kernel._generic.values())
+    assert len(made) == 1
+    if case.name in NOT_GENERIC:
+        assert isinstance(made[0], str) and NOT_GENERIC[case.name] in made[0], made[0]
+    else:
+        assert isinstance(made[0], CompiledKernel), made[0]
 
 
 RTOL = {"float32": 2e-5, "float64": 1e-12}

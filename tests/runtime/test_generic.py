@@ -1,0 +1,224 @@
+"""Shape-generic kernels: one compile serving every shape of a rank and dtype signature, with
+the same results and the same errors as code compiled for each shape."""
+import numpy as np
+import pytest
+
+import hyb
+from hyb.runtime import pipeline
+from hyb.runtime.compiler import CompiledKernel
+from hyb.runtime.generic import BoundKernel
+
+SRC = '''
+def rmsnorm(x, w):
+    y = output_tensor(x.shape, x.dtype)
+    for i in range(x.shape[0]):
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += x[i, j] * x[i, j]
+        r = 1.0 / sqrt(s / x.shape[1] + 1e-6)
+        for j in range(x.shape[1]):
+            y[i, j] = x[i, j] * r * w[j]
+    return y
+
+
+def shifted(a, b):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i + 1]
+    return c
+
+
+def halves(a):
+    n = a.shape[0] // 2
+    c = output_tensor((n, a.shape[1] + 1), a.dtype)
+    for i in range(n):
+        for j in range(a.shape[1]):
+            c[i, j] = a[2 * i, j] + a[2 * i + 1, j]
+        c[i, a.shape[1]] = float(a.shape[1])
+    return c
+
+
+def same_length(a, b):
+    assert a.shape[0] == b.shape[0], "a and b differ in length"
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = a[i] * b[i]
+    return c
+
+
+def gather(a, idx):
+    c = output_tensor(idx.shape, a.dtype)
+    for i in range(idx.shape[0]):
+        c[i] = a[idx[i]]
+    return c
+
+
+def matmul(a, b):
+    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            for k in range(a.shape[1]):
+                c[i, j] += a[i, k] * b[k, j]
+    return c
+'''
+
+
+def kernels(**options):
+    return hyb.compile_source(SRC, "generic.hyb", **options)
+
+
+def rmsnorm_ref(x, w):
+    return (x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * w).astype(x.dtype)
+
+
+def counting(monkeypatch) -> list:
+    """A list that grows by one for every kernel the back end compiles."""
+    made = []
+    real = pipeline.generate_code
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "generate_code", counted)
+    return made
+
+
+def test_forty_batch_sizes_compile_twice(monkeypatch):
+    made = counting(monkeypatch)
+    k = kernels().rmsnorm
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(64).astype(np.float32)
+    for rows in list(range(0, 38)) + [97, 256]:
+        x = rng.standard_normal((rows, 64)).astype(np.float32)
+        np.testing.assert_allclose(k(x, w), rmsnorm_ref(x, w), rtol=2e-5, atol=2e-5)
+    # the first shape's own code, then one shape-generic compile for the other 39
+    assert len(made) == 2
+    assert sum(isinstance(v, CompiledKernel) for v in k._generic.values()) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_one_generic_compile_serves_every_shape(monkeypatch, dtype):
+    made = counting(monkeypatch)
+    k = kernels(shapes="generic").matmul
+    rng = np.random.default_rng(1)
+    for n, m, p in [(0, 3, 4), (1, 1, 1), (7, 5, 3), (13, 17, 9), (3, 0, 4), (31, 37, 41), (64, 130, 70)]:
+        a = rng.integers(-5, 5, (n, m)).astype(dtype)
+        b = rng.integers(-5, 5, (m, p)).astype(dtype)
+        got = k(a, b)
+        assert got.shape == (n, p) and got.dtype == a.dtype
+        np.testing.assert_allclose(got, a @ b, rtol=1e-5)
+        np.testing.assert_array_equal(got, k.emulate(a, b))
+    assert len(made) == 1
+
+
+def test_shape_expressions_of_made_tensors_are_evaluated_per_shape():
+    k = kernels(shapes="generic").halves
+    for n, m in [(0, 3), (1, 2), (5, 4), (8, 1), (13, 7)]:
+        a = np.arange(n * m, dtype=np.float64).reshape(n, m)
+        got = k(a)
+        want = np.concatenate([a[0:2 * (n // 2):2] + a[1:2 * (n // 2):2], np.full((n // 2, 1), float(m))], axis=1)
+        np.testing.assert_array_equal(got, want)
+    assert isinstance(k.compile(a), BoundKernel)
+
+
+def error_of(kernel, *args):
+    with pytest.raises(hyb.HybridError) as e:
+        kernel(*args)
+    return type(e.value), str(e.value)
+
+
+def test_a_bounds_proof_that_fails_for_a_shape_gives_the_error_of_that_shapes_compile():
+    generic, specialised = kernels(shapes="generic").shifted, kernels(shapes="specialise").shifted
+    a, good, short = np.ones(5), np.ones(6), np.ones(5)
+    np.testing.assert_array_equal(generic(a, good), a + 1)
+    got = error_of(generic, a, short)
+    assert got == error_of(specialised, a, short)
+    assert got[0] is hyb.HybridIndexError and "`b` (shape (5,)) is indexed out of bounds" in got[1]
+    assert got[1].startswith("generic.hyb:17:23:")  # the access `b[i + 1]`
+    np.testing.assert_array_equal(generic(np.ones(2), np.ones(4)), np.full(2, 2.0))  # and it still runs
+
+
+def test_a_shape_assertion_fails_as_in_a_compile_for_the_shape():
+    generic, specialised = kernels(shapes="generic").same_length, kernels(shapes="specialise").same_length
+    np.testing.assert_array_equal(generic(np.ones(3), np.ones(3)), np.ones(3))
+    got = error_of(generic, np.ones(3), np.ones(4))
+    assert got == error_of(specialised, np.ones(3), np.ones(4))
+    assert got[0] is hyb.HybridAssertionError and "a and b differ in length" in got[1]
+
+
+def test_a_run_time_check_names_the_shape_of_the_call():
+    k = kernels(shapes="generic").gather
+    a = np.arange(4.0)
+    np.testing.assert_array_equal(k(a, np.array([3, 0, 2])), [3.0, 0.0, 2.0])
+    kind, text = error_of(k, np.arange(6.0), np.array([1, 6]))
+    assert kind is hyb.HybridIndexError
+    assert "shape (6,)" in text and "index 6" in text, text
+    assert (kind, text) == error_of(kernels(shapes="specialise").gather, np.arange(6.0), np.array([1, 6]))
+
+
+def test_inspect_says_which_code_runs():
+    k = kernels().rmsnorm
+    w = np.ones(8, np.float32)
+    first = k.compile(np.ones((3, 8), np.float32), w)
+    assert first.inspect("schedule").startswith("shapes: compiled for this shape (the first of its ranks")
+    k(np.ones((4, 8), np.float32), w)
+    other = k.compile(np.ones((5, 8), np.float32), w)
+    text = other.inspect("schedule")
+    assert text.startswith("shapes: shape-generic code"), text
+    assert "small sizes kept constant: x.shape[1] = 8, w.shape[0] = 8), run here with hs_0_0 = 5" in text, text
+    assert "[hs_0_0] ->" in other.inspect("isl")
+
+
+def test_small_sizes_shared_by_the_shapes_stay_constant_until_a_shape_differs(monkeypatch):
+    made = counting(monkeypatch)
+    k = kernels().matmul
+    rng = np.random.default_rng(4)
+    shapes = [(5, 3, 40), (9, 3, 33), (2, 3, 17), (30, 3, 1), (4, 7, 5), (6, 20, 8), (1, 1, 1)]
+    for n, m, p in shapes:
+        a, b = rng.standard_normal((n, m)), rng.standard_normal((m, p))
+        np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-12, atol=1e-12)
+        if (n, m, p) == (2, 3, 17):
+            assert "[hs_0_0, hs_1_1] ->" in k.compile(a, b).inspect("isl")  # m = 3 kept
+    # the first shape, shape-generic code with m = 3, then code for every shape once m is 7
+    assert len(made) == 3
+    assert "[hs_0_0, hs_0_1, hs_1_0, hs_1_1] ->" in k.compile(a, b).inspect("isl")
+
+
+def test_a_kernel_the_generic_compile_refuses_compiles_each_shape():
+    src = '''
+def table(a):
+    c = output_tensor((a.shape[0] * a.shape[0],), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[0]):
+            c[i * a.shape[0] + j] = a[i] * a[j]
+    return c
+'''
+    k = hyb.compile_source(src, shapes="generic").table
+    for n in (1, 3, 4):
+        a = np.arange(1.0, n + 1)
+        np.testing.assert_array_equal(k(a), np.outer(a, a).ravel())
+    (reason,) = k._generic.values()
+    assert isinstance(reason, str) and reason.startswith("no shape-generic code")
+    assert k.compile(np.ones(2)).inspect("schedule").startswith("shapes: compiled for this shape (no shape-generic")
+
+
+def test_the_options_are_checked():
+    with pytest.raises(hyb.HybridArgumentError, match="unknown shapes='sometimes'"):
+        hyb.compile_source(SRC, shapes="sometimes")
+
+
+def test_gradients_are_shape_generic_too(monkeypatch):
+    k = kernels().rmsnorm
+    g = k.grad()
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(16)
+    made = counting(monkeypatch)
+    for rows in (1, 2, 5, 9, 12):
+        x = rng.standard_normal((rows, 16))
+        dy = rng.standard_normal((rows, 16))
+        dx, dw = g(x, w, dy)
+        ex, ew = g.emulate(x, w, dy)
+        np.testing.assert_allclose(dx, ex, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(dw, ew, rtol=1e-10, atol=1e-12)
+    assert len(made) == 2
