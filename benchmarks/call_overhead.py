@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import platform
 import statistics
@@ -115,8 +116,8 @@ def fmt_us(t: float) -> str:
 def markdown(result: dict, meta: dict) -> str:
     shown = [v for v in VERSIONS if v in result["times"]]
     out = ["## Call overhead: warm call of `c = a + b` (float32)", "",
-           f"- {meta['cpu']}; Python {meta['python']}, NumPy {meta['numpy']}, Numba {meta['numba']}; "
-           f"hyb's dispatcher: {meta['dispatcher']}",
+           f"- {meta['date']}, hyb {meta['commit'] or '?'}; {meta['cpu']} (load average {meta['load']}); "
+           f"Python {meta['python']}, NumPy {meta['numpy']}, Numba {meta['numba']}; hyb's dispatcher: {meta['dispatcher']}",
            f"- µs per call: median of {meta['repeat']} timeit repeats; every version allocates its output",
            ""]
     out.append("| elements | " + " | ".join(f"{LABELS[v]} µs" for v in shown) + " |")
@@ -129,14 +130,15 @@ def markdown(result: dict, meta: dict) -> str:
 
 
 def metadata(repeat: int) -> dict:
-    from .harness import cpu_model
+    from .harness import REPO, _load, _run, cpu_model
 
     try:
         import numba
         numba_version = numba.__version__
     except ImportError:
         numba_version = "not installed"
-    return {"cpu": cpu_model(), "python": platform.python_version(), "numpy": np.__version__,
+    return {"date": datetime.date.today().isoformat(), "commit": _run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO),
+            "cpu": cpu_model(), "load": _load(), "python": platform.python_version(), "numpy": np.__version__,
             "numba": numba_version, "repeat": repeat,
             "dispatcher": "C extension" if fastcall.NATIVE else "Python (no C extension, or HYB_FASTCALL=0)"}
 
