@@ -92,6 +92,15 @@ def native_entries(monkeypatch):
     monkeypatch.setattr(fastcall, "entry", fastcall.native_entry)
 
 
+def unaligned(values):
+    """A copy of `values` one byte past an aligned address."""
+    raw = np.zeros(values.nbytes + 1, np.uint8)
+    out = raw[1:].view(values.dtype)
+    out[:] = values
+    assert not out.flags.aligned
+    return out
+
+
 def copies(args):
     return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
@@ -190,6 +199,7 @@ def counting(kernel, args):
     ("flag", lambda: (np.arange(3.0), False), False),
     ("add", lambda: (np.arange(10.0)[::2], np.ones(5)), True),  # not contiguous: copied there
     ("add", lambda: (np.arange(5.0).astype(">f8"), np.ones(5)), True),  # byte-swapped
+    ("add", lambda: (unaligned(np.arange(5.0)), np.ones(5)), True),
     ("addk", lambda: (np.arange(3.0), 2 ** 70), True),  # does not fit int64: the error comes from there
     ("shout", lambda: (np.arange(2.0),), True),  # prints
 ])
@@ -280,10 +290,12 @@ def test_an_input_overlapping_an_array_written_in_place(mod, native_entries, mon
 @pytest.mark.parametrize("make", [
     lambda: np.arange(10, dtype=np.float32)[::2],
     lambda: np.arange(5, dtype=np.float32).astype(">f4"),
-    lambda: np.frombuffer(np.arange(21, dtype=np.uint8).tobytes()[1:], np.float32),  # unaligned
-    lambda: np.asfortranarray(np.arange(5, dtype=np.float32)),
+    lambda: unaligned(np.arange(5, dtype=np.float32)),
+    lambda: np.arange(5, dtype=np.float32)[::-1],
 ])
 def test_non_contiguous_byte_swapped_and_unaligned_inputs(mod, native_entries, monkeypatch, make):
+    x = make()
+    assert not (x.flags.c_contiguous and x.flags.aligned and x.dtype.isnative)
     c, _ = both(mod.add, lambda: (make(), np.ones(5, np.float32)), monkeypatch)
     np.testing.assert_array_equal(c, make().astype(np.float32) + 1)
 
