@@ -78,7 +78,7 @@ class CompiledKernel:
         """Run every stage for this signature (warning about what the kernel's analysis finds)."""
         target = host_cpu(options.get("threads"))
         middle = pipeline.middle_end(typed, options, target)
-        pipeline.emit_warnings(middle.warnings, stacklevel=5)
+        pipeline.emit_warnings(middle.warnings)
         code, loaded = pipeline.generate_code(middle.code, options, target)
         code = replace(code, warnings=middle.warnings,
                        unfilled=tuple(n for n in code.buffers if n in middle.written_first),
@@ -88,7 +88,7 @@ class CompiledKernel:
     @classmethod
     def restore(cls, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode) -> "CompiledKernel":
         """Load code the disk cache kept for this signature (its warnings are given again)."""
-        pipeline.emit_warnings(code.warnings, stacklevel=5)
+        pipeline.emit_warnings(code.warnings)
         return cls(typed, specs, options, code)
 
     # ------------------------------------------------------------ the records
@@ -163,7 +163,7 @@ class CompiledKernel:
         if stage == "deps":
             return self.deps.describe()
         if stage == "schedule":
-            return (self.shape_note + "\n" if self.shape_note else "") + self.plan.describe()
+            return self.plan.describe() + (self.shape_note + "\n" if self.shape_note else "")
         if stage == "loops":
             return loops.fmt_nest(self.nest, self._describe_stmt)
         if stage == "llvm":

@@ -72,7 +72,7 @@ class CudaCompiledKernel(CompiledKernel):
         self.name = typed.name
         self.target_machine = cuda_device()
         self._middle = middle_end(typed, options, self.target_machine)
-        emit_warnings(self._middle.warnings, stacklevel=6)
+        emit_warnings(self._middle.warnings)
         self._stages: dict = {}
         self._asm = None
         self.generated = cuda_codegen.generate(self._middle.code, fastmath=bool(options.get("fastmath")))

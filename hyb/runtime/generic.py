@@ -24,6 +24,7 @@ import islpy as isl
 from ..dsl import tir
 from ..dsl.check import ArgSpec
 from ..errors import HybridInternalError
+from ..schedule import deps as dependences
 from ..schedule import extract
 from ..schedule.parallel import extent
 
@@ -157,6 +158,11 @@ class Binding:
 def bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
     """The Binding of shape-generic compiled kernel ``ck`` for the call ``arrays``, whose kernel the
     checker passed for their shapes (``concrete``); raises the errors a compile for these shapes would."""
+    with dependences.ISL_LOCK:
+        return _bind(ck, arrays, concrete)
+
+
+def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
     typed, code = ck.typed, ck.code
     sizes = sizes_of(typed, arrays)
     params = tuple(code.sizes)
@@ -181,10 +187,12 @@ class BoundKernel:
     shape.  It runs the shared code with the shape's sizes and reads everything else (``inspect``,
     the records) from the generic kernel."""
 
-    def __init__(self, ck, binding: Binding, specs: list):
+    def __init__(self, ck, binding: Binding, specs: list, concrete: tir.TypedKernel):
         self.ck = ck
         self.binding = binding
         self.specs = list(specs)
+        self.concrete = concrete  # the kernel checked for this shape (the GPU compiles it)
+        self._stages: dict = {}
 
     def run(self, arrays: list):
         return self.ck.run(arrays, self.binding)
@@ -196,15 +204,19 @@ class BoundKernel:
         return self.ck.call_checked(args, self.specs, self.binding)
 
     def inspect(self, stage: str = "loops") -> str:
+        if stage in ("cuda", "ptx") and self.ck.kernel is not None:  # CUDA code is made for one shape
+            if "cuda-kernel" not in self._stages:
+                self._stages["cuda-kernel"] = self.ck.kernel.compile_typed(self.concrete, self.specs, "cuda")
+            return self._stages["cuda-kernel"].inspect(stage)
         text = self.ck.inspect(stage)
         if stage == "schedule":
             sizes = ", ".join(f"{p} = {v}" for p, v in zip(self.ck.code.sizes, self.binding.sizes))
             typed = self.ck.typed
             kept = [f"{typed.tensors[n].source_name}.shape[{axis}] = {d}" for n in typed.inputs
                     for axis, d in enumerate(typed.tensors[n].shape) if isinstance(d, int)]
-            text = ("shapes: shape-generic code (one compile for every shape of its ranks and dtypes"
-                    + (f"; small sizes kept constant: {', '.join(kept)}" if kept else "")
-                    + f"), run here with {sizes}\n" + text)
+            text += ("shapes: shape-generic code (one compile for every shape of its ranks and dtypes"
+                     + (f"; small sizes kept constant: {', '.join(kept)}" if kept else "")
+                     + f"), run here with {sizes}\n")
         return text
 
     def __getattr__(self, name):

@@ -11,11 +11,13 @@ import inspect
 import threading
 import warnings
 
+import islpy as isl
 import numpy as np
 
 from .. import autodiff
 from ..autodiff.normalise import grid_loops
 from ..dsl import ast as syntax
+from ..schedule import deps as dependences
 from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
@@ -28,6 +30,9 @@ from .compiler import CompiledKernel, check_in_place, prepare_arrays
 from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs, serves
 
 _TARGETS = ("cpu", "cuda")
+# isl operations each stage of a shape-generic compile may take (sets with sizes as parameters can
+# cost far more than the same sets for one shape); past them the kernel is compiled for each shape
+GENERIC_OPERATIONS = 2_000_000
 _default_target = ["cpu"]  # the back end of kernels made without target=
 
 
@@ -174,7 +179,7 @@ class Kernel:
                 g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs)
             self._generic_seen.setdefault(family, specs)
             if isinstance(g, CompiledKernel):
-                return BoundKernel(g, bind(g, arrays, typed), specs)
+                return BoundKernel(g, bind(g, arrays, typed), specs, typed)
             ck = self.compile_typed(typed, specs, target, arrays)
             ck.shape_note = (f"shapes: compiled for this shape ({g})" if g is not None else
                              "shapes: compiled for this shape (the first of its ranks and dtypes; another "
@@ -185,13 +190,18 @@ class Kernel:
     def _compile_generic(self, gspecs: list):
         """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made."""
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), dependences.operations(GENERIC_OPERATIONS):
                 if self.options["shapes"] == "auto":
                     warnings.simplefilter("ignore", HybridWarning)  # the first shape's compile gave them
                 typed = check_kernel(self.kdef, self.module, gspecs)
                 return self.compile_typed(typed, gspecs, "cpu")
         except tir.NotGeneric as e:
             return f"no shape-generic code: {e}"
+        except isl.Error as e:
+            if dependences.QUOTA in str(e):
+                return (f"no shape-generic code: a stage's isl analysis for all sizes went past "
+                        f"{GENERIC_OPERATIONS:,} operations")
+            return f"no shape-generic code: isl failed in a stage ({str(e).splitlines()[0][:80]})"
         except HybridError as e:
             return f"no shape-generic code: {e.message}"
         except Exception as e:  # a stage that cannot take run-time sizes: compile each shape

@@ -21,6 +21,8 @@ the compiled kernel keeps that record and ``inspect()`` reads it.
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from dataclasses import dataclass, replace
 
@@ -148,7 +150,13 @@ def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, b
 
 def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest, and
-    that nest legalised for the back ends (``code``)."""
+    that nest legalised for the back ends (``code``); one thread at a time (isl's context is shared:
+    :data:`~hyb.schedule.deps.ISL_LOCK`)."""
+    with deps.ISL_LOCK:
+        return _middle_end(typed, options, target)
+
+
+def _middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     plan_opts, loop_opts = schedule_options(options, target)
     poly = extract.extract(typed)
     budget = plan_opts.analysis_operations
@@ -215,9 +223,16 @@ def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
             "min_parallel_work": loop_opts.min_parallel_work if parallel else 0}
 
 
-def emit_warnings(found, stacklevel: int) -> None:
+_HYB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def emit_warnings(found) -> None:
+    """Give the warnings ``found``, each from the first caller outside hyb (the user's call)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_HYB_DIR):
+        frame, level = frame.f_back, level + 1
     for w in found:
-        warnings.warn(w, stacklevel=stacklevel + 1)
+        warnings.warn(w, stacklevel=level + 1)
 
 
 def uninitialized_warnings(poly, d) -> list:

@@ -10,6 +10,7 @@ before (``uninitialized``): those read the initial zero.
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -45,17 +46,26 @@ class Dependences:
 QUOTA = "maximal number of operations exceeded"
 
 
+# isl's operation limit and count belong to its one context, which every thread shares: a thread
+# works under a limit only while it holds this lock, and the compiles' isl work takes it too
+# (runtime.pipeline.middle_end), so that no thread counts against another's limit
+ISL_LOCK = threading.RLock()
+
+
 @contextmanager
 def operations(limit: int):
-    """isl's operation count limited to ``limit`` (0: none) inside the block."""
-    ctx = isl.DEFAULT_CONTEXT
-    ctx.set_max_operations(limit)
-    ctx.reset_operations()
-    try:
-        yield
-    finally:
-        ctx.set_max_operations(0)
+    """isl's operation count limited to ``limit`` (0: none) inside the block; inside a block of
+    another limit, the smaller of the two (each block counts from zero)."""
+    with ISL_LOCK:
+        ctx = isl.DEFAULT_CONTEXT
+        outer = ctx.get_max_operations()
+        ctx.set_max_operations(min(x for x in (limit, outer) if x) if limit or outer else 0)
         ctx.reset_operations()
+        try:
+            yield
+        finally:
+            ctx.set_max_operations(outer)
+            ctx.reset_operations()
 
 
 def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool = True) -> Dependences:
