@@ -26,7 +26,7 @@ from ..dsl.check import ArgSpec
 from ..errors import HybridInternalError
 from ..schedule import deps as dependences
 from ..schedule import extract
-from ..schedule.parallel import extent
+from ..schedule.parallel import box_size
 
 # the kernel option `shapes=`: when a kernel is compiled for run-time sizes
 SHAPE_MODES = ("auto", "generic", "specialise")
@@ -131,16 +131,8 @@ def _instances(u: isl.UnionSet) -> int:
     """An upper bound on the points of ``u`` (the bounding box of each of its sets)."""
     sets = []
     u.foreach_set(sets.append)
-    total = 0
-    for s in sets:
-        box = 1
-        for i in range(s.dim(isl.dim_type.set)):
-            n = extent(s, i)
-            if n is None:
-                return 1 << 62
-            box *= n
-        total += box
-    return total
+    boxes = [box_size(s) for s in sets]
+    return 1 << 62 if None in boxes else sum(boxes)
 
 
 @dataclass(frozen=True)

@@ -72,15 +72,22 @@ def work(p: PolyProgram, domain: isl.UnionSet) -> int:
         d = domain.intersect(isl.UnionSet.from_set(st.domain))
         if d.is_empty():
             continue
-        box = 1
-        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
-        for i in range(s.dim(isl.dim_type.set)):
-            n = extent(s, i)
-            if n is None:
-                return 1 << 62
-            box *= n
+        box = box_size(isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain)
+        if box is None:
+            return 1 << 62
         total += box
     return total
+
+
+def box_size(s: isl.Set) -> int | None:
+    """The points of the bounding box of ``s``, or None where an extent is unknown."""
+    box = 1
+    for i in range(s.dim(isl.dim_type.set)):
+        n = extent(s, i)
+        if n is None:
+            return None
+        box *= n
+    return box
 
 
 def extent(s: isl.Set, i: int):

@@ -8,18 +8,9 @@ from hyb.runtime import pipeline
 from hyb.runtime.compiler import CompiledKernel
 from hyb.runtime.generic import BoundKernel
 
-SRC = '''
-def rmsnorm(x, w):
-    y = output_tensor(x.shape, x.dtype)
-    for i in range(x.shape[0]):
-        s = 0.0
-        for j in range(x.shape[1]):
-            s += x[i, j] * x[i, j]
-        r = 1.0 / sqrt(s / x.shape[1] + 1e-6)
-        for j in range(x.shape[1]):
-            y[i, j] = x[i, j] * r * w[j]
-    return y
+from benchmarks.many_shapes import RMSNORM
 
+SRC = RMSNORM + '''
 
 def shifted(a, b):
     c = output_tensor(a.shape, a.dtype)
