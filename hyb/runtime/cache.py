@@ -106,12 +106,12 @@ def _record(header: dict, object_code: bytes):
     schedule = header.get("schedule")
     if isinstance(schedule, dict):  # JSON made the tuples lists
         schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
-    work = header["work_domain"]
-    if not isinstance(work, str) or not isinstance(header["min_parallel_work"], int):
+    work = tuple(tuple(_names(pair)) for pair in header["parallel_work"])
+    if any(len(pair) != 2 for pair in work) or not isinstance(header["min_parallel_work"], int):
         raise ValueError("not a code record")
     return NativeCode(header["llvm_opt"], object_code, sites, found, _names(header["buffers"]), schedule=schedule,
                       unfilled=_names(header["unfilled"]), sizes=_names(header["sizes"]),
-                      conditions=_names(header["conditions"]), work_domain=work,
+                      conditions=_names(header["conditions"]), parallel_work=work,
                       min_parallel_work=header["min_parallel_work"])
 
 
@@ -133,7 +133,8 @@ def store(k: str, code) -> bool:
                          "buffers": list(code.buffers),
                          "unfilled": list(code.unfilled),
                          "sizes": list(code.sizes), "conditions": list(code.conditions),
-                         "work_domain": code.work_domain, "min_parallel_work": code.min_parallel_work}).encode()
+                         "parallel_work": [list(pair) for pair in code.parallel_work],
+                         "min_parallel_work": code.min_parallel_work}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

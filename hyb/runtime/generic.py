@@ -11,7 +11,8 @@ sizes in hand is done here for each new shape, before the native code first runs
   (``PolyProgram.shape_conditions``) raises, for a shape among those, the error a compile for
   that shape raises, with the same text and place;
 * the shapes of the outputs and temporaries, evaluated from their size expressions;
-* whether the kernel's parallel loops are worth threads (its work against ``min_parallel_work``).
+* whether the kernel's parallel loops are worth threads (the statement instances each runs per
+  start against ``min_parallel_work``).
 
 The result, a :class:`Binding`, holds those per-shape values; the native code is shared.
 """
@@ -167,9 +168,11 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
                                           "proof for this shape passes", "runtime")
     made = tuple(tuple(evaluate(d, sizes) for d in shape) for shape, _, _ in ck._made)
     threads = ck.threads
-    if threads > 1 and code.min_parallel_work and code.work_domain:
-        if _instances(_fixed(isl.UnionSet(code.work_domain), params, sizes)) < code.min_parallel_work:
-            threads = 1
+    if threads > 1 and code.min_parallel_work and not any(
+            _instances(_fixed(isl.UnionSet(inside), params, sizes))
+            >= code.min_parallel_work * max(1, _instances(_fixed(isl.UnionSet(starts), params, sizes)) if starts else 1)
+            for inside, starts in code.parallel_work):
+        threads = 1  # no loop on threads has the work per start to repay them at this shape
     sites = tuple(s.at_sizes(sizes) if hasattr(s, "at_sizes") else s for s in code.sites)
     return Binding(tuple(sizes[p] for p in params), made, threads, sites)
 

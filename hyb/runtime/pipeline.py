@@ -70,11 +70,12 @@ class NativeCode:
     schedule: object = None  # the schedule option the code was made with where tuning chose it
     unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
     # a shape-generic kernel's run-time sizes (rt[4:], tir.size_symbols); what the runtime tests for
-    # each new shape: the size values for which an access leaves its tensor (isl set texts), and
-    # the statement instances (isl union set text) weighed against min_parallel_work (0: no threads)
+    # each new shape: the size values for which an access leaves its tensor (isl set texts), and for
+    # each loop run on threads the statement instances it runs and its launches (isl set texts, the
+    # times of parallel_work), weighed against min_parallel_work (0: no loop on threads)
     sizes: tuple = ()
     conditions: tuple = ()
-    work_domain: str = ""
+    parallel_work: tuple = ()
     min_parallel_work: int = 0
 
 
@@ -216,11 +217,34 @@ def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
     poly = middle.poly
     if not poly.params:
         return {}
-    parallel = any(s.parallel for s in loops.loops(middle.nest.body))
+    with deps.ISL_LOCK:
+        work = parallel_work(middle.nest, poly)
     loop_opts = schedule_options(options, target)[1]
-    return {"conditions": tuple(str(c) for c, _ in poly.shape_conditions),
-            "work_domain": str(poly.union("domain")) if parallel else "",
-            "min_parallel_work": loop_opts.min_parallel_work if parallel else 0}
+    return {"conditions": tuple(str(c) for c, _ in poly.shape_conditions), "parallel_work": work,
+            "min_parallel_work": loop_opts.min_parallel_work if work else 0}
+
+
+def parallel_work(nest: loops.LoopNest, poly) -> tuple:
+    """For each loop of ``nest`` run on threads, ``(the times of the statement instances it runs,
+    the times it starts)`` as isl set texts over the sizes (the times of ``verify.executed_order``,
+    the second cut before the loop's counter); the whole domain, started once, where the loops
+    cannot be read."""
+    if not any(s.parallel for s in loops.loops(nest.body)):
+        return ()
+    order, places = verify.executed_order(nest)
+    times = order.range() if order is not None else None
+    if times is None or times.n_set() != 1:
+        return ((str(poly.union("domain")), ""),)
+    times = isl.Set.from_union_set(times)
+    n = times.dim(isl.dim_type.set)
+    out = []
+    for place in places:
+        fixed = [f"a{i} = {t}" for i, t in enumerate(place) if t.lstrip("-").isdigit()]
+        pick = isl.Set(extract.with_params(poly.params, "{ [%s] : %s }" % (
+            ", ".join(f"a{i}" for i in range(n)), " and ".join(fixed) or "1 = 1")))
+        inside = times.intersect(pick)
+        out.append((str(inside), str(inside.project_out(isl.dim_type.set, len(place), n - len(place)))))
+    return tuple(out)
 
 
 _HYB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

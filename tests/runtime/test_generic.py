@@ -246,3 +246,41 @@ def test_the_disk_cache_keeps_the_shape_generic_code(tmp_path):
 
     assert compiles() == 2  # the first shape's code and the shape-generic code
     assert compiles() == 0  # both from the disk: the generic entry serves shapes 5 and 8
+
+
+THREADED = '''
+def scale(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            c[i, j] = a[i, j] * 2.0
+    return c
+
+
+def sweeps(a, steps):
+    b = output_tensor(a.shape, a.dtype)
+    for t in range(steps.shape[0]):
+        for i in range(1, a.shape[0] - 1):
+            b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0
+        for i in range(1, a.shape[0] - 1):
+            a[i] = b[i]
+    return a, b
+'''
+
+
+def test_threads_only_where_a_shapes_work_per_start_repays_them():
+    mod = hyb.compile_source(THREADED, shapes="generic", threads=2, schedule={"min_parallel_work": 4096})
+    small, large = np.ones((8, 8)), np.ones((256, 256))
+    np.testing.assert_array_equal(mod.scale(small), small * 2)
+    np.testing.assert_array_equal(mod.scale(large), large * 2)
+    assert mod.scale.compile(small).binding.threads == 1
+    assert mod.scale.compile(large).binding.threads == 2
+    # a loop inside a time loop is weighed by its work each time it starts, not by all its steps
+    a = np.arange(3000.0)
+    many_steps = np.zeros(400)
+    assert "parallel" in mod.sweeps.compile(a, many_steps).inspect("loops")
+    assert mod.sweeps.compile(a, many_steps).binding.threads == 1
+    got = mod.sweeps(a.copy(), many_steps)
+    want = mod.sweeps.emulate(a.copy(), many_steps)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert mod.sweeps.compile(np.arange(40000.0), np.zeros(2)).binding.threads == 2
