@@ -292,9 +292,18 @@ def build(variant: str, bench: Bench, dims: dict, pristine: dict, *, opts, cc: C
     if variant == "hyb":
         options = hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads)
         return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads, kernel=kernel)
-    if variant == "hyb-generic":  # the same kernel compiled once for every shape of its ranks
-        options = {**hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads), "shapes": "generic"}
-        return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads)
+    if variant == "hyb-generic":  # the shape-generic code a second shape of the kernel compiles
+        import hyb
+
+        options = hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads)
+        mod, entry = hyb_module(bench, dims, options)
+        generic = mod.kernels[entry]
+        try:
+            with hyb_threads_env(opts.hyb_threads):
+                generic.compile_generic(*[pristine[n] for n in bench.hyb_params])
+        except hyb.HybridUnsupportedError as e:
+            raise NotAvailable(str(e).splitlines()[0]) from None
+        return hyb_runner(bench, dims, pristine, options, threads=opts.hyb_threads, kernel=generic)
     if variant == "hyb-par":
         return hyb_parallel_runner(bench, dims, pristine, opts.fastmath, opts.schedule, opts.threads)
     if variant in MODE_VARIANTS:

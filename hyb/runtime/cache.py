@@ -112,7 +112,8 @@ def _record(header: dict, object_code: bytes):
     return NativeCode(header["llvm_opt"], object_code, sites, found, _names(header["buffers"]), schedule=schedule,
                       unfilled=_names(header["unfilled"]), sizes=_names(header["sizes"]),
                       conditions=_names(header["conditions"]), parallel_work=work,
-                      min_parallel_work=header["min_parallel_work"])
+                      min_parallel_work=header["min_parallel_work"],
+                      unfilled_when=tuple(tuple(_names(pair)) for pair in header["unfilled_when"]))
 
 
 def _names(value) -> tuple:
@@ -134,7 +135,8 @@ def store(k: str, code) -> bool:
                          "unfilled": list(code.unfilled),
                          "sizes": list(code.sizes), "conditions": list(code.conditions),
                          "parallel_work": [list(pair) for pair in code.parallel_work],
-                         "min_parallel_work": code.min_parallel_work}).encode()
+                         "min_parallel_work": code.min_parallel_work,
+                         "unfilled_when": [list(pair) for pair in code.unfilled_when]}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])

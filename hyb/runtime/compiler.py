@@ -81,7 +81,8 @@ class CompiledKernel:
         pipeline.emit_warnings(middle.warnings)
         code, loaded = pipeline.generate_code(middle.code, options, target)
         code = replace(code, warnings=middle.warnings,
-                       unfilled=tuple(n for n in code.buffers if n in middle.written_first),
+                       unfilled=tuple(n for n in code.buffers if n in middle.written_first
+                                      and middle.written_first[n] is None),
                        **pipeline.shape_checks(middle, options, target))
         return cls(typed, specs, options, code, middle, loaded, target)
 
@@ -250,7 +251,8 @@ class CompiledKernel:
                         if j != i and self._kinds[j] != "param" and np.shares_memory(ptrs[j], ptrs[i]):
                             ptrs[j] = ptrs[j].copy()
         made_specs = self._made if binding is None else [
-            (shape, dtype, allocate) for shape, (_, dtype, allocate) in zip(binding.made_shapes, self._made)]
+            (shape, dtype, allocate) for shape, (_, dtype, _), allocate
+            in zip(binding.made_shapes, self._made, binding.allocators)]
         try:
             made = [allocate(shape, dtype=dtype) for shape, dtype, allocate in made_specs]
         except (MemoryError, ValueError) as e:
@@ -292,10 +294,10 @@ class CompiledKernel:
         inputs = tuple(fastcall.Slot(kind == "param", types.numpy_dtype(k.tensors[n].dtype), n in self._written)
                        for n, kind in zip(k.inputs, self._kinds))
         if binding is None:
-            shapes = [shape for shape, _, _ in self._made]
+            shapes, allocators = [shape for shape, _, _ in self._made], [a for _, _, a in self._made]
             block, sites, run = (0, 0, 0, self.threads), self.check_sites, self.run
         else:
-            shapes = binding.made_shapes
+            shapes, allocators = binding.made_shapes, binding.allocators
             block, sites = (0, 0, 0, binding.threads, *binding.sizes), binding.sites
 
             def run(arrays):
@@ -309,7 +311,7 @@ class CompiledKernel:
         plan = fastcall.CallPlan(
             address=self._jit.address, inputs=inputs,
             made=tuple(fastcall.Made(tuple(shape), dtype, allocate)
-                       for shape, (_, dtype, allocate) in zip(shapes, self._made)),
+                       for shape, (_, dtype, _), allocate in zip(shapes, self._made, allocators)),
             block=block, outputs=tuple(self._out_index), failed=failed, run=run,
             # print sites are found through the runtime block, which the Python path registers;
             # shape-generic code needs the sizes of a shape

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import islpy as isl
+import numpy as np
 
 from ..dsl import tir
 from ..dsl.check import ArgSpec
@@ -146,6 +147,7 @@ class Binding:
     made_shapes: tuple
     threads: int
     sites: tuple
+    allocators: tuple  # np.empty or np.zeros for each made buffer
 
 
 def bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
@@ -167,6 +169,10 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
                 raise HybridInternalError("a bounds condition of the shape-generic code holds, but the bounds "
                                           "proof for this shape passes", "runtime")
     made = tuple(tuple(evaluate(d, sizes) for d in shape) for shape, _, _ in ck._made)
+    point = _at(params, sizes)
+    unfilled = {n for n, text in code.unfilled_when if not isl.Set(text).intersect(point).is_empty()}
+    allocators = tuple(np.empty if n in unfilled else allocate
+                       for n, (_, _, allocate) in zip(ck.buffers[len(typed.inputs):], ck._made))
     threads = ck.threads
     if threads > 1 and code.min_parallel_work and not any(
             _instances(_fixed(isl.UnionSet(inside), params, sizes))
@@ -174,7 +180,7 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
             for inside, starts in code.parallel_work):
         threads = 1  # no loop on threads has the work per start to repay them at this shape
     sites = tuple(s.at_sizes(sizes) if hasattr(s, "at_sizes") else s for s in code.sites)
-    return Binding(tuple(sizes[p] for p in params), made, threads, sites)
+    return Binding(tuple(sizes[p] for p in params), made, threads, sites, allocators)
 
 
 class BoundKernel:

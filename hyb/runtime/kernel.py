@@ -187,6 +187,26 @@ class Kernel:
             return ck
         return self.compile_typed(typed, specs, target, arrays)
 
+    def compile_generic(self, *args, **kwargs):
+        """The shape-generic code for shapes like those of ``args``, compiled now as a second shape
+        would make it (the sizes of at most ``generic.SMALL_SIZE`` kept constant) and bound to
+        ``args``' shape, which calls then run; a HybridUnsupportedError says why a kernel has none."""
+        arrays = prepare_arrays(self, self.bind(args, kwargs))
+        with self._lock:
+            typed, specs = self._checked(arrays)
+            gspecs = generic_specs(specs, specs)
+            g = self._generic.get(tuple(gspecs))
+            if g is None:
+                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs)
+            self._generic_seen.setdefault(tuple(generic_specs(specs)), specs)
+            if not isinstance(g, CompiledKernel):
+                raise HybridUnsupportedError(f"`{self.name}`: {g}", self.kdef.span, "call it: it compiles each shape")
+            ck = self._cache[(tuple(specs), "cpu")] = BoundKernel(g, bind(g, arrays, typed), specs, typed)
+            key = _fast_key(args, self._value_params)
+            self._fast.pop(key, None)
+            self._plans.pop(key, None)
+        return ck
+
     def _compile_generic(self, gspecs: list):
         """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made."""
         try:

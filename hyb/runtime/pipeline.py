@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
@@ -52,9 +52,9 @@ class MiddleEnd:
     schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
     warnings: tuple  # HybridWarnings about the kernel
     code: loops.LoopNest  # ``nest`` legalised: the loops and primitive operations every back end renders
-    # outputs and temporaries whose every element is written before anything reads it (no zero fill;
-    # the CPU's runtime reads it)
-    written_first: frozenset = frozenset()
+    # outputs and temporaries whose initial zeros are never seen (no zero fill; the CPU's runtime
+    # reads it): name -> None, or the isl set of the sizes at which that holds (deps.written_before_read)
+    written_first: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class NativeCode:
     conditions: tuple = ()
     parallel_work: tuple = ()
     min_parallel_work: int = 0
+    unfilled_when: tuple = ()  # (buffer, isl set text of the sizes at which it needs no zeros)
 
 
 def schedule_options(options: dict, target) -> tuple:
@@ -189,7 +190,7 @@ def _middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
                      legalise(nest, relaxed),
-                     deps.written_before_read(poly, d) if target.kind == "cpu" else frozenset())
+                     deps.written_before_read(poly, d) if target.kind == "cpu" else {})
 
 
 def llvm_options(options: dict, target) -> llvm_codegen.Options:
@@ -221,7 +222,8 @@ def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
         work = parallel_work(middle.nest, poly)
     loop_opts = schedule_options(options, target)[1]
     return {"conditions": tuple(str(c) for c, _ in poly.shape_conditions), "parallel_work": work,
-            "min_parallel_work": loop_opts.min_parallel_work if work else 0}
+            "min_parallel_work": loop_opts.min_parallel_work if work else 0,
+            "unfilled_when": tuple((n, str(s)) for n, s in middle.written_first.items() if s is not None)}
 
 
 def parallel_work(nest: loops.LoopNest, poly) -> tuple:

@@ -259,19 +259,29 @@ def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
     return out
 
 
-def written_before_read(p: PolyProgram, d: Dependences) -> frozenset:
-    """The outputs and temporaries of which every element is surely written (an exact access, under
-    no run-time condition) before anything reads it: the initial zeros are never seen, so their
-    buffers need not be filled with them.  Empty when the dependences are over-approximated."""
+def written_before_read(p: PolyProgram, d: Dependences) -> dict:
+    """The outputs and temporaries whose initial zeros are never seen: nothing reads an element of
+    them before it is surely written (an exact access, under no run-time condition), and, for an
+    output, every element is written.  Their buffers need not be filled with zeros.  A dict from
+    such a tensor to None (always), or, in a shape-generic kernel, to the isl set of the sizes at
+    which it holds; empty when the dependences are over-approximated."""
     if not d.exact:
-        return frozenset()
+        return {}
     written = p.union("must_writes").range()
     unwritten_reads = d.uninitialized.range()
-    found = set()
+    valid = p.context()
+    found = {}
     for t in p.kernel.tensors.values():
         if t.kind not in ("output", "temp") or t.name in p.kernel.inputs:
             continue
         box = isl.UnionSet.from_set(tensor_box(p.kernel, t.name, p.params))
-        if box.intersect(unwritten_reads).is_empty() and box.is_subset(written):
-            found.add(t.name)
-    return frozenset(found)
+        seen = box.intersect(unwritten_reads)  # elements read before a write
+        if t.kind == "output":
+            seen = seen.union(box.subtract(written))  # or never written, which the caller sees
+        if seen.is_empty():
+            found[t.name] = None
+        elif p.params:
+            safe = valid.subtract(seen.params()).coalesce()
+            if not safe.is_empty():
+                found[t.name] = safe
+    return found

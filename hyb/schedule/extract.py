@@ -79,8 +79,12 @@ class PolyProgram:
     shape_conditions: tuple = ()
 
     def context(self) -> isl.Set:
-        """What is known of the parameters: every size is at least 0."""
-        return params_set(self.params, " and ".join(f"{p} >= 0" for p in self.params))
+        """What is known of the parameters: every size is at least 0, and no access leaves its
+        tensor (the sizes of ``shape_conditions`` never run the code)."""
+        valid = params_set(self.params, " and ".join(f"{p} >= 0" for p in self.params))
+        for cond, _ in self.shape_conditions:
+            valid = valid.subtract(cond)
+        return valid.coalesce()
 
     @property
     def by_name(self) -> dict:
@@ -136,12 +140,13 @@ def params_set(params, cond: str = "") -> isl.Set:
 
 
 def tensor_box(k: tir.TypedKernel, tensor: str, params=None, dims=None) -> isl.Set:
-    """The elements of ``tensor``: ``0 <= e_k < shape[k]`` (a run-time size as its parameter)."""
+    """The elements of ``tensor``: ``0 <= e_k < shape[k]`` (a run-time size as its parameter, every
+    size at least 0, as in the statements' domains)."""
     t = k.tensors[tensor]
     params = tir.size_symbols(k) if params is None else params
     dims = dims or [f"e{j}" for j in range(t.ndim)]
     try:
-        conds = [f"0 <= {v} < {affine(tir.dim(n))}" for v, n in zip(dims, t.shape)]
+        conds = [f"0 <= {v} < {affine(tir.dim(n))}" for v, n in zip(dims, t.shape)] + [f"{p} >= 0" for p in params]
     except _NotAffine:
         raise tir.NotGeneric(f"the shape of `{t.source_name}` is not affine in the sizes") from None
     return isl.Set(with_params(params, "{ %s[%s] : %s }" % (tensor, ", ".join(dims), " and ".join(conds) or "1 = 1")))
@@ -281,6 +286,17 @@ class _Extractor:
     def run(self) -> PolyProgram:
         self.block(self.k.body, _Ctx([], [], [], [0], []))
         D = self.depth
+        if self.shape_conditions:
+            # the code never runs at sizes for which an access would leave its tensor (the runtime
+            # refuses such shapes first): every later analysis may take that as known
+            valid = params_set(self.params)
+            for cond, _ in self.shape_conditions:
+                valid = valid.subtract(cond)
+            valid = valid.coalesce()
+            for s in self.statements:
+                s.domain = s.domain.intersect_params(valid)
+                for a in s.writes + s.reads:
+                    a.relation = a.relation.intersect_params(valid)
         for s in self.statements:
             s.schedule = self._schedule(s, D)
         return PolyProgram(self.k, self.statements, D, self.checked, self.loops, self.params,

@@ -65,14 +65,25 @@ def parallel_hint_conflicts(p: PolyProgram, deps: isl.UnionMap) -> list:
     return out
 
 
-def work(p: PolyProgram, domain: isl.UnionSet) -> int:
-    """An upper bound on the statement instances in ``domain`` (bounding boxes)."""
+# The value a run-time size (a shape-generic kernel's) is taken to have where statements are
+# weighed against each other by their instances (which schedule walks memory better)
+NOMINAL_SIZE = 512
+
+
+def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
+    """An upper bound on the statement instances in ``domain`` (bounding boxes); ``nominal``: with
+    each run-time size taken as NOMINAL_SIZE (else an extent that depends on one is unknown: large)."""
     total = 0
     for st in p.statements:
         d = domain.intersect(isl.UnionSet.from_set(st.domain))
         if d.is_empty():
             continue
-        box = box_size(isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain)
+        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
+        if nominal and s.dim(isl.dim_type.param):
+            for k in range(s.dim(isl.dim_type.param)):
+                s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), NOMINAL_SIZE))
+            s = s.project_out(isl.dim_type.param, 0, s.dim(isl.dim_type.param))
+        box = box_size(s)
         if box is None:
             return 1 << 62
         total += box
@@ -125,10 +136,10 @@ def _parallel_candidate(node: isl.ScheduleNode) -> bool:
 def leading_parallel_work(sched: isl.Schedule, p: PolyProgram) -> int:
     """All the statement instances under the first band (in program order) whose first member is
     parallel: how much isl's order has to put on threads, for the choice between isl's order and
-    the original one (0 if there is no such band)."""
+    the original one (0 if there is no such band); a run-time size taken as NOMINAL_SIZE."""
     def visit(node):
         if _parallel_candidate(node):
-            return work(p, node.get_domain())
+            return work(p, node.get_domain(), nominal=True)
         for i in range(node.n_children()):
             found = visit(node.child(i))
             if found is not None:

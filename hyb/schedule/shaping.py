@@ -21,7 +21,7 @@ def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
         inner = _innermost_iterator(smap, st)
         if inner is None:
             continue
-        count = work(p, isl.UnionSet.from_set(st.domain))
+        count = work(p, isl.UnionSet.from_set(st.domain), nominal=True)
         total += count * _access_score(p, st, inner)
     return total
 
@@ -33,7 +33,7 @@ def strided_innermost(p: PolyProgram, smap: isl.UnionMap) -> int:
     for st in p.statements:
         inner = _innermost_iterator(smap, st)
         if inner is not None and _access_score(p, st, inner) < 0:
-            total += work(p, isl.UnionSet.from_set(st.domain))
+            total += work(p, isl.UnionSet.from_set(st.domain), nominal=True)
     return total
 
 

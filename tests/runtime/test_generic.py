@@ -284,3 +284,22 @@ def test_threads_only_where_a_shapes_work_per_start_repays_them():
     want = mod.sweeps.emulate(a.copy(), many_steps)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     assert mod.sweeps.compile(np.arange(40000.0), np.zeros(2)).binding.threads == 2
+
+
+def test_zeros_are_skipped_at_the_sizes_where_no_one_sees_them():
+    src = '''
+def fill(a, b):
+    c = output_tensor(b.shape, b.dtype)
+    for r in range(a.shape[0]):
+        for i in range(b.shape[0]):
+            c[i] = b[i] * 2.0
+    return c
+'''
+    k = hyb.compile_source(src, shapes="generic").fill
+    b = np.arange(1.0, 6.0)
+    np.testing.assert_array_equal(k(np.ones(3), b), b * 2)
+    assert [a.__name__ for a in k.compile(np.ones(3), b).binding.allocators] == ["empty"]
+    # no row: nothing writes `c`, which must come back as zeros
+    for _ in range(3):
+        np.testing.assert_array_equal(k(np.ones(0), b), np.zeros(5))
+    assert [a.__name__ for a in k.compile(np.ones(0), b).binding.allocators] == ["zeros"]
