@@ -108,7 +108,7 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
     nest = astgen.generate(poly, planned.schedule)
     if planned.schedule is not None:
         cells = cell_deps.all if poly.has_private_scalars else None
-        broken = verify.violations(nest, d.all, cells)
+        broken = verify.violations(nest, d.all, cells, poly.context())
         if broken is None or broken.is_empty():
             return nest, planned
         planned = planning.Plan(None, planned.decisions + (f"generated loops broke dependences {broken}; "
@@ -144,7 +144,7 @@ def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, b
     promoted, decisions = promote.promote(poly, nest, rows_of_one)
     if not decisions:
         return nest, ()
-    broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None)
+    broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
     if broken is not None and not broken.is_empty():
         return nest, (f"register blocks not kept in registers: the rewritten loops broke dependences {broken}",)
     return promoted, decisions

@@ -14,7 +14,8 @@ import islpy as isl
 
 from ..dsl.tir import size_symbols
 from . import loops
-from .extract import with_params
+from .deps import QUOTA, operations
+from .extract import params_set, with_params
 
 _CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
 
@@ -147,15 +148,48 @@ def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
     return loops.with_flags(nest, {id(loop): {"parallel": False} for loop in unmarked}), tuple(x.var for x in unmarked)
 
 
-def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None) -> isl.UnionMap | None:
+# isl operations the check of shape-generic loops may take for all sizes at once; past them the
+# loops are checked at sample sizes (the lower bounds below, each as small as the sizes allow)
+PARAMETRIC_OPERATIONS = 300_000
+SAMPLE_SIZES = (1, 2, 3, 7, 17, 67)
+
+
+def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None,
+               context: isl.Set | None = None) -> isl.UnionMap | None:
     """The dependences the loops of ``nest`` break (run sink before or with source, or across
     iterations of a parallel loop); an empty map if none, None if the nest could not be read.
     ``cells``: the dependences with each private scalar as one cell, as the generated code
     stores it (one per thread): they must run in order too, except between iterations of a
-    parallel loop (different threads, different cells)."""
+    parallel loop (different threads, different cells).
+
+    Loops of a shape-generic kernel are checked for all sizes at once; given ``context`` (the
+    sizes the code runs at), a check that goes past PARAMETRIC_OPERATIONS is made instead at the
+    sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's)."""
     order, parallel = executed_order(nest)
     if order is None:
         return None
+    if context is None or not size_symbols(nest.kernel):
+        return _violations(order, parallel, deps, cells)
+    try:
+        with operations(PARAMETRIC_OPERATIONS):
+            return _violations(order, parallel, deps, cells)
+    except isl.Error as e:
+        if QUOTA not in str(e):
+            raise
+    params = size_symbols(nest.kernel)
+    for k in SAMPLE_SIZES:
+        at = context.intersect(params_set(params, " and ".join(f"{p} >= {k}" for p in params)))
+        if at.is_empty():
+            continue
+        at = isl.Set.from_point(at.sample_point())
+        broken = _violations(order.intersect_params(at), parallel, deps.intersect_params(at),
+                             None if cells is None else cells.intersect_params(at))
+        if broken is None or not broken.is_empty():
+            return broken
+    return isl.UnionMap.empty(deps.get_space())
+
+
+def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells) -> isl.UnionMap:
     if deps.is_empty() and (cells is None or cells.is_empty()):
         return deps
     dim = _time_dim(order)

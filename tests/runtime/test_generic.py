@@ -303,3 +303,28 @@ def fill(a, b):
     for _ in range(3):
         np.testing.assert_array_equal(k(np.ones(0), b), np.zeros(5))
     assert [a.__name__ for a in k.compile(np.ones(0), b).binding.allocators] == ["zeros"]
+
+
+def test_loops_too_costly_to_check_for_all_sizes_are_checked_at_sample_sizes(monkeypatch):
+    from hyb.schedule import loops, verify
+
+    monkeypatch.setattr(verify, "PARAMETRIC_OPERATIONS", 1)  # every check of all sizes goes past it
+    src = '''
+def prefix(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = a[i]
+    for i in range(1, a.shape[0]):
+        c[i] = c[i - 1] + a[i]
+    return c
+'''
+    k = hyb.compile_source(src, shapes="generic").prefix
+    for n in (0, 1, 2, 9, 100):
+        a = np.arange(float(n))
+        np.testing.assert_array_equal(k(a), np.cumsum(a))
+    middle = k.compile(np.ones(4)).middle
+    # every loop on threads: the one that carries c[i - 1] -> c[i] must not be
+    wrong = loops.with_flags(middle.nest, {id(x): {"parallel": True} for x in loops.loops(middle.nest.body)})
+    broken = verify.violations(wrong, middle.deps.all, None, middle.poly.context())
+    assert broken is not None and not broken.is_empty()
+    assert verify.violations(middle.nest, middle.deps.all, None, middle.poly.context()).is_empty()
