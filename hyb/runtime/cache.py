@@ -67,7 +67,8 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
         "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},
         # (a size None: a shape-generic signature, whose code serves every shape of its ranks)
         "specs": [[list(s.shape), s.dtype, s.scalar] + ([repr(s.value)] if s.value is not None else []) for s in specs],
-        "options": {k: repr(v) for k, v in sorted(options.items()) if k != "threads"},
+        # (the sizes a shape-generic compile was hinted with change no result: not in the key)
+        "options": {k: repr(v) for k, v in sorted(options.items()) if k not in ("threads", "size_hint")},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

@@ -27,12 +27,13 @@ from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache, fastcall
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
-from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs, serves
+from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs, serves, sizes_of
 
 _TARGETS = ("cpu", "cuda")
-# isl operations each stage of a shape-generic compile may take (sets with sizes as parameters can
-# cost far more than the same sets for one shape); past them the kernel is compiled for each shape
-GENERIC_OPERATIONS = 2_000_000
+# isl operations a shape-generic compile may take between two analyses that keep their own limits
+# (sets with sizes as parameters can cost far more than the same sets for one shape); past them the
+# kernel is compiled for each shape
+GENERIC_OPERATIONS = 6_000_000
 _default_target = ["cpu"]  # the back end of kernels made without target=
 
 
@@ -176,7 +177,7 @@ class Kernel:
                 made = any(tuple(generic_specs(list(k))) == family for k in self._generic)
                 gspecs = list(family) if mode == "generic" or made else \
                     generic_specs(specs, self._generic_seen[family])
-                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs)
+                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs, arrays)
             self._generic_seen.setdefault(family, specs)
             if isinstance(g, CompiledKernel):
                 return BoundKernel(g, bind(g, arrays, typed), specs, typed)
@@ -197,7 +198,7 @@ class Kernel:
             gspecs = generic_specs(specs, specs)
             g = self._generic.get(tuple(gspecs))
             if g is None:
-                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs)
+                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs, arrays)
             self._generic_seen.setdefault(tuple(generic_specs(specs)), specs)
             if not isinstance(g, CompiledKernel):
                 raise HybridUnsupportedError(f"`{self.name}`: {g}", self.kdef.span, "call it: it compiles each shape")
@@ -207,14 +208,15 @@ class Kernel:
             self._plans.pop(key, None)
         return ck
 
-    def _compile_generic(self, gspecs: list):
-        """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made."""
+    def _compile_generic(self, gspecs: list, arrays):
+        """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made
+        (``arrays``: the call that compiles it, whose sizes size its register blocks)."""
         try:
             with warnings.catch_warnings(), dependences.operations(GENERIC_OPERATIONS):
                 if self.options["shapes"] == "auto":
                     warnings.simplefilter("ignore", HybridWarning)  # the first shape's compile gave them
                 typed = check_kernel(self.kdef, self.module, gspecs)
-                return self.compile_typed(typed, gspecs, "cpu")
+                return self.compile_typed(typed, gspecs, "cpu", hint=sizes_of(typed, arrays))
         except tir.NotGeneric as e:
             return f"no shape-generic code: {e}"
         except isl.Error as e:
@@ -227,11 +229,13 @@ class Kernel:
         except Exception as e:  # a stage that cannot take run-time sizes: compile each shape
             return f"no shape-generic code: {type(e).__name__} in a stage that needs constant sizes"
 
-    def compile_typed(self, typed, specs: list, target: str, arrays=None) -> CompiledKernel:
+    def compile_typed(self, typed, specs: list, target: str, arrays=None, hint=None) -> CompiledKernel:
         """The compiled kernel of a checked signature for ``target`` (``"cpu"``: through the disk
         cache; ``"cuda"``: CUDA C, made without pycuda or a GPU, which caches its own builds).
         With ``schedule="tune"`` and the call's ``arrays``, schedules are measured on them
-        (:mod:`hyb.runtime.tune`) and the fastest is what the disk cache keeps."""
+        (:mod:`hyb.runtime.tune`) and the fastest is what the disk cache keeps.  ``hint``: for
+        shape-generic code, the sizes of the shape that compiles it (the register blocks are sized
+        for them; the code serves every size)."""
         if target == "cuda":
             from . import cuda
             ck = cuda.compile_kernel(typed, specs, self.options)
@@ -249,7 +253,7 @@ class Kernel:
                     from .tune import tune
                     ck = tune(typed, specs, self.options, arrays)
                 else:
-                    ck = CompiledKernel.build(typed, specs, self.options)
+                    ck = CompiledKernel.build(typed, specs, {**self.options, "size_hint": hint} if hint else self.options)
                 cache.store(disk_key, ck.code)
         ck.kernel = self
         return ck

@@ -161,6 +161,7 @@ def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
 def _middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
     plan_opts, loop_opts = schedule_options(options, target)
     poly = extract.extract(typed)
+    poly.hint = dict(options.get("size_hint") or {})
     budget = plan_opts.analysis_operations
     d = deps.compute(poly, budget=budget)
     cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact) if poly.has_private_scalars else None

@@ -207,7 +207,7 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     rowless = i is None  # a block of one row (no loop but J moves the written cell)
     others = [m for m in range(n) if m not in (i, j, *ks)]
     order = others + ([] if rowless else [i]) + [j, *ks]
-    extents = shaper.extents(node)
+    extents = shaper.extents(node, hinted=True)  # (shape-generic code: blocks for the compiling shape)
     k_ext = 1
     for m in ks:
         k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]

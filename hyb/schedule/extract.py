@@ -77,6 +77,9 @@ class PolyProgram:
     # access leaves its tensor (isl sets, each with the span of the access)
     params: tuple = ()
     shape_conditions: tuple = ()
+    # sizes (parameter -> value) the register blocks of a shape-generic kernel are sized for: the
+    # shape that compiles it
+    hint: dict = field(default_factory=dict)
 
     def context(self) -> isl.Set:
         """What is known of the parameters: every size is at least 0, and no access leaves its

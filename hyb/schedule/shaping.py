@@ -203,15 +203,22 @@ class Shaper:
         return (node.get_type() == isl.schedule_node_type.band and node.band_n_member() >= 2
                 and bool(node.band_get_permutable()))
 
-    def extents(self, node) -> list:
-        """Number of values each band member takes (None if unknown)."""
+    def extents(self, node, hinted: bool = False) -> list:
+        """Number of values each band member takes (None if unknown); ``hinted``: at the sizes of
+        ``PolyProgram.hint`` where they are run-time sizes."""
         umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
         rng = umap.range()
         sets = []
         rng.foreach_set(sets.append)
         if len(sets) != 1:
             return [None] * node.band_n_member()
-        return [extent(sets[0], i) for i in range(sets[0].dim(isl.dim_type.set))]
+        s = sets[0]
+        if hinted and self.p.hint and s.dim(isl.dim_type.param):
+            for k in range(s.dim(isl.dim_type.param)):
+                name = s.get_dim_name(isl.dim_type.param, k)
+                if name in self.p.hint:
+                    s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), self.p.hint[name]))
+        return [extent(s, i) for i in range(s.dim(isl.dim_type.set))]
 
     def scores(self, node) -> list | None:
         """The access score of each band member (summed over the statements under the band), or
