@@ -207,22 +207,28 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     rowless = i is None  # a block of one row (no loop but J moves the written cell)
     others = [m for m in range(n) if m not in (i, j, *ks)]
     order = others + ([] if rowless else [i]) + [j, *ks]
-    extents = shaper.extents(node, hinted=True)  # (shape-generic code: blocks for the compiling shape)
-    k_ext = 1
-    for m in ks:
-        k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
-    ext = (1 if rowless else extents[i], extents[j], k_ext)
     if not register and work(shaper.p, node.get_domain()) < MIN_BLOCK_WORK:
         return None
     if contraction["transposed"] and not _rectangular(node, i, j):
         # a block needs its panel full in every row (schedule.promote), and in a triangle that
         # depends on the row, which no panel made outside the rows can know
         return None
-    if rowless:
-        shape = (1, register[1]) if register else row_shape(machine, itemsize, ext[1])
+    # shape-generic code: the block of the shape that compiles it, or where no block pays at that
+    # shape (the code serves larger ones too), the block of unknown (long) extents
+    for extents in (shaper.extents(node, hinted=True), shaper.extents(node)):
+        k_ext = 1
+        for m in ks:
+            k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
+        ext = (1 if rowless else extents[i], extents[j], k_ext)
+        if rowless:
+            shape = (1, register[1]) if register else row_shape(machine, itemsize, ext[1])
+        else:
+            shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
+        if shape is not None and not (ext[2] is not None and ext[2] < 2):
+            break
+        if not shaper.p.hint:
+            return None
     else:
-        shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
-    if shape is None or (ext[2] is not None and ext[2] < 2):
         return None
     mr, nr = shape
     if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
