@@ -99,8 +99,9 @@ class ParallelOutlining:
             op, ub_expr = bound
             ub = self.lexpr(ub_expr)
             last = ub if op == "le" else b.sub(ub, ir.Constant(I64, 1))
-            trips = b.add(b.sdiv(b.sub(last, init), step), ir.Constant(I64, 1))
-            trips = b.select(b.icmp_signed("<", trips, ir.Constant(I64, 0)), ir.Constant(I64, 0), trips)
+            span = b.sub(last, init)  # (negative: no iteration; sdiv would round -1 // 2 up to 0)
+            trips = b.add(b.sdiv(span, step), ir.Constant(I64, 1))
+            trips = b.select(b.icmp_signed("<", span, ir.Constant(I64, 0)), ir.Constant(I64, 0), trips)
             chunk = b.sdiv(b.add(trips, b.sub(nth, ir.Constant(I64, 1))), nth)
             first = b.mul(tid, chunk)
             end = b.add(first, chunk)

@@ -328,3 +328,19 @@ def prefix(a):
     broken = verify.violations(wrong, middle.deps.all, None, middle.poly.context())
     assert broken is not None and not broken.is_empty()
     assert verify.violations(middle.nest, middle.deps.all, None, middle.poly.context()).is_empty()
+
+
+def test_a_strided_parallel_loop_that_runs_no_iteration_at_a_shape():
+    """range(2, n - 2, 2) at n = 4 runs nothing; the threads' share of it was once counted as one
+    iteration (-1 // 2 rounded towards zero), which wrote y[2] (found by the fuzzer)."""
+    src = '''
+def k(x):
+    y = output_tensor(x.shape, "float64")
+    for i in range(2, x.shape[0] - 2, 2):
+        y[i] = 1.0
+    return y
+'''
+    k = hyb.compile_source(src, shapes="generic", threads=2).k
+    for n in (4, 9, 3, 5, 4, 0):
+        x = np.zeros(n, np.float32)
+        np.testing.assert_array_equal(k(x), k.emulate(x))
