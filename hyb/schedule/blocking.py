@@ -213,23 +213,26 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         # a block needs its panel full in every row (schedule.promote), and in a triangle that
         # depends on the row, which no panel made outside the rows can know
         return None
-    # shape-generic code: the block of the shape that compiles it, or where no block pays at that
-    # shape (the code serves larger ones too), the block of unknown (long) extents
-    for extents in (shaper.extents(node, hinted=True), shaper.extents(node)):
+    def extents_of(extents):
         k_ext = 1
         for m in ks:
             k_ext = None if k_ext is None or extents[m] is None else k_ext * extents[m]
-        ext = (1 if rowless else extents[i], extents[j], k_ext)
+        return (1 if rowless else extents[i], extents[j], k_ext)
+
+    # shape-generic code: the block shape of the shape that compiles it, or where no block pays at
+    # that shape (the code serves larger ones too), that of unknown (long) extents; its cache tiles
+    # are those of unknown extents (tiles sized for a small shape would serve large ones badly)
+    extents = shaper.extents(node)
+    for ext in ((extents_of(shaper.extents(node, hinted=True)),) if shaper.p.hint else ()) + (extents_of(extents),):
         if rowless:
             shape = (1, register[1]) if register else row_shape(machine, itemsize, ext[1])
         else:
             shape = tuple(register) if register else block_shape(machine, itemsize, ext[0], ext[1])
         if shape is not None and not (ext[2] is not None and ext[2] < 2):
             break
-        if not shaper.p.hint:
-            return None
     else:
         return None
+    ext = extents_of(extents)
     mr, nr = shape
     if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
         sizes = tuple(tile[-n:]) if len(tile) >= n else (tile[0],) * (n - len(tile)) + tuple(tile)
