@@ -154,7 +154,9 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         body()
         phi.add_incoming(b.add(phi, stride, name=var + ".next", flags=flags), b.block)
         latch = b.branch(header)
-        long = trips is not None and trips > MAX_FULL_UNROLL
+        # (in shape-generic code a loop whose trips are not known counts as long: its vectorised
+        # body is unrolled as a long constant loop's is, which LLVM does not do by itself)
+        long = trips > MAX_FULL_UNROLL if trips is not None else bool(self.size_slots)
         if vector or long:
             latch.set_metadata("llvm.loop", self.vector_loop_id(long, before=vector))
         b.position_at_end(exit_)
