@@ -85,6 +85,7 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         self.outlined = False  # building an outlined parallel loop body
         self.scalar_calls = False  # calls a math function that has no vector instruction or variant
         self.vector_calls = {}  # callee -> (dtype, arguments, variants): calls libmvec vectorises (vecmath)
+        self.vector_call_count = 0  # such calls emitted so far
         self.n_parallel = 0
         entry = self.fn.append_basic_block("entry")
         start = self.fn.append_basic_block("start")
@@ -151,12 +152,15 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         scope[var] = phi
         b.cbranch(cond(phi), body_bb, exit_)
         b.position_at_end(body_bb)
+        calls = self.vector_call_count
         body()
         phi.add_incoming(b.add(phi, stride, name=var + ".next", flags=flags), b.block)
         latch = b.branch(header)
-        # (in shape-generic code a loop whose trips are not known counts as long: its vectorised
-        # body is unrolled as a long constant loop's is, which LLVM does not do by itself)
-        long = trips > MAX_FULL_UNROLL if trips is not None else bool(self.size_slots)
+        # (in shape-generic code a loop of vector math calls whose trips are not known counts as
+        # long: LLVM leaves the vectorised body of a loop with calls as it is, where the body of a
+        # long constant loop is unrolled, and calls interleaved run faster)
+        long = trips > MAX_FULL_UNROLL if trips is not None else bool(
+            self.size_slots and self.vector_call_count > calls)
         if vector or long:
             latch.set_metadata("llvm.loop", self.vector_loop_id(long, before=vector))
         b.position_at_end(exit_)

@@ -335,6 +335,7 @@ class LlvmExpressions:
         if found:
             row = vecmath.TABLE[name]
             self.vector_calls[row.callee(dt)] = (dt, row.args, found)
+            self.vector_call_count += 1
             return self.b.call(self.declare(row.callee(dt), t, [t] * len(args)), args, fastmath=self.flags)
         if name not in _NATIVE_MATH:
             self.scalar_calls = True
