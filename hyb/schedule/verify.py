@@ -150,8 +150,8 @@ def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
 
 # isl operations the check of shape-generic loops may take for all sizes at once; past them the
 # loops are checked at sample sizes (the lower bounds below, each as small as the sizes allow)
-PARAMETRIC_OPERATIONS = 300_000
-SAMPLE_SIZES = (1, 2, 3, 7, 17, 67)
+PARAMETRIC_OPERATIONS = 100_000
+SAMPLE_SIZES = (1, 2, 7, 67)
 
 
 def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None,
