@@ -118,22 +118,12 @@ def _at(params: tuple, sizes: dict) -> isl.Set:
     return extract.params_set(params, " and ".join(f"{p} = {sizes[p]}" for p in params))
 
 
-def _fixed(u: isl.UnionSet, params: tuple, sizes: dict) -> isl.UnionSet:
-    """``u`` at these sizes, with the parameters gone (so that its extents are constants)."""
-    out = []
-    u.intersect_params(_at(params, sizes)).foreach_set(
-        lambda s: out.append(s.project_out(isl.dim_type.param, 0, s.dim(isl.dim_type.param))))
-    result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    for s in out:
-        result = result.union(isl.UnionSet.from_set(s))
-    return result
-
-
-def _instances(u: isl.UnionSet) -> int:
-    """An upper bound on the points of ``u`` (the bounding box of each of its sets)."""
+def _instances(text: str, sizes: dict) -> int:
+    """An upper bound on the points of the isl (union) set ``text`` at these sizes (the bounding
+    box of each of its sets)."""
     sets = []
-    u.foreach_set(sets.append)
-    boxes = [box_size(s) for s in sets]
+    isl.UnionSet(text).foreach_set(sets.append)
+    boxes = [box_size(extract.at_sizes(s, sizes)) for s in sets]
     return 1 << 62 if None in boxes else sum(boxes)
 
 
@@ -161,22 +151,20 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
     typed, code = ck.typed, ck.code
     sizes = sizes_of(typed, arrays)
     params = tuple(code.sizes)
+    point = _at(params, sizes)
     if code.conditions:
-        point = _at(params, sizes)
         for text in code.conditions:
             if not isl.Set(text).intersect(point).is_empty():
                 extract.extract(concrete)  # raises the error of a compile for these shapes
                 raise HybridInternalError("a bounds condition of the shape-generic code holds, but the bounds "
                                           "proof for this shape passes", "runtime")
     made = tuple(tuple(evaluate(d, sizes) for d in shape) for shape, _, _ in ck._made)
-    point = _at(params, sizes)
     unfilled = {n for n, text in code.unfilled_when if not isl.Set(text).intersect(point).is_empty()}
     allocators = tuple(np.empty if n in unfilled else allocate
                        for n, (_, _, allocate) in zip(ck.buffers[len(typed.inputs):], ck._made))
     threads = ck.threads
     if threads > 1 and code.min_parallel_work and not any(
-            _instances(_fixed(isl.UnionSet(inside), params, sizes))
-            >= code.min_parallel_work * max(1, _instances(_fixed(isl.UnionSet(starts), params, sizes)) if starts else 1)
+            _instances(inside, sizes) >= code.min_parallel_work * (max(1, _instances(starts, sizes)) if starts else 1)
             for inside, starts in code.parallel_work):
         threads = 1  # no loop on threads has the work per start to repay them at this shape
     sites = tuple(s.at_sizes(sizes) if hasattr(s, "at_sizes") else s for s in code.sites)

@@ -84,10 +84,7 @@ class PolyProgram:
     def context(self) -> isl.Set:
         """What is known of the parameters: every size is at least 0, and no access leaves its
         tensor (the sizes of ``shape_conditions`` never run the code)."""
-        valid = params_set(self.params, " and ".join(f"{p} >= 0" for p in self.params))
-        for cond, _ in self.shape_conditions:
-            valid = valid.subtract(cond)
-        return valid.coalesce()
+        return valid_sizes(self.params, self.shape_conditions)
 
     @property
     def by_name(self) -> dict:
@@ -140,6 +137,29 @@ def with_params(params, text: str) -> str:
 
 def params_set(params, cond: str = "") -> isl.Set:
     return isl.Set(with_params(params, f"{{ : {cond} }}" if cond else "{ : }"))
+
+
+def valid_sizes(params, shape_conditions) -> isl.Set:
+    """The sizes a shape-generic kernel's code runs at: each at least 0, none of the
+    ``shape_conditions`` (``(isl set, span)``: sizes at which an access would leave its tensor)."""
+    valid = params_set(params, " and ".join(f"{p} >= 0" for p in params))
+    for cond, _ in shape_conditions:
+        valid = valid.subtract(cond)
+    return valid.coalesce()
+
+
+def at_sizes(s: isl.Set, values) -> isl.Set:
+    """``s`` with each parameter named in ``values`` (a dict, or a function of the name giving a
+    value or None) fixed to its value; the parameters projected out once all are fixed."""
+    get = values.get if isinstance(values, dict) else values
+    n = s.dim(isl.dim_type.param)
+    fixed = 0
+    for k in range(n):
+        v = get(s.get_dim_name(isl.dim_type.param, k))
+        if v is not None:
+            s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), v))
+            fixed += 1
+    return s.project_out(isl.dim_type.param, 0, n) if n and fixed == n else s
 
 
 def tensor_box(k: tir.TypedKernel, tensor: str, params=None, dims=None) -> isl.Set:
@@ -292,10 +312,7 @@ class _Extractor:
         if self.shape_conditions:
             # the code never runs at sizes for which an access would leave its tensor (the runtime
             # refuses such shapes first): every later analysis may take that as known
-            valid = params_set(self.params)
-            for cond, _ in self.shape_conditions:
-                valid = valid.subtract(cond)
-            valid = valid.coalesce()
+            valid = valid_sizes(self.params, self.shape_conditions)
             for s in self.statements:
                 s.domain = s.domain.intersect_params(valid)
                 for a in s.writes + s.reads:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .extract import PolyProgram
+from .extract import PolyProgram, at_sizes
 from .options import ScheduleOptions
 
 def parallel_marks(sched: isl.Schedule) -> list:
@@ -79,11 +79,7 @@ def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
         if d.is_empty():
             continue
         s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
-        if nominal and s.dim(isl.dim_type.param):
-            for k in range(s.dim(isl.dim_type.param)):
-                s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), NOMINAL_SIZE))
-            s = s.project_out(isl.dim_type.param, 0, s.dim(isl.dim_type.param))
-        box = box_size(s)
+        box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
         if box is None:
             return 1 << 62
         total += box

@@ -7,7 +7,7 @@ import islpy as isl
 
 from ..target import CpuTarget
 from . import blocking
-from .extract import PolyProgram
+from .extract import PolyProgram, at_sizes
 from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions
 from .parallel import extent, work
 from .vector import MAX_INNER, access_strides
@@ -212,12 +212,7 @@ class Shaper:
         rng.foreach_set(sets.append)
         if len(sets) != 1:
             return [None] * node.band_n_member()
-        s = sets[0]
-        if hinted and self.p.hint and s.dim(isl.dim_type.param):
-            for k in range(s.dim(isl.dim_type.param)):
-                name = s.get_dim_name(isl.dim_type.param, k)
-                if name in self.p.hint:
-                    s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), self.p.hint[name]))
+        s = at_sizes(sets[0], self.p.hint) if hinted else sets[0]
         return [extent(s, i) for i in range(s.dim(isl.dim_type.set))]
 
     def scores(self, node) -> list | None:
