@@ -344,3 +344,19 @@ def k(x):
     for n in (4, 9, 3, 5, 4, 0):
         x = np.zeros(n, np.float32)
         np.testing.assert_array_equal(k(x), k.emulate(x))
+
+
+def test_compile_generic_says_why_a_kernel_has_no_shape_generic_code():
+    src = '''
+def table(a):
+    c = output_tensor((a.shape[0] * a.shape[0],), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[0]):
+            c[i * a.shape[0] + j] = a[i] * a[j]
+    return c
+'''
+    k = hyb.compile_source(src, "table.hyb").table
+    with pytest.raises(hyb.HybridUnsupportedError) as e:
+        k.compile_generic(np.ones(20))  # (a size over 16: run-time)
+    assert str(e.value).startswith("table.hyb:2:5: error: `table`: no shape-generic code")
+    np.testing.assert_array_equal(k(np.ones(20)), np.ones(400))  # calls still compile the shape
