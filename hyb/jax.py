@@ -24,11 +24,11 @@ import warnings
 import jax
 import numpy as np
 
+from .adapters import OpState, Signature, check_bprop_count, gradient_for, per_input
 from .autodiff.reverse import param_kinds
-from .dsl import ast as syntax
 from .dsl import types
-from .dsl.check import ArgSpec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError
+from .dsl.check import ArgSpec
+from .errors import HybridArgumentError
 from .runtime.kernel import Kernel
 
 __all__ = ["op", "param_kinds"]
@@ -53,23 +53,9 @@ def _weak(a) -> bool:
         return False
 
 
-class _Op:
+class _Op(OpState):
     def __init__(self, kernel: Kernel, bprop, scalars):
-        if not isinstance(kernel, Kernel):
-            raise HybridTypeError(f"hyb.jax.op takes a hyb kernel (`@hyb.hybrid`, `hyb.load(...).name`), not a "
-                                  f"{type(kernel).__name__}", None, None)
-        self.kernel = kernel
-        self.bprop = bprop
-        self.kinds = param_kinds(kernel)
-        if scalars is not None:
-            unknown = set(scalars) - set(kernel.params)
-            if unknown:
-                raise HybridArgumentError(f"scalars= names {', '.join(sorted(unknown))}, which `{kernel.name}` does not "
-                                          f"take", None, f"its parameters: {', '.join(kernel.params)}")
-            self.kinds = ["scalar" if p in scalars else "tensor" for p in kernel.params]
-        body = kernel.kdef.body
-        self.n_out = len(body[-1].values) if body and isinstance(body[-1], syntax.Return) else 1
-        self._sigs: dict = {}
+        super().__init__(kernel, bprop, scalars, "hyb.jax.op")
 
     # ------------------------------------------------------------ signatures (at trace time)
     def meta(self, args) -> tuple:
@@ -102,12 +88,8 @@ class _Op:
     def signature(self, meta):
         sig = self._sigs.get(meta)
         if sig is None:
-            typed = check_kernel(self.kernel.kdef, self.kernel.module, self.specs(meta))
-            outs = [(tuple(typed.tensors[n].shape), types.numpy_dtype(typed.tensors[n].dtype)) for n in typed.outputs]
-            touched = set(typed.written) | set(typed.outputs)
-            copy = {i for i, n in enumerate(typed.inputs) if n in touched}
-            sig = self._sigs[meta] = (outs, copy)
-        return sig
+            sig = self._sigs[meta] = Signature(self.kernel, self.specs(meta))
+        return sig.outputs, sig.copy
 
     @staticmethod
     def host(meta, kinds, arrays, copy=()):
@@ -150,39 +132,18 @@ class _Op:
         if callable(self.bprop) and not isinstance(self.bprop, Kernel):
             got = self.bprop(*args, *((outs[0], douts[0]) if self.n_out == 1 else (tuple(outs), tuple(douts))))
             got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
-            if len(got) != len(args):
-                raise HybridArgumentError(f"bprop of `{self.kernel.name}` returned {len(got)} gradients for "
-                                          f"{len(args)} inputs", None, "return one gradient (or None) per input")
+            check_bprop_count(self.kernel, got, len(args))
             return tuple(got[i] if i in diff else None for i in range(len(args)))
         g = self.bprop if isinstance(self.bprop, Kernel) else self.kernel.grad()
         kinds, n = self.kinds, len(args)
-        tensor_pos = [i for i, k in enumerate(kinds) if k == "tensor"]
-        name = self.kernel.name
 
         def callback(*arrays):
             inputs = self.host(meta, kinds, arrays[:n])
             with _quiet_fork():
                 got = g(*inputs, *[np.asarray(d) for d in arrays[n:]])
             got = list(got) if isinstance(got, tuple) else [got]
-            if len(got) != n:
-                if len(got) != len(tensor_pos):
-                    raise HybridTypeError(f"the gradient kernel `{g.name}` of `{name}` returned {len(got)} gradients; "
-                                          f"`{name}` takes {n} inputs ({len(tensor_pos)} tensors)", g.kdef.span,
-                                          "return one gradient per input, or one per tensor input")
-                full = [None] * n
-                for i, x in zip(tensor_pos, got):
-                    full[i] = x
-                got = full
-            result = []
-            for i in diff:
-                x, d = inputs[i], got[i]
-                d = np.zeros(x.shape, x.dtype) if d is None else np.asarray(d)
-                if d.shape != x.shape:
-                    raise HybridTypeError(f"the gradient kernel `{g.name}` returned a gradient of shape {d.shape} for "
-                                          f"`{self.kernel.params[i]}`, of shape {x.shape}", g.kdef.span,
-                                          "each gradient has its input's shape")
-                result.append(np.require(d, dtype=x.dtype, requirements="C"))
-            return tuple(result)
+            got = per_input(got, self.kernel, kinds, g, "return one gradient per input, or one per tensor input")
+            return tuple(gradient_for(got[i], inputs[i], self.kernel, i, g) for i in diff)
 
         shapes = tuple(jax.ShapeDtypeStruct(meta[i][0], types.numpy_dtype(meta[i][1])) for i in diff)
         douts = [jax.numpy.zeros(o.shape, o.dtype) if d is None else d for o, d in zip(outs, douts)]

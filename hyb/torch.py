@@ -28,11 +28,11 @@ import threading
 import numpy as np
 import torch
 
+from .adapters import OpState, Signature, check_bprop_count, gradient_for, per_input
 from .autodiff.reverse import param_kinds
-from .dsl import ast as syntax
 from .dsl import types
-from .dsl.check import ArgSpec, arg_spec, check_kernel
-from .errors import HybridArgumentError, HybridTypeError
+from .dsl.check import ArgSpec, arg_spec
+from .errors import HybridArgumentError
 from .runtime.kernel import Kernel
 
 __all__ = ["op", "param_kinds"]
@@ -102,37 +102,12 @@ def _device(args) -> torch.device:
     return torch.device("cpu")
 
 
-class _Signature:
-    """What the checker says about one call signature: output shapes and dtypes, and which inputs the
-    kernel writes or returns (those are copied first: the operator is functional)."""
-
-    def __init__(self, kernel: Kernel, specs: list):
-        typed = check_kernel(kernel.kdef, kernel.module, specs)
-        self.outputs = [(tuple(typed.tensors[n].shape), types.numpy_dtype(typed.tensors[n].dtype))
-                        for n in typed.outputs]
-        touched = set(typed.written) | set(typed.outputs)
-        self.copy = {i for i, n in enumerate(typed.inputs) if n in touched}
-
-
-class _Op:
+class _Op(OpState):
     """The state behind one registered operator."""
 
     def __init__(self, kernel: Kernel, bprop, name: str | None, scalars):
-        if not isinstance(kernel, Kernel):
-            raise HybridTypeError(f"hyb.torch.op takes a hyb kernel (`@hyb.hybrid`, `hyb.load(...).name`), not a "
-                                  f"{type(kernel).__name__}", None, None)
-        self.kernel = kernel
-        self.bprop = bprop
-        self.kinds = param_kinds(kernel)
-        if scalars is not None:
-            unknown = set(scalars) - set(kernel.params)
-            if unknown:
-                raise HybridArgumentError(f"scalars= names {', '.join(sorted(unknown))}, which `{kernel.name}` does not "
-                                          f"take", None, f"its parameters: {', '.join(kernel.params)}")
-            self.kinds = ["scalar" if p in scalars else "tensor" for p in kernel.params]
+        super().__init__(kernel, bprop, scalars, "hyb.torch.op")
         self.name = _unique_name(name or kernel.name)
-        self.n_out = len(kernel.kdef.body[-1].values) if isinstance(kernel.kdef.body[-1], syntax.Return) else 1
-        self._sigs: dict = {}
 
     # ---------------------------------------------------------------- schemas
     def _params(self):
@@ -148,12 +123,12 @@ class _Op:
         return f"({', '.join(self._params() + douts)}) -> Tensor[]"
 
     # ---------------------------------------------------------------- signatures
-    def signature(self, args) -> _Signature:
+    def signature(self, args) -> Signature:
         specs = [_spec(a) for a in args]
         key = tuple(specs)
         sig = self._sigs.get(key)
         if sig is None:
-            sig = self._sigs[key] = _Signature(self.kernel, specs)
+            sig = self._sigs[key] = Signature(self.kernel, specs)
         return sig
 
     # ---------------------------------------------------------------- forward
@@ -205,29 +180,12 @@ class _Op:
         g = self.grad_kernel()
         got = g(*arrays, *darrays)
         got = list(got) if isinstance(got, tuple) else [got]
-        if len(got) != n:
-            tensor_pos = [i for i, k in enumerate(self.kinds) if k == "tensor"]
-            if len(got) != len(tensor_pos):
-                raise HybridTypeError(
-                    f"the gradient kernel `{g.name}` of `{self.kernel.name}` returned {len(got)} gradients; "
-                    f"`{self.kernel.name}` takes {n} inputs ({len(tensor_pos)} tensors)", g.kdef.span,
-                    "return one gradient per input, or one per tensor input, in the inputs' order")
-            full = [None] * n
-            for i, x in zip(tensor_pos, got):
-                full[i] = x
-            got = full
+        got = per_input(got, self.kernel, self.kinds, g, "return one gradient per input, or one per tensor input, "
+                        "in the inputs' order")
         result = []
         for i in self.differentiable(inputs):
             x = arrays[i]
-            d = got[i]
-            if d is None:
-                d = np.zeros(x.shape, x.dtype)
-            d = np.asarray(d)
-            if d.shape != x.shape:
-                raise HybridTypeError(f"the gradient kernel `{g.name}` returned a gradient of shape {d.shape} for "
-                                      f"`{self.kernel.params[i]}`, of shape {x.shape}", g.kdef.span,
-                                      "each gradient has its input's shape")
-            d = np.require(d, dtype=x.dtype, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+            d = gradient_for(got[i], x, self.kernel, i, g)
             if d is x or np.shares_memory(d, x):
                 d = d.copy()
             t = _from_numpy(d)
@@ -308,9 +266,7 @@ def op(kernel: Kernel, bprop=None, *, name: str | None = None, scalars=None):
             got = bprop(*inputs, *((outs[0], douts[0]) if state.n_out == 1 else (tuple(outs), tuple(douts))))
             if not isinstance(got, (tuple, list)):
                 got = (got,)
-            if len(got) != len(inputs):
-                raise HybridArgumentError(f"bprop of `{state.kernel.name}` returned {len(got)} gradients for "
-                                          f"{len(inputs)} inputs", None, "return one gradient (or None) per input")
+            check_bprop_count(state.kernel, got, len(inputs))
             return tuple(None if not isinstance(a, torch.Tensor) or not a.is_floating_point() else g
                          for a, g in zip(inputs, got))
         douts = [d if d is not None else torch.zeros(shape, dtype=dtype, device=device)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..dsl import ast as syntax
 from ..dsl import types
+from ..dsl.desugar import Names  # noqa: F401 - the passes' allocator of fresh names, from here
 from ..dsl.unparse import expr as unparse_expr
 from ..errors import HybridUnsupportedError
 from . import rules
@@ -83,26 +84,6 @@ class Gradient:
     outputs: list  # the forward outputs, in `return` order
     tapes: list  # (name, shape tuple AST, dtype AST, why)
     params: list  # the gradient kernel's parameters
-
-
-class Names:
-    """The names taken so far in a kernel and the kernel derived from it.  A pass that makes up
-    names owns one, seeded from the names the passes before it took (``used`` of their record)."""
-
-    def __init__(self, used=()):
-        self.used = set(used)
-
-    def fresh(self, base: str) -> str:
-        """A name nothing uses yet: ``base``, else ``base_2``, ``base_3``, ..."""
-        n, k = base, 1
-        while n in self.used:
-            k += 1
-            n = f"{base}_{k}"
-        self.used.add(n)
-        return n
-
-    def take(self, n: str):
-        self.used.add(n)
 
 
 def walk(e):

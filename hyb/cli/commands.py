@@ -17,15 +17,12 @@ from ..errors import HybridError
 from ..runtime.kernel import compile_source, load
 from ..dsl import highlight
 from ..dsl.lint import lint, prints
+from ..dsl.stages import STAGES
 from .argspec import UsageError, bind, check_usage, parse_spec, parse_value
 from .progress import Progress
 
 # `inspect` stages `hyb compile --emit` accepts, and the file suffix each is written with.
-STAGE_SUFFIX = {
-    "ast": ".ast", "isl": ".isl", "deps": ".deps", "schedule": ".schedule", "loops": ".loops",
-    "llvm": ".ll", "llvm-opt": ".opt.ll", "asm": ".s", "cuda": ".cu", "ptx": ".ptx", "grad": ".grad.hyb",
-    "emulate": ".emulate.py",
-}
+STAGE_SUFFIX = {s.name: s.suffix for s in STAGES}
 
 
 # ---------------------------------------------------------------- output
@@ -74,10 +71,9 @@ def kernel_options(args) -> dict:
                 raise UsageError(f"--schedule is not valid JSON: {e}",
                                  "e.g. --schedule '{\"tile\": [32, 64], \"parallel\": false}'") from None
         try:
-            parse_options(sched)
+            opts["schedule"] = parse_options(sched)  # parsed once: the kernels take the record
         except HybridArgumentError as e:
             raise UsageError(f"--schedule: {e.message}", e.hint) from None
-        opts["schedule"] = sched
     threads = getattr(args, "threads", None)
     if threads is not None:
         if threads < 1:

@@ -18,8 +18,8 @@ return, ``const char *NAME_last_error(void)`` (per thread) says what was wrong, 
 How it is built: the kernel's optimised LLVM module (``i32 fn(ptr buffers..., ptr rt)``, see
 :mod:`hyb.codegen.llvm`) is emitted as a position-independent object file for the host
 CPU; a small generated C function checks the arguments, zeroes the outputs (outputs start
-at zero), allocates the kernel's temporaries, fills the ``int64[4]`` runtime block and calls
-it (and defines the ``hybm_*`` names the kernel calls libm's functions by, see
+at zero), allocates the kernel's temporaries, fills the runtime block (:mod:`hyb.codegen.abi`)
+and calls it (and defines the ``hybm_*`` names the kernel calls libm's functions by, see
 :mod:`hyb.codegen.vecmath`); ``cc -shared`` links both, with libmvec where the kernel calls
 vector math functions, exporting only the three symbols above.  For a CPU other than this
 machine's, vector math calls are made one value at a time through libm.  Scalar parameters
@@ -45,7 +45,7 @@ from ..dsl import types
 from ..errors import HybridArgumentError, HybridCompileError, HybridUnsupportedError
 from . import jit, vecmath
 from . import llvm as llvm_codegen
-from .abi import AssertSite, PrintSite
+from .abi import RT_AXIS, RT_INDEX, AssertSite, PrintSite, block_length, runtime_block
 
 #: The non-zero values the exported function returns.
 RETURN_CODES = {
@@ -254,7 +254,8 @@ int {s}(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
         cond = " || ".join(f"!buf[{k}]" for k in owned)
         frees = " ".join(f"free(buf[{k}]);" for k in owned)
         lines.append(f"    if ({cond}) {{\n        {frees}\n        return fail(6, \"{s}: out of memory\");\n    }}")
-    lines.append(f"    int64_t rt[4] = {{0, 0, 0, thread_count({int(threads or 0)})}};")
+    block = ", ".join(map(str, runtime_block(f"thread_count({int(threads or 0)})")))
+    lines.append(f"    int64_t rt[{block_length()}] = {{{block}}};")
     args = ", ".join([f"buf[{k}]" for k in range(len(order))] + ["rt"])
     lines.append(f"    int32_t status = {kernel_symbol}({args});")
     if owned:
@@ -262,8 +263,8 @@ int {s}(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
     lines.append("    if (status && ASSERTS[status - 1])")
     lines.append(f"        return fail(8, \"{s}: %s\", SITES[status - 1]);")
     lines.append("    if (status)")
-    lines.append(f"        return fail(7, \"{s}: index %lld is out of bounds for axis %lld of %s\", (long long)rt[0], "
-                 "(long long)rt[1], SITES[status - 1]);")
+    lines.append(f"        return fail(7, \"{s}: index %lld is out of bounds for axis %lld of %s\", "
+                 f"(long long)rt[{RT_INDEX}], (long long)rt[{RT_AXIS}], SITES[status - 1]);")
     lines.extend("    " + a for a in after)
     lines.append("    return 0;\n}\n")
     return "\n".join(lines)
@@ -365,7 +366,7 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
                                      printed[0].span, "remove the print, or debug the kernel in Python first")
     sig = signature(typed, symbol)
     inner = f"{symbol}__hyb_kernel"
-    threads = compiled.options.get("threads")
+    threads = compiled.options.threads
     llvm_opt = compiled.llvm_opt
     if vecmath.calls_variants(llvm_opt) and cpu not in (None, "native", "host"):
         # the vector math variants were chosen for this machine's ISA: another CPU gets libm's calls

@@ -32,9 +32,10 @@ max/min; ``round`` is ``rint``; float → int casts truncate as x86 does (out of
 minimum of the int32/int64 it goes through).  Compile with ``-fmad=false`` (no contraction
 of ``a * b + c``, as LLVM without fast-math) unless fast-math was asked for.
 
-Run-time bounds checks write ``index, axis, site`` into ``err`` (the first failure wins) and
-return; every kernel starts by returning if ``err[2]`` is set, and the host raises the same
-:class:`~hyb.errors.HybridIndexError` as the CPU path.
+Run-time bounds checks write ``index, axis, site`` into ``err``, the runtime block's slots
+``RT_INDEX``, ``RT_AXIS`` and ``RT_CODE`` (:mod:`hyb.codegen.abi`; the first failure wins), and
+return; every kernel starts by returning if ``err[RT_CODE]`` is set, and the host raises the
+same :class:`~hyb.errors.HybridIndexError` as the CPU path.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from ..dsl import types
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
 from .cuda_expr import CTYPES, CudaExpressions
-from .abi import buffer_order
+from .abi import RT_CODE, buffer_order
 from .walker import LoopWalker
 
 BLOCK_1D = 256
@@ -334,7 +335,7 @@ class _Generator(LoopWalker, CudaExpressions):
     def _begin(self, name, counters, extra):
         self.w = _Writer()
         self.w.open(self.signature(name, counters, extra))
-        self.w.line("if (*(volatile long long *)&hyb_err[2] != 0) return;")
+        self.w.line(f"if (*(volatile long long *)&hyb_err[{RT_CODE}] != 0) return;")
         for n in self.scalars:
             ct = CTYPES[types.concrete(self.k.tensors[n].dtype)]
             self.w.line(f"{ct} {self.names[n]} = *({ct} *)(hyb_sc + {8 * self.slot[n]});")

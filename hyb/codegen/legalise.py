@@ -51,8 +51,8 @@ The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.ti
   pow), ``Cmp``, ``Unary``, ``Cast``, ``Intrinsic`` (``floor``, ``isnan``, the math functions;
   ``max``, ``min`` and ``ceil_div`` no longer occur).
 
-Subscripts checked at run time (``LoopNest.runtime_checked``, ``id()`` of ``Load``/``Store``
-nodes) stay checked on the nodes that replace them; an operand a lowering reads twice is bound
+Subscripts checked at run time (``Load.checked``, ``Store.checked``) stay checked on the nodes
+that replace them (each a ``dataclasses.replace`` of the old one); an operand a lowering reads twice is bound
 by ``Let``, so no load is ever evaluated twice.
 """
 from __future__ import annotations
@@ -79,14 +79,14 @@ def legalise(nest: loops.LoopNest, relaxed: bool = False) -> loops.LoopNest:
     float64 max/min as ``Prim("maximum" | "minimum")``, IEEE 754's operations, which differ from
     NumPy's only in taking -0.0 below 0.0 (NumPy returns the second of two equal zeros) and which
     LLVM vectorises as reductions."""
-    lg = _Legaliser(nest.runtime_checked, relaxed)
+    lg = _Legaliser(relaxed)
     statements = {name: replace(st, stmt=lg.stmt(st.stmt), guards=[lg.expr(g) for g in st.guards])
                   for name, st in nest.statements.items()}
     # a shape-generic kernel's shapes computed from its sizes (`a.shape[0] // 2`), for its addresses
     tensors = {name: replace(t, code_shape=tuple(d if isinstance(d, int) else lg.expr(d) for d in t.shape))
                if t.generic else t for name, t in nest.kernel.tensors.items()}
     kernel = replace(nest.kernel, tensors=tensors) if any(t.generic for t in tensors.values()) else nest.kernel
-    return replace(nest, kernel=kernel, statements=statements, runtime_checked=frozenset(id(n) for n in lg.checked))
+    return replace(nest, kernel=kernel, statements=statements)
 
 
 def _const(value, dtype: str) -> tir.Const:
@@ -125,19 +125,14 @@ def _bf16_const_value(e: tir.TExpr):
 
 
 class _Legaliser:
-    def __init__(self, checked: frozenset, relaxed: bool = False):
-        self.old_checked = checked
+    def __init__(self, relaxed: bool = False):
         self.relaxed = relaxed
-        self.checked: list = []  # the new Load/Store nodes that are checked (kept alive with the nest)
         self.count = 0
 
     # ------------------------------------------------------------- statements
     def stmt(self, s):
         if isinstance(s, tir.Store):
-            new = replace(s, indices=[self.expr(i) for i in s.indices], value=self.expr(s.value))
-            if id(s) in self.old_checked:
-                self.checked.append(new)
-            return new
+            return replace(s, indices=[self.expr(i) for i in s.indices], value=self.expr(s.value))
         if isinstance(s, tir.If):
             return replace(s, cond=self.expr(s.cond), body=[self.stmt(x) for x in s.body],
                            orelse=[self.stmt(x) for x in s.orelse])
@@ -180,10 +175,7 @@ class _Legaliser:
         return replace(e)
 
     def e_Load(self, e):
-        new = replace(e, indices=[self.expr(i) for i in e.indices])
-        if id(e) in self.old_checked:
-            self.checked.append(new)
-        return new
+        return replace(e, indices=[self.expr(i) for i in e.indices])
 
     def e_Bin(self, e):
         return self.bin(e.op, self.expr(e.a), self.expr(e.b), e.dtype, e)

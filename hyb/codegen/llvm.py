@@ -5,12 +5,12 @@ One function per specialised kernel::
     i32 hyb_<name>(ptr noalias %t0, ptr noalias %t1, ..., ptr %rt)
 
 with one pointer per non-scalar tensor (inputs in parameter order, then outputs and
-temporaries in order of declaration; see :func:`buffer_order`) and ``rt``, an ``int64[4]``
-runtime block: ``rt[3]`` is the number of threads to use, and a shape-generic kernel's run-time
-sizes follow from ``rt[4]`` on (in the order of :func:`hyb.dsl.tir.size_symbols`).  It returns 0, or, when a
-subscript checked at run time is out of bounds, the number of that check site (1-based,
-see :class:`CheckSite`) after writing the offending index and axis to ``rt[0:2]``: no
-memory outside the tensors is ever touched.
+temporaries in order of declaration; see :func:`buffer_order`) and ``rt``, the runtime block
+(its slots are :mod:`hyb.codegen.abi`'s ``RT_*``): the number of threads to use, and a
+shape-generic kernel's run-time sizes.  It returns 0, or, when a subscript checked at run time
+is out of bounds, the number of that check site (1-based, see :class:`CheckSite`) after writing
+the offending index and axis to ``rt[RT_INDEX]`` and ``rt[RT_AXIS]``: no memory outside the
+tensors is ever touched.
 
 A loop marked parallel is outlined into ``void hyb_<name>.par<k>(ptr %ctx)`` and run by
 libgomp's ``GOMP_parallel``; each thread takes a contiguous block of the iterations (or
@@ -34,7 +34,7 @@ from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
-from .abi import PRINT_FUNCTION, buffer_order, function_name
+from .abi import PRINT_FUNCTION, RT_AXIS, RT_CODE, RT_INDEX, RT_SIZES, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_parallel import ParallelOutlining
@@ -53,7 +53,7 @@ class Options:
     fastmath: bool = False
     target: object = None  # hyb.target.CpuTarget; None: the host
     vector_math: bool = True  # math functions with a vector variant are vectorised (codegen.vecmath)
-    reassociate: bool = False  # floating-point sums and products may be reassociated (implied by fastmath)
+    reassociate: bool = False  # floating-point sums and products may be reassociated (ScheduleOptions.resolve)
 
 
 @dataclass
@@ -107,11 +107,11 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
                 self.slots[t.name] = slot
         self.loopvars = {}
         # a shape-generic kernel's sizes: their places in the runtime block
-        self.size_slots = {name: 4 + k for k, name in enumerate(tir.size_symbols(self.k))}
+        self.size_slots = {name: RT_SIZES + k for k, name in enumerate(tir.size_symbols(self.k))}
         self.flags = ("fast",) if options.fastmath else ()
         # sums, differences and products: reassociable where the kernel allows it, so that LLVM
         # vectorises a reduction into one cell or scalar as partial sums (another order of additions)
-        self.sum_flags = ("reassoc",) if options.reassociate and not options.fastmath else self.flags
+        self.sum_flags = self.flags or (("reassoc",) if options.reassociate else ())
         self.b.position_at_end(start)
 
     def make_blocks(self):
@@ -219,9 +219,15 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
     def size(self, name: str):
         """A run-time size, read from the runtime block (LLVM keeps one load of each)."""
         b = self.b
-        v = b.load(b.gep(self.err, [ir.Constant(I64, self.size_slots[name])], source_etype=I64), typ=I64)
+        v = b.load(self.rt_slot(self.size_slots[name]), typ=I64)
         v.set_metadata("invariant.load", self.module.add_metadata([]))
         return v
+
+    def rt_slot(self, slot: int):
+        """The address of one slot of the runtime block (``abi.RT_*``; the first is ``rt`` itself)."""
+        if slot == 0:
+            return self.err
+        return self.b.gep(self.err, [ir.Constant(I64, slot)], source_etype=I64)
 
     def e_Size(self, e: tir.Size):
         return self.size(e.name)
@@ -297,11 +303,11 @@ class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
         cont = self.fn.append_basic_block("inbounds")
         b.cbranch(ok, cont, fail)
         b.position_at_end(fail)
-        b.store(v, self.err)
-        b.store(ir.Constant(I64, axis), b.gep(self.err, [ir.Constant(I64, 1)], source_etype=I64))
+        b.store(v, self.rt_slot(RT_INDEX))
+        b.store(ir.Constant(I64, axis), self.rt_slot(RT_AXIS))
         if self.outlined:
             # A thread stops its share; the caller reads the code after the region.
-            b.store(ir.Constant(I64, site), b.gep(self.err, [ir.Constant(I64, 2)], source_etype=I64))
+            b.store(ir.Constant(I64, site), self.rt_slot(RT_CODE))
             b.ret_void()
         else:
             b.ret(ir.Constant(I32, site))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..schedule import loops
+from .abi import RT_CODE, RT_THREADS
 from .llvm_types import I8, I32, I64, PTR, memory_type
 
 class ParallelOutlining:
@@ -62,7 +63,7 @@ class ParallelOutlining:
         self.b.ret_void()
         self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined, self.blocks = saved
         b = self.b
-        nthreads = b.trunc(b.load(b.gep(self.err, [ir.Constant(I64, 3)], source_etype=I64), typ=I64), I32)
+        nthreads = b.trunc(b.load(self.rt_slot(RT_THREADS), typ=I64), I32)
         gomp = self.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
         # With one thread, call the body directly: it sees thread 0 of 1 and takes every iteration.
         one = b.icmp_signed("<=", nthreads, ir.Constant(I32, 1))
@@ -77,7 +78,7 @@ class ParallelOutlining:
         b.call(gomp, [tramp, ctx, nthreads, ir.Constant(I32, 0)])
         b.branch(joined_bb)
         b.position_at_end(joined_bb)
-        code = b.load(b.gep(self.err, [ir.Constant(I64, 2)], source_etype=I64), typ=I64)
+        code = b.load(self.rt_slot(RT_CODE), typ=I64)
         failed = b.icmp_signed("!=", code, ir.Constant(I64, 0))
         fail_bb = self.fn.append_basic_block("par.failed")
         cont_bb = self.fn.append_basic_block("par.done")

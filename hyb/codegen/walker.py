@@ -14,10 +14,10 @@ write C text (:mod:`hyb.codegen.cuda`).
 """
 from __future__ import annotations
 
+from ..dsl import sizes as size_expr
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.interp import check_reason
-from ..dsl.printer import fmt
 from ..errors import HybridInternalError
 from ..schedule import loops
 from .abi import AssertSite, CheckSite, PrintSite
@@ -53,7 +53,6 @@ class LoopWalker:
     def __init__(self, nest: loops.LoopNest):
         self.nest = nest
         self.k: tir.TypedKernel = nest.kernel
-        self.checked = nest.runtime_checked
         self.sites: list = []  # CheckSite, numbered from 1
         self.env: dict = {}  # typed-IR loop variable -> the back end's value for it
 
@@ -132,9 +131,9 @@ class LoopWalker:
     # ------------------------------------------------------------------ addresses
     def check_site(self, t: tir.Tensor, node) -> int:
         """The number of a new check site for ``node``'s subscripts, or 0 where they need no check."""
-        if node is None or id(node) not in self.checked:
+        if node is None or not node.checked:
             return 0
-        shape = tuple(d if isinstance(d, int) else fmt(d) for d in t.shape)
+        shape = tuple(size_expr.text(d) for d in t.shape)
         self.sites.append(CheckSite(t.source_name, shape, node.span, check_reason(node.indices)))
         return len(self.sites)
 

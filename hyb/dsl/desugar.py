@@ -15,6 +15,9 @@ Every later stage (the checker, the interpreter, autodiff, the printers) sees on
 
 * **Python's casts** ``int(x)``, ``float(x)`` and ``bool(x)``: the dtype casts ``int64(x)``,
   ``float64(x)`` and ``bool(x)``.
+
+``Names``, the allocator of fresh names this rewrite uses, is also the one the autodiff passes
+use for the names they make up.
 """
 from __future__ import annotations
 
@@ -36,6 +39,28 @@ def desugar(module: syntax.Module) -> syntax.Module:
     return replace(module, kernels=kernels)
 
 
+class Names:
+    """The names taken so far in a kernel (and in a kernel derived from it).  A rewrite or pass
+    that makes up names owns one, seeded from the names already in use; ``sep`` stands between a
+    base and its number (``base_2`` with ``"_"``, ``base2`` with ``""``)."""
+
+    def __init__(self, used=(), sep: str = "_"):
+        self.used = set(used)
+        self.sep = sep
+
+    def fresh(self, base: str) -> str:
+        """A name nothing uses yet: ``base``, else ``base{sep}2``, ``base{sep}3``, ..."""
+        n, k = base, 1
+        while n in self.used:
+            k += 1
+            n = f"{base}{self.sep}{k}"
+        self.used.add(n)
+        return n
+
+    def take(self, n: str):
+        self.used.add(n)
+
+
 def _names(node, out: set):
     """Every name ``node`` mentions."""
     if isinstance(node, syntax.Name):
@@ -55,15 +80,8 @@ def _names(node, out: set):
 class _Rewriter:
     def __init__(self, module: syntax.Module, k: syntax.KernelDef):
         self.module = module
-        self.used = _names(k.body, set(module.constants) | set(module.kernels) | {p.name for p in k.params})
-
-    def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.used:
-            n += 1
-            name = f"{base}{n}"
-        self.used.add(name)
-        return name
+        self.names = Names(_names(k.body, set(module.constants) | set(module.kernels) | {p.name for p in k.params}),
+                           sep="")
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:
@@ -119,7 +137,7 @@ class _Rewriter:
         assigned: set = set()  # names the targets before this one assign (a tensor, for an element)
         for t, v in zip(targets, values):
             if _names(v, set()) & assigned:
-                temp = self.fresh(_temp_base(v))
+                temp = self.names.fresh(_temp_base(v))
                 copies.append(syntax.Assign(s.span, syntax.Name(v.span, temp), v))
                 v = syntax.Name(v.span, temp)
             assigns.append(syntax.Assign(s.span, t, v))

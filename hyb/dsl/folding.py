@@ -1,5 +1,9 @@
 """Constant folding with NumPy's semantics: the values of operations and intrinsics whose
-operands are known when a kernel is checked, and constants converted between dtypes."""
+operands are known when a kernel is checked, and constants converted between dtypes.
+
+Integer ``//``, ``%`` and ``ceil_div`` by zero give 0, as NumPy's integer loops and the compiled
+code (:mod:`hyb.codegen.legalise`) do.  Size expressions are evaluated at run time with these
+same functions (:mod:`hyb.dsl.sizes`)."""
 from __future__ import annotations
 
 import numpy as np

@@ -10,12 +10,10 @@ from __future__ import annotations
 import html as _html
 import re
 
+from .stages import STAGES
+
 # Which language each `inspect` stage prints.
-STAGE_LANGUAGE = {
-    "ast": "hyb", "grad": "hyb", "emulate": "hyb", "loops": "hyb",
-    "llvm": "llvm", "llvm-opt": "llvm", "asm": "asm", "ptx": "asm", "cuda": "hyb",
-    "isl": "isl", "deps": "isl", "schedule": "isl",
-}
+STAGE_LANGUAGE = {s.name: s.language for s in STAGES}
 
 _HYB_KEYWORDS = ("def return for in if elif else and or not pass True False None while break continue import "
                  "from lambda parallel serial vectorize unroll reduce const_range").split()

@@ -12,7 +12,7 @@ renders a kernel (see that module for their meaning).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 from ..errors import Span
@@ -113,6 +113,9 @@ def size_symbols(k: "TypedKernel") -> list:
 class Load(TExpr):
     tensor: str
     indices: list
+    # the subscripts are bounds-checked when the load runs (the compile-time proof could not cover
+    # them: schedule.extract sets it; every rewrite keeps it, being a dataclasses.replace)
+    checked: bool = False
 
 
 @dataclass
@@ -218,6 +221,7 @@ class Store:
     indices: list
     value: TExpr
     span: Optional[Span] = field(default=None, repr=False, compare=False)
+    checked: bool = False  # the subscripts are bounds-checked when it runs (see Load.checked)
 
 
 @dataclass
@@ -279,6 +283,31 @@ class TypedKernel:
         return out
 
 
+def rewrite(node, by):
+    """``node`` (an expression or a statement) with each node ``n`` for which ``by(n)`` is not None
+    replaced by that, outermost first (``by`` may call :func:`rewrite_children` to go on below);
+    nodes nothing changed are shared, not copied, and every rebuilt node keeps its other fields
+    (``Load.checked`` among them)."""
+    new = by(node)
+    return rewrite_children(node, by) if new is None else new
+
+
+def rewrite_children(node, by):
+    """``node`` with :func:`rewrite` applied to each expression and statement directly in it."""
+    changes = {}
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, _NODES):
+            nv = rewrite(v, by)
+            if nv is not v:
+                changes[f.name] = nv
+        elif isinstance(v, list) and any(isinstance(x, _NODES) for x in v):
+            nv = [rewrite(x, by) if isinstance(x, _NODES) else x for x in v]
+            if any(a is not b for a, b in zip(nv, v)):
+                changes[f.name] = nv
+    return replace(node, **changes) if changes else node
+
+
 def walk_expr(e: TExpr):
     """Yield ``e`` and every sub-expression, parents first."""
     yield e
@@ -300,3 +329,6 @@ def walk_expr(e: TExpr):
     elif isinstance(e, Let):
         yield from walk_expr(e.value)
         yield from walk_expr(e.body)
+
+
+_NODES = (TExpr, Loop, Store, If, Print, Assert)  # what rewrite() descends into

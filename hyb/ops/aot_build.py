@@ -25,11 +25,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 
 from ..errors import HybridUnsupportedError, Span
 from ..runtime import cache as _cache
-from .builder import CustomOpBuildError, _hash_with_includes, cxx_compiler, first_diagnostic, include_dir
+from .builder import CustomOpBuildError, _hash_with_includes, build_file, cxx_compiler, first_diagnostic, include_dir
 from .values import refused
 
 __all__ = ["AotCompileError", "SOURCE_SUFFIXES", "CUDA_SUFFIXES", "compile_source", "runtime_library"]
@@ -90,26 +89,11 @@ def compile_source(source: str, cuda: bool = False, quiet: bool = False) -> str:
     refuse_ascend_c(source)
     key = _key(source, cuda)
     stem = os.path.splitext(os.path.basename(source))[0]
-    out_dir = None
-    base = _cache.directory()
-    if base is not None:
-        out_dir = os.path.join(base, "aot", f"{stem}-{key[:16]}")
-        final = os.path.join(out_dir, f"lib{stem}.so")
-        if os.path.exists(final):
-            return final
-        try:
-            os.makedirs(out_dir, exist_ok=True)
-        except OSError:
-            out_dir = None
-    if out_dir is None:
-        out_dir = tempfile.mkdtemp(prefix=f"hyb-aot-{stem}-")
-        final = os.path.join(out_dir, f"lib{stem}.so")
-    fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=out_dir)
-    os.close(fd)
-    cmd = _command(source, tmp, cuda)
-    if not quiet:
-        print(f"hyb: compiling {source} with {os.path.basename(cmd[0])}", file=sys.stderr, flush=True)
-    try:
+
+    def compile_to(tmp):
+        cmd = _command(source, tmp, cuda)
+        if not quiet:
+            print(f"hyb: compiling {source} with {os.path.basename(cmd[0])}", file=sys.stderr, flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
@@ -117,11 +101,10 @@ def compile_source(source: str, cuda: bool = False, quiet: bool = False) -> str:
                                   "command: " + shlex.join(cmd), command=cmd) from None
         if proc.returncode != 0:
             raise compile_error(source, cmd, proc.stdout + proc.stderr)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return final
+
+    base = _cache.directory()
+    return build_file(None if base is None else os.path.join(base, "aot"), stem, key, f"lib{stem}.so", ".so",
+                      "aot", compile_to)
 
 
 def runtime_library() -> str:

@@ -168,32 +168,16 @@ class CustomOpBuilder:
         if base is None:
             cache_dir = _cache.directory()
             base = os.path.join(cache_dir, "extensions") if cache_dir else None
-        if base is not None:
-            out_dir = os.path.join(os.path.abspath(base), f"{self.name}-{key[:16]}")
-            final = os.path.join(out_dir, self.name + _suffix())
-            if os.path.exists(final):
-                self.path = final
-                return final
-            try:
-                os.makedirs(out_dir, exist_ok=True)
-            except OSError:
-                base = None
-        if base is None:
-            out_dir = tempfile.mkdtemp(prefix=f"hyb-ext-{self.name}-")
-            final = os.path.join(out_dir, self.name + _suffix())
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.name}-", suffix=_suffix(), dir=out_dir)
-        os.close(fd)
-        cmd = self._command(tmp)
-        try:
+
+        def compile_to(tmp):
+            cmd = self._command(tmp)
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise _build_error(self.name, cmd, proc.stdout + proc.stderr, self.sources)
-            os.replace(tmp, final)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        self.path = final
-        return final
+
+        self.path = build_file(None if base is None else os.path.abspath(base), self.name, key,
+                               self.name + _suffix(), _suffix(), "ext", compile_to)
+        return self.path
 
     def load(self):
         """Build if needed, import the module and return it."""
@@ -213,6 +197,37 @@ class CustomOpBuilder:
 
 
 # ---------------------------------------------------------------------- helpers
+def build_file(base, name: str, key: str, filename: str, suffix: str, kind: str, compile_to) -> str:
+    """The path of ``filename`` in ``<base>/<name>-<key[:16]>/``, built there by
+    ``compile_to(path)`` unless an earlier build left it; without ``base`` (no cache), or where
+    that folder cannot be made, built in a new temporary folder (``hyb-<kind>-<name>-...``).
+    ``compile_to`` writes a temporary file beside it (a name ending in ``suffix``), renamed into
+    place once it succeeds: a build that fails or is interrupted leaves nothing behind, and
+    concurrent builds never see a half-written file."""
+    out_dir = None
+    if base is not None:
+        out_dir = os.path.join(base, f"{name}-{key[:16]}")
+        final = os.path.join(out_dir, filename)
+        if os.path.exists(final):
+            return final
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError:
+            out_dir = None
+    if out_dir is None:
+        out_dir = tempfile.mkdtemp(prefix=f"hyb-{kind}-{name}-")
+        final = os.path.join(out_dir, filename)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=suffix, dir=out_dir)
+    os.close(fd)
+    try:
+        compile_to(tmp)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return final
+
+
 def _need_pybind11():
     try:
         import pybind11  # noqa: F401

@@ -106,7 +106,8 @@ typedef struct {
     Py_ssize_t n_in, n_made, n_block, n_out;
     Slot *in;
     Made *made;
-    int64_t *block;
+    int64_t *block; /* the runtime block's first values; its layout is hyb/codegen/abi.py's
+                       RT_* (0: index, 1: axis of a failed check; 4 slots at least) */
     Py_ssize_t *out;
     PyObject *failed; /* failed(code, index, axis) raises the error of a failed run-time check */
     PyObject *run;    /* run(args): the Python path */

@@ -53,11 +53,17 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def key(kernel_name: str, module, specs: list, options: dict) -> str:
+def key(kernel_name: str, module, specs: list, options, size_hint: dict | None = None) -> str:
+    """The entry of one kernel's code for one signature: everything that changes the code (the
+    compiler, LLVM, the CPU and its model, the source, the signature, the options and the sizes a
+    shape-generic compile sizes its register blocks for).  ``options``: a KernelOptions, or the
+    kernel's keywords."""
     import llvmlite
     import llvmlite.binding as llvm
 
     from ..version import __version__
+    from .options import KernelOptions
+    options = KernelOptions.of(options)
     parts = {
         "hyb": __version__, "code": code_fingerprint(), "llvmlite": llvmlite.__version__, "llvm": list(llvm.llvm_version_info),
         "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
@@ -67,8 +73,8 @@ def key(kernel_name: str, module, specs: list, options: dict) -> str:
         "callees": {k: repr(v) for k, v in sorted(module.kernels.items())},
         # (a size None: a shape-generic signature, whose code serves every shape of its ranks)
         "specs": [[list(s.shape), s.dtype, s.scalar] + ([repr(s.value)] if s.value is not None else []) for s in specs],
-        # (the sizes a shape-generic compile was hinted with change no result: not in the key)
-        "options": {k: repr(v) for k, v in sorted(options.items()) if k not in ("threads", "size_hint")},
+        "options": options.code_key(),
+        "size_hint": sorted((k, int(v)) for k, v in (size_hint or {}).items()),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

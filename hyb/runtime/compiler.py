@@ -11,7 +11,7 @@ import numpy as np
 
 from ..codegen import abi, jit
 from ..codegen import llvm as llvm_codegen
-from ..dsl import interp
+from ..dsl import interp, stages
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.check import arg_spec
@@ -22,13 +22,12 @@ from ..schedule.plan import Plan
 from ..target import host_cpu
 from . import fastcall, pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
+from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
 from .printing import printing
 from .sites import site_error
 
-_RuntimeBlock = ctypes.c_int64 * 4  # error index, axis, error code from threads, thread count
-
-STAGES = ("ast", "isl", "deps", "schedule", "loops", "llvm", "llvm-opt", "asm", "emulate", "grad")
+STAGES = stages.names("cpu")
 
 
 class CompiledKernel:
@@ -39,13 +38,14 @@ class CompiledKernel:
     :meth:`build` (the whole pipeline) or :meth:`restore` (code from the disk cache; the
     middle-end records are then made by the same stage functions if ``inspect`` asks)."""
 
-    def __init__(self, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode,
-                 middle: MiddleEnd | None = None, loaded=None, target=None):
+    def __init__(self, typed: tir.TypedKernel, specs: list, options: KernelOptions, code: NativeCode,
+                 middle: MiddleEnd | None = None, loaded=None, target=None, size_hint: dict | None = None):
         self.typed = typed
         self.specs = list(specs)
-        self.options = dict(options)
+        self.options = options
+        self.size_hint = size_hint  # shape-generic code: the sizes its register blocks were sized for
         self.name = typed.name
-        self.target_machine = target or host_cpu(options.get("threads"))
+        self.target_machine = target or host_cpu(options.threads)
         self._middle = middle
         self.code = code
         self._stages: dict = {}
@@ -74,30 +74,33 @@ class CompiledKernel:
                            for n in typed.outputs]
 
     @classmethod
-    def build(cls, typed: tir.TypedKernel, specs: list, options: dict) -> "CompiledKernel":
-        """Run every stage for this signature (warning about what the kernel's analysis finds)."""
-        target = host_cpu(options.get("threads"))
-        middle = pipeline.middle_end(typed, options, target)
+    def build(cls, typed: tir.TypedKernel, specs: list, options: KernelOptions,
+              size_hint: dict | None = None) -> "CompiledKernel":
+        """Run every stage for this signature (warning about what the kernel's analysis finds);
+        ``size_hint``: shape-generic code's sizes to size register blocks for."""
+        target = host_cpu(options.threads)
+        middle = pipeline.middle_end(typed, options, target, size_hint)
         pipeline.emit_warnings(middle.warnings)
         code, loaded = pipeline.generate_code(middle.code, options, target)
         code = replace(code, warnings=middle.warnings,
                        unfilled=tuple(n for n in code.buffers if n in middle.written_first
                                       and middle.written_first[n] is None),
                        **pipeline.shape_checks(middle, options, target))
-        return cls(typed, specs, options, code, middle, loaded, target)
+        return cls(typed, specs, options, code, middle, loaded, target, size_hint)
 
     @classmethod
-    def restore(cls, typed: tir.TypedKernel, specs: list, options: dict, code: NativeCode) -> "CompiledKernel":
+    def restore(cls, typed: tir.TypedKernel, specs: list, options: KernelOptions, code: NativeCode,
+                size_hint: dict | None = None) -> "CompiledKernel":
         """Load code the disk cache kept for this signature (its warnings are given again)."""
         pipeline.emit_warnings(code.warnings)
-        return cls(typed, specs, options, code)
+        return cls(typed, specs, options, code, size_hint=size_hint)
 
     # ------------------------------------------------------------ the records
     @property
     def middle(self) -> MiddleEnd:
         """The polyhedral stages' records (made again by the same stage functions after a cache hit)."""
         if self._middle is None:
-            self._middle = pipeline.middle_end(self.typed, self.options, self.target_machine)
+            self._middle = pipeline.middle_end(self.typed, self.options, self.target_machine, self.size_hint)
         return self._middle
 
     @property
@@ -262,12 +265,10 @@ class CompiledKernel:
         if binding is None:
             if self.generic:
                 raise HybridInternalError("shape-generic code run without the sizes of a shape", "runtime")
-            err = _RuntimeBlock()
-            err[3] = self.threads
-            sites = self.check_sites
+            block, sites = abi.runtime_block(self.threads), self.check_sites
         else:
-            err = (ctypes.c_int64 * (4 + len(binding.sizes)))(0, 0, 0, binding.threads, *binding.sizes)
-            sites = binding.sites
+            block, sites = abi.runtime_block(binding.threads, binding.sizes), binding.sites
+        err = (ctypes.c_int64 * len(block))(*block)
         addresses = [b.__array_interface__["data"][0] for b in ptrs] + [b.__array_interface__["data"][0] for b in made]
         if self._prints:  # its print sites are found through the runtime block while it runs
             with printing(err, sites):
@@ -275,7 +276,7 @@ class CompiledKernel:
         else:
             code = self._cfunc(*addresses, err)
         if code:
-            raise site_error(self.name, sites[code - 1], int(err[0]), int(err[1]))
+            raise site_error(self.name, sites[code - 1], int(err[abi.RT_INDEX]), int(err[abi.RT_AXIS]))
         for orig, work in copy_back:
             orig[...] = work
         outs = [arrays[i] if i >= 0 else made[-i - 1] for i in self._out_index]
@@ -295,10 +296,10 @@ class CompiledKernel:
                        for n, kind in zip(k.inputs, self._kinds))
         if binding is None:
             shapes, allocators = [shape for shape, _, _ in self._made], [a for _, _, a in self._made]
-            block, sites, run = (0, 0, 0, self.threads), self.check_sites, self.run
+            block, sites, run = abi.runtime_block(self.threads), self.check_sites, self.run
         else:
             shapes, allocators = binding.made_shapes, binding.allocators
-            block, sites = (0, 0, 0, binding.threads, *binding.sizes), binding.sites
+            block, sites = abi.runtime_block(binding.threads, binding.sizes), binding.sites
 
             def run(arrays):
                 return self.run(arrays, binding)

@@ -19,7 +19,9 @@ import tempfile
 
 import numpy as np
 
+from ..codegen import abi
 from ..codegen import cuda as cuda_codegen
+from ..dsl import stages
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.check import arg_spec
@@ -30,7 +32,7 @@ from .compiler import STAGES, CompiledKernel
 from .pipeline import emit_warnings, middle_end
 from .sites import site_error
 
-CUDA_STAGES = ("ast", "isl", "deps", "schedule", "loops", "cuda", "ptx", "emulate", "grad")
+CUDA_STAGES = stages.names("cuda")
 PTX_ARCH = cuda_device().arch  # the architecture inspect("ptx") compiles for
 
 
@@ -65,17 +67,17 @@ class CudaCompiledKernel(CompiledKernel):
 
     target = "cuda"
 
-    def __init__(self, typed: tir.TypedKernel, specs: list, options: dict):
+    def __init__(self, typed: tir.TypedKernel, specs: list, options):
         self.typed = typed
         self.specs = list(specs)
-        self.options = dict(options)
+        self.options = options
         self.name = typed.name
         self.target_machine = cuda_device()
         self._middle = middle_end(typed, options, self.target_machine)
         emit_warnings(self._middle.warnings)
         self._stages: dict = {}
         self._asm = None
-        self.generated = cuda_codegen.generate(self._middle.code, fastmath=bool(options.get("fastmath")))
+        self.generated = cuda_codegen.generate(self._middle.code, fastmath=options.fastmath)
         self._stages["cuda"] = self.generated.source
         self.check_sites = self.generated.sites
         self.buffers = self.generated.buffers
@@ -97,7 +99,7 @@ class CudaCompiledKernel(CompiledKernel):
             if "ptx" not in self._stages:
                 self._stages["ptx"] = nvcc_ptx(self._stages["cuda"], self.generated.nvcc_options)
             return self._stages["ptx"]
-        if stage in ("llvm", "llvm-opt", "asm"):
+        if stage in STAGES and stage not in CUDA_STAGES:  # the CPU's own stages
             raise HybridUnsupportedError(f"inspect({stage!r}): kernel `{self.name}` was compiled for target "
                                          "\"cuda\"", None, "its stages are: " + ", ".join(CUDA_STAGES))
         if stage not in STAGES:
@@ -114,7 +116,7 @@ class CudaCompiledKernel(CompiledKernel):
 
         from . import html as html_view
         panels = []
-        for stage in ("loops", "cuda", "ast", "schedule", "isl", "deps", "grad"):
+        for stage in stages.tabs("cuda"):
             try:
                 inner = f"<pre>{html_view._highlighted(self.inspect(stage), stage)}</pre>"
             except HybridError as e:
@@ -197,16 +199,18 @@ class CudaCompiledKernel(CompiledKernel):
         nscalars = max(1, len(self.generated.scalars))
         sc = drv.mem_alloc(8 * nscalars)
         drv.memset_d8(sc, 0, 8 * nscalars)
-        err = drv.mem_alloc(32)
-        drv.memset_d8(err, 0, 32)
+        rt_bytes = 8 * abi.block_length()  # the runtime block: its first slots, zeroed
+        err = drv.mem_alloc(rt_bytes)
+        drv.memset_d8(err, 0, rt_bytes)
         keep += [sc, err]
         fixed = [np.uintp(p) for p in pointers] + params + [np.uintp(int(sc)), np.uintp(int(err))]
         walk_plan(self.generated.plan, {}, lambda it, env: self._launch(it, env, fixed))
-        err_host = np.zeros(4, np.int64)
+        err_host = np.zeros(abi.block_length(), np.int64)
         drv.memcpy_dtoh(err_host, err)
-        code = int(err_host[2])
+        code = int(err_host[abi.RT_CODE])
         if code:
-            raise site_error(self.name, self.check_sites[code - 1], int(err_host[0]), int(err_host[1]))
+            raise site_error(self.name, self.check_sites[code - 1], int(err_host[abi.RT_INDEX]),
+                             int(err_host[abi.RT_AXIS]))
         for orig, alloc, host in copy_back:
             out = np.empty_like(host)
             if out.nbytes:

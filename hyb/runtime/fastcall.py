@@ -60,10 +60,10 @@ class CallPlan:
 
     The native function is ``int32 f(void *buf0, ..., void *bufN, int64 *block)``: the
     ``inputs`` in order, then the ``made`` buffers.  ``block`` is the runtime block's initial
-    contents (at least 4 values: error index, axis, error code from threads, thread count;
-    values after those are the kernel's own).  ``outputs`` are indices into the inputs (>= 0)
-    or the made buffers (``-(k + 1)``).  A non-zero code means a run-time check failed:
-    ``failed(code, block[0], block[1])`` raises its error.  ``run(args)`` is the Python path,
+    contents (:func:`hyb.codegen.abi.runtime_block`: its layout is described there).  ``outputs``
+    are indices into the inputs (>= 0) or the made buffers (``-(k + 1)``).  A non-zero code
+    means a run-time check failed: ``failed(code, index, axis)``, with the block's ``RT_INDEX``
+    and ``RT_AXIS`` slots after the call, raises its error.  ``run(args)`` is the Python path,
     which handles every call; with ``python_only`` every call goes there."""
     address: int
     inputs: tuple

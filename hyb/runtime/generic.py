@@ -2,9 +2,9 @@
 
 The checker gives a shape-generic signature's input sizes as :class:`~hyb.dsl.tir.Size` nodes
 (``ArgSpec`` sizes ``None``), the middle end keeps them as isl parameters, and the LLVM back end
-reads them from the runtime block (``rt[4:]``).  What a compile for one shape decides with the
-sizes in hand is done here for each new shape, before the native code first runs on it
-(:func:`bind`):
+reads them from the runtime block (``rt[RT_SIZES:]``, :mod:`hyb.codegen.abi`).  What a compile
+for one shape decides with the sizes in hand is done here for each new shape, before the native
+code first runs on it (:func:`bind`):
 
 * the checker's errors and compile-time assertions, by checking the kernel for that shape;
 * the bounds proofs: an access that leaves its tensor for some sizes
@@ -23,12 +23,13 @@ from dataclasses import dataclass
 import islpy as isl
 import numpy as np
 
+from ..dsl import sizes as size_expr
 from ..dsl import tir
 from ..dsl.check import ArgSpec
 from ..errors import HybridInternalError
 from ..schedule import deps as dependences
 from ..schedule import extract
-from ..schedule.parallel import box_size
+from ..schedule.counting import box_size
 
 # the kernel option `shapes=`: when a kernel is compiled for run-time sizes
 SHAPE_MODES = ("auto", "generic", "specialise")
@@ -66,42 +67,6 @@ def serves(gspecs: tuple, specs: list) -> bool:
                 any(d is not None and d != e for d, e in zip(g.shape, s.shape)):
             return False
     return True
-
-
-def evaluate(e, sizes: dict) -> int:
-    """The value of a size expression (:func:`hyb.dsl.check.is_size_expression`) for ``sizes``
-    (parameter name -> value), with NumPy's integer semantics."""
-    if isinstance(e, int):
-        return e
-    if isinstance(e, tir.Size):
-        return sizes[e.name]
-    if isinstance(e, tir.Const):
-        return int(e.value)
-    if isinstance(e, tir.Cast):
-        return evaluate(e.a, sizes)
-    if isinstance(e, tir.Unary) and e.op == "neg":
-        return -evaluate(e.a, sizes)
-    if isinstance(e, tir.Bin):
-        a, b = evaluate(e.a, sizes), evaluate(e.b, sizes)
-        if e.op == "+":
-            return a + b
-        if e.op == "-":
-            return a - b
-        if e.op == "*":
-            return a * b
-        if e.op == "//":
-            return a // b if b else 0
-        if e.op == "%":
-            return a % b if b else 0
-    if isinstance(e, tir.Intrinsic):
-        vals = [evaluate(a, sizes) for a in e.args]
-        if e.name == "max":
-            return max(vals)
-        if e.name == "min":
-            return min(vals)
-        if e.name == "ceil_div":
-            return -(-vals[0] // vals[1]) if vals[1] else 0
-    raise HybridInternalError(f"size expression {type(e).__name__}", "runtime")
 
 
 def sizes_of(typed: tir.TypedKernel, arrays: list) -> dict:
@@ -158,7 +123,7 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
                 extract.extract(concrete)  # raises the error of a compile for these shapes
                 raise HybridInternalError("a bounds condition of the shape-generic code holds, but the bounds "
                                           "proof for this shape passes", "runtime")
-    made = tuple(tuple(evaluate(d, sizes) for d in shape) for shape, _, _ in ck._made)
+    made = tuple(tuple(size_expr.value(d, sizes) for d in shape) for shape, _, _ in ck._made)
     unfilled = {n for n, text in code.unfilled_when if not isl.Set(text).intersect(point).is_empty()}
     allocators = tuple(np.empty if n in unfilled else allocate
                        for n, (_, _, allocate) in zip(ck.buffers[len(typed.inputs):], ck._made))

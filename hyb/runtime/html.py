@@ -12,8 +12,10 @@ import html
 import itertools
 import os
 
+from ..dsl import stages
+
 # The stages a compiled kernel shows, first the one open at the start.
-TABS = ("loops", "ast", "schedule", "isl", "deps", "llvm", "llvm-opt", "asm", "grad")
+TABS = stages.tabs("cpu")
 
 _ids = itertools.count()
 

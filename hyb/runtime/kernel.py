@@ -18,7 +18,6 @@ from .. import autodiff
 from ..autodiff.normalise import grid_loops
 from ..dsl import ast as syntax
 from ..schedule import deps as dependences
-from ..schedule.options import parse_options as parse_schedule_options
 from ..dsl import interp
 from ..dsl import parser
 from ..dsl import types
@@ -27,9 +26,9 @@ from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache, fastcall
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
-from .generic import SHAPE_MODES, BoundKernel, bind, generic_specs, serves, sizes_of
+from .options import TARGETS, KernelOptions
+from .generic import BoundKernel, bind, generic_specs, serves, sizes_of
 
-_TARGETS = ("cpu", "cuda")
 # isl operations a shape-generic compile may take between two analyses that keep their own limits
 # (sets with sizes as parameters can cost far more than the same sets for one shape); past them the
 # kernel is compiled for each shape
@@ -40,33 +39,9 @@ _default_target = ["cpu"]  # the back end of kernels made without target=
 def set_default_target(target: str) -> None:
     """The back end of kernels made without ``target=``: ``"cpu"`` or ``"cuda"``.  The operator
     layer sets it from ``hyb.set_context(device_target=...)``; the runtime reads no global context."""
-    if target not in _TARGETS:
+    if target not in TARGETS:
         raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
     _default_target[0] = target
-
-
-def _validate_options(options: dict) -> dict:
-    known = {"target", "fastmath", "schedule", "threads", "shapes"}
-    for key in options:
-        if key not in known:
-            raise HybridArgumentError(f"unknown kernel option `{key}`", None,
-                                      "options are: " + ", ".join(sorted(known)))
-    target = options.get("target")  # None: hyb.set_context(device_target=...) decides, when the kernel runs
-    if target is not None and target not in _TARGETS:
-        raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
-    sched = options.get("schedule")
-    parse_schedule_options(sched)  # reject bad options when the kernel is made, not at its first call
-    threads = options.get("threads")
-    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
-        raise HybridArgumentError(f"threads={threads!r} must be a positive integer", None,
-                                  "omit it to use HYB_NUM_THREADS or every CPU")
-    shapes = options.get("shapes", "auto")
-    if shapes not in SHAPE_MODES:
-        raise HybridArgumentError(f"unknown shapes={shapes!r}", None,
-                                  "use shapes=\"auto\" (the default: one compile for the first shape, one "
-                                  "shape-generic compile for all others), \"generic\" or \"specialise\"")
-    return {"target": target, "fastmath": bool(options.get("fastmath", False)), "schedule": sched,
-            "threads": threads, "shapes": shapes}
 
 
 class Kernel:
@@ -76,7 +51,7 @@ class Kernel:
         self.kdef = kdef
         self.module = module
         self.name = kdef.name
-        self.options = _validate_options(options)
+        self.options = KernelOptions.parse(options)
         self._cache: dict = {}
         self._fast: dict = {}  # (shape, dtype number) of each argument -> CompiledKernel, for warm calls
         self._plans: dict = {}  # the same keys -> the dispatcher's entry (fastcall.entry of its call_plan())
@@ -140,13 +115,13 @@ class Kernel:
     def target(self) -> str:
         """``"cpu"`` or ``"cuda"``: the kernel's ``target=`` option, else the default back end
         (:func:`set_default_target`; ``hyb.set_context(device_target="GPU")`` sets ``"cuda"``)."""
-        if self.options["target"] is not None:
-            return self.options["target"]
+        if self.options.target is not None:
+            return self.options.target
         return _default_target[0]
 
     def _compiled(self, arrays, target=None) -> CompiledKernel:
         target = target or self.target
-        if target not in _TARGETS:
+        if target not in TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use \"cpu\" or \"cuda\"")
         specs = arg_specs(arrays, self._value_params)
         key = (tuple(specs), target)
@@ -166,8 +141,8 @@ class Kernel:
         the shape-generic code, which then serves every shape of the signature (bound to each one
         by :func:`hyb.runtime.generic.bind`).  ``shapes="generic"`` starts with it, ``"specialise"``
         never makes it.  A kernel the generic compile refuses is compiled for each shape."""
-        mode = self.options["shapes"]
-        if (target == "cpu" and mode != "specialise" and self.options["schedule"] != "tune"
+        mode = self.options.shapes
+        if (target == "cpu" and mode != "specialise" and self.options.schedule.mode != "tune"
                 and any(not s.scalar and s.shape for s in specs)):
             family = tuple(generic_specs(specs))
             g = next((v for k, v in self._generic.items() if serves(k, specs)), None)
@@ -213,7 +188,7 @@ class Kernel:
         (``arrays``: the call that compiles it, whose sizes size its register blocks)."""
         try:
             with warnings.catch_warnings(), dependences.operations(GENERIC_OPERATIONS):
-                if self.options["shapes"] == "auto":
+                if self.options.shapes == "auto":
                     warnings.simplefilter("ignore", HybridWarning)  # the first shape's compile gave them
                 typed = check_kernel(self.kdef, self.module, gspecs)
                 return self.compile_typed(typed, gspecs, "cpu", hint=sizes_of(typed, arrays))
@@ -240,20 +215,20 @@ class Kernel:
             from . import cuda
             ck = cuda.compile_kernel(typed, specs, self.options)
         else:
-            tuning = self.options["schedule"] == "tune"
-            disk_key = cache.key(self.name, self.module, specs, self.options)
+            tuning = self.options.schedule.mode == "tune"
+            disk_key = cache.key(self.name, self.module, specs, self.options, hint)
             entry = cache.load(disk_key)
             if entry is not None and tuning and entry.schedule is None:
                 entry = None  # made without measuring (no arguments to measure on)
             options = self.options if entry is None or entry.schedule is None else \
-                {**self.options, "schedule": entry.schedule}
-            ck = CompiledKernel.restore(typed, specs, options, entry) if entry is not None else None
+                self.options.with_schedule(entry.schedule)
+            ck = CompiledKernel.restore(typed, specs, options, entry, hint) if entry is not None else None
             if ck is None:
                 if tuning and arrays is not None:
                     from .tune import tune
                     ck = tune(typed, specs, self.options, arrays)
                 else:
-                    ck = CompiledKernel.build(typed, specs, {**self.options, "size_hint": hint} if hint else self.options)
+                    ck = CompiledKernel.build(typed, specs, self.options, hint)
                 cache.store(disk_key, ck.code)
         ck.kernel = self
         return ck
@@ -261,7 +236,7 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = self.bind(args, kwargs)
-        if (self.options["target"] or _default_target[0]) == "cuda":  # self.target, read without a property
+        if (self.options.target or _default_target[0]) == "cuda":  # self.target, read without a property
             from . import cuda
             return cuda.call(self, args)
         out = fastcall.call(self._plans, self._value_params, args)  # a signature met before
@@ -426,7 +401,7 @@ class GradKernel(Kernel):
                    for t in typed.tensors.values() if t.kind == "temp" and t.source_name in names)
 
 
-def _public_options(options: dict) -> dict:
+def _public_options(options: KernelOptions) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 

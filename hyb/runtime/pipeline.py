@@ -36,7 +36,8 @@ from ..errors import HybridWarning
 from ..schedule import astgen, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
-from ..schedule.options import ScheduleOptions, parse_options
+from ..schedule.options import ScheduleOptions
+from .options import KernelOptions
 from ..schedule.parallel import mark_original_parallel, parallel_hint_conflicts
 
 
@@ -69,7 +70,7 @@ class NativeCode:
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
     schedule: object = None  # the schedule option the code was made with where tuning chose it
     unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
-    # a shape-generic kernel's run-time sizes (rt[4:], tir.size_symbols); what the runtime tests for
+    # a shape-generic kernel's run-time sizes (rt[abi.RT_SIZES:], tir.size_symbols); what the runtime tests for
     # each new shape: the size values for which an access leaves its tensor (isl set texts), and for
     # each loop run on threads the statement instances it runs and its launches (isl set texts, the
     # times of parallel_work), weighed against min_parallel_work (0: no loop on threads)
@@ -78,20 +79,6 @@ class NativeCode:
     parallel_work: tuple = ()
     min_parallel_work: int = 0
     unfilled_when: tuple = ()  # (buffer, isl set text of the sizes at which it needs no zeros)
-
-
-def schedule_options(options: dict, target) -> tuple:
-    """``(options of the plan stage, options of the loop stages)`` for a kernel's ``schedule=``
-    option on ``target``.  The loop stages (original-order parallel marks, vector loops) read the
-    CPU's reading of the option on both targets; the plan stage follows the target's policy."""
-    given = options.get("schedule")
-    loop_opts = parse_options(given)
-    if target.kind == "cuda":
-        return gpu.schedule_options(given), loop_opts
-    if not (isinstance(given, dict) and "min_parallel_work" in given):
-        loop_opts = replace(loop_opts, min_parallel_work=target.min_parallel_work)
-    loop_opts = replace(loop_opts, machine=target)
-    return loop_opts, loop_opts
 
 
 def diagnose(poly: extract.PolyProgram, d: deps.Dependences) -> tuple:
@@ -136,12 +123,11 @@ def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
                   + ", ".join(f"`{var}`" for var in marked),)
 
 
-def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, blocks: tuple = ()) -> tuple:
-    """Register blocks kept in registers across their reduction loops (schedule.promote), checked on
-    the loops again: ``(nest, decisions)``, the nest unchanged where the check fails.  ``blocks``:
-    the plan's (``Plan.blocks``), whose blocks of one row are the only ones of one row promoted."""
-    rows_of_one = frozenset(nr for (mr, nr), _ in blocks if mr == 1)
-    promoted, decisions = promote.promote(poly, nest, rows_of_one)
+def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest) -> tuple:
+    """The register blocks the plan marked, kept in registers across their reduction loops
+    (schedule.promote), checked on the loops again: ``(nest, decisions)``, the nest unchanged
+    where the check fails."""
+    promoted, decisions = promote.promote(poly, nest)
     if not decisions:
         return nest, ()
     broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
@@ -150,18 +136,21 @@ def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, b
     return promoted, decisions
 
 
-def middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
+def middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hint: dict | None = None) -> MiddleEnd:
     """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest, and
     that nest legalised for the back ends (``code``); one thread at a time (isl's context is shared:
-    :data:`~hyb.schedule.deps.ISL_LOCK`)."""
+    :data:`~hyb.schedule.deps.ISL_LOCK`).  ``size_hint``: for shape-generic code, the sizes of the
+    shape that compiles it (its register blocks are sized for them)."""
     with deps.ISL_LOCK:
-        return _middle_end(typed, options, target)
+        return _middle_end(typed, KernelOptions.of(options), target, size_hint)
 
 
-def _middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
-    plan_opts, loop_opts = schedule_options(options, target)
-    poly = extract.extract(typed)
-    poly.hint = dict(options.get("size_hint") or {})
+def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hint) -> MiddleEnd:
+    # the plan follows the target's policy; the loop stages after it read the CPU's reading of the
+    # option on both targets
+    plan_opts = options.schedule_for(target)
+    loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
+    poly = extract.extract(typed, size_hint)
     budget = plan_opts.analysis_operations
     d = deps.compute(poly, budget=budget)
     cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact) if poly.has_private_scalars else None
@@ -181,31 +170,30 @@ def _middle_end(typed: tir.TypedKernel, options: dict, target) -> MiddleEnd:
         nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
     if target.kind == "cpu" and loop_opts.register is not False:
-        nest, more = promote_blocks(poly, d, cells, nest, followed.blocks)
+        nest, more = promote_blocks(poly, d, cells, nest)
         decisions += more
     if target.kind == "cuda":
         nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
         decisions += more
         nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
-    relaxed = target.kind == "cpu" and (loop_opts.reassociate or bool(options.get("fastmath")))
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
-                     legalise(nest, relaxed),
+                     legalise(nest, plan_opts.reassociate),
                      deps.written_before_read(poly, d) if target.kind == "cpu" else {})
 
 
-def llvm_options(options: dict, target) -> llvm_codegen.Options:
+def llvm_options(options: KernelOptions, target) -> llvm_codegen.Options:
     """The LLVM back end's options for a kernel's options: fast-math, and the code-generation
-    parts of ``schedule=`` (vector math functions, reassociated sums)."""
-    opts = parse_options(options.get("schedule"))
-    return llvm_codegen.Options(fastmath=bool(options.get("fastmath")), target=target,
+    parts of ``schedule=`` resolved for the target (vector math functions, reassociated sums)."""
+    opts = options.schedule_for(target)
+    return llvm_codegen.Options(fastmath=options.fastmath, target=target,
                                 vector_math=opts.vector_math, reassociate=opts.reassociate)
 
 
-def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
+def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple:
     """LLVM IR of a legalised nest (``MiddleEnd.code``), optimised and compiled:
     ``(NativeCode, the loaded JitFunction)``."""
-    generated = llvm_codegen.generate_ir(nest, llvm_options(options, target))
+    generated = llvm_codegen.generate_ir(nest, llvm_options(KernelOptions.of(options), target))
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
@@ -213,7 +201,7 @@ def generate_code(nest: loops.LoopNest, options: dict, target) -> tuple:
                       generated.ir, sizes=tuple(tir.size_symbols(nest.kernel))), loaded
 
 
-def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
+def shape_checks(middle: MiddleEnd, options: KernelOptions, target) -> dict:
     """A shape-generic kernel's ``NativeCode`` fields the runtime reads for each new shape: the
     conditions of its bounds proofs and what decides whether its parallel loops get threads."""
     poly = middle.poly
@@ -221,7 +209,7 @@ def shape_checks(middle: MiddleEnd, options: dict, target) -> dict:
         return {}
     with deps.ISL_LOCK:
         work = parallel_work(middle.nest, poly)
-    loop_opts = schedule_options(options, target)[1]
+    loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
     return {"conditions": tuple(str(c) for c, _ in poly.shape_conditions), "parallel_work": work,
             "min_parallel_work": loop_opts.min_parallel_work if work else 0,
             "unfilled_when": tuple((n, str(s)) for n, s in middle.written_first.items() if s is not None)}

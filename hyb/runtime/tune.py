@@ -40,12 +40,12 @@ def candidates(auto: CompiledKernel) -> list:
                 continue
             size = max(1, int(sizes[pos] * factor))
             if size != sizes[pos]:
-                variants.append({"register": (mr, nr), "tile": sizes[:pos] + (size,) + sizes[pos + 1:]})
+                variants.append({"register": (mr, nr), "cache_tile": sizes[:pos] + (size,) + sizes[pos + 1:]})
         if mr > 2:
-            variants.append({"register": (mr - 2, nr), "tile": sizes})
+            variants.append({"register": (mr - 2, nr), "cache_tile": sizes})
         if nr % 2 == 0 and nr >= 32:
-            variants.append({"register": (mr, nr // 2), "tile": sizes})
-        variants.append({"register": (mr, nr), "tile": sizes, "pack": True})
+            variants.append({"register": (mr, nr // 2), "cache_tile": sizes})
+        variants.append({"register": (mr, nr), "cache_tile": sizes, "pack": True})
         out += variants
     else:
         out += [{"tile": False}, {"tile": (16, 16, 64)}, {"tile": (64, 128, 512)}]
@@ -74,12 +74,12 @@ def _same(got: list, want: list) -> bool:
     return True
 
 
-def tune(typed, specs: list, options: dict, arrays: list) -> CompiledKernel:
+def tune(typed, specs: list, options, arrays: list) -> CompiledKernel:
     """The fastest candidate's compiled kernel for this signature (its code records the schedule
     option that made it)."""
     sig = ", ".join(str(s) for s in specs)
     started = time.perf_counter()
-    auto = CompiledKernel.build(typed, specs, {**options, "schedule": None})
+    auto = CompiledKernel.build(typed, specs, options.with_schedule(None))
     found = candidates(auto)
     print(f"hyb: tuning `{typed.name}` for ({sig}): {len(found)} schedules", file=sys.stderr, flush=True)
     best, best_time, want = None, None, None
@@ -88,7 +88,7 @@ def tune(typed, specs: list, options: dict, arrays: list) -> CompiledKernel:
             print(f"hyb:   time budget of {BUDGET_S:g} s spent: {len(found) - n + 1} schedule(s) not measured",
                   file=sys.stderr, flush=True)
             break
-        ck = auto if sched is None else CompiledKernel.build(typed, specs, {**options, "schedule": sched})
+        ck = auto if sched is None else CompiledKernel.build(typed, specs, options.with_schedule(sched))
         got = _outputs(ck.run(_copies(arrays)))  # warm-up, and the results to compare
         if want is None:
             want = got
@@ -111,5 +111,5 @@ def tune(typed, specs: list, options: dict, arrays: list) -> CompiledKernel:
     print(f"hyb:   chose schedule={sched if sched is not None else 'auto'!r} "
           f"({time.perf_counter() - started:.1f} s of tuning)", file=sys.stderr, flush=True)
     ck.code = replace(ck.code, schedule=sched if sched is not None else "auto")
-    ck.options = {**options, "schedule": sched}
+    ck.options = options.with_schedule(sched)
     return ck

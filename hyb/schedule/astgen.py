@@ -68,23 +68,22 @@ def convert_node(n: isl.AstNode) -> list:
         return [loops.StmtCall(name, tuple(args))]
     if t == isl.ast_node_type.mark:
         body = convert_node(n.mark_get_node())
-        if n.mark_get_id().get_name() == "parallel":
-            return _mark_first_for(body)[0]
-        return body
+        fields = loops.mark_fields(n.mark_get_id().get_name())
+        return _mark_first_for(body, fields)[0] if fields else body
     raise HybridInternalError(f"isl AST node {t} is not handled", "loops")
 
 
-def _mark_first_for(body) -> tuple:
-    """``(body with its first loop marked parallel, whether one was found)``."""
+def _mark_first_for(body, fields: dict) -> tuple:
+    """``(body with its first loop given the fields of a mark, whether one was found)``."""
     out = list(body)
     for k, s in enumerate(out):
         if isinstance(s, loops.For):
-            out[k] = replace(s, parallel=True)
+            out[k] = replace(s, **fields)
             return out, True
         if isinstance(s, loops.If):
-            then, found = _mark_first_for(s.then)
+            then, found = _mark_first_for(s.then, fields)
             if not found:
-                orelse, found = _mark_first_for(s.orelse)
+                orelse, found = _mark_first_for(s.orelse, fields)
                 if found:
                     out[k] = replace(s, orelse=tuple(orelse))
             else:

@@ -32,8 +32,8 @@ import numpy as np
 from ..dsl import types
 from ..target import CpuTarget
 from .options import PARALLEL_TILES
-from .parallel import work
-from .vector import access_strides
+from .counting import access_strides, work
+from .loops import block_mark
 
 # Element types whose register blocks LLVM keeps in vector registers (float16 and bfloat16 are
 # computed in float32 after conversion; bool has no arithmetic to block).
@@ -304,6 +304,9 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         kband = placed
     elif not shaper.respects(kband.get_schedule(), within):
         return None
+    # the decision travels as a mark: the AST generator gives the reduction loop under it the
+    # block's shape, and schedule.promote keeps the cells of exactly those loops in registers
+    kband = kband.insert_mark(isl.Id(block_mark(mr, nr)))
     out = kband.ancestor(kband.get_tree_depth() - depth)
     shaper.blocks.append(((mr, nr), tuple(sizes)))
     names = ", ".join(contraction["statements"])

@@ -153,7 +153,7 @@ def _contractible(poly, nest, t, paths, counter_at, order, dim, budget):
             return "a subscript of it is not affine"
         if mine_w and st.guards:
             return "it is written under a condition evaluated when the loops run"
-        if any(id(x) in nest.runtime_checked for x in _accesses_of(st, t.name)):
+        if any(x.checked for x in _accesses_of(st, t.name)):
             return "a subscript of it is checked when it runs"
         reads += mine_r
         writes += mine_w
@@ -308,46 +308,21 @@ def _accesses_of(st, tensor: str) -> list:
 
 def _rewrite_nest(nest: loops.LoopNest, name: str) -> loops.LoopNest:
     """``nest`` with tensor ``name`` a scalar local: every statement that touches it stores and
-    loads the scalar, and drops its accesses to the array.  Nodes rebuilt on the way keep their
-    run-time checks (the checked set holds the new nodes too)."""
+    loads the scalar, and drops its accesses to the array."""
     t = nest.kernel.tensors[name]
     tensors = dict(nest.kernel.tensors)
     tensors[name] = replace(t, shape=(), kind="scalar")
-    checked = set(nest.runtime_checked)
+
+    def scalar(n):  # a load or store of `name` as a scalar access (a store's value rewritten too)
+        if isinstance(n, (tir.Load, tir.Store)) and n.tensor == name:
+            return replace(tir.rewrite_children(n, scalar), indices=[])
+        return None
+
     statements = dict(nest.statements)
     for n, st in nest.statements.items():
         if name not in _tensors_of(st):
             continue
-        stmt = _rewrite(st.stmt, name, checked)
-        guards = [_rewrite(g, name, checked) for g in st.guards]
-        statements[n] = replace(st, stmt=stmt, guards=guards,
+        statements[n] = replace(st, stmt=tir.rewrite(st.stmt, scalar), guards=[tir.rewrite(g, scalar) for g in st.guards],
                                 reads=[a for a in st.reads if a.tensor != name],
                                 writes=[a for a in st.writes if a.tensor != name])
-    return replace(nest, kernel=replace(nest.kernel, tensors=tensors), statements=statements,
-                   runtime_checked=frozenset(checked))
-
-
-def _rewrite(node, name: str, checked: set):
-    """``node`` (a typed-IR store or expression) with every load and store of ``name`` made a
-    scalar access; unchanged subtrees are shared, rebuilt ones stay checked where they were."""
-    changes = {}
-    if isinstance(node, (tir.Load, tir.Store)) and node.tensor == name:
-        changes["indices"] = []
-    for f in getattr(node, "__dataclass_fields__", {}):
-        if f in changes:
-            continue
-        v = getattr(node, f)
-        if isinstance(v, tir.TExpr):
-            nv = _rewrite(v, name, checked)
-            if nv is not v:
-                changes[f] = nv
-        elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
-            nv = [_rewrite(x, name, checked) if isinstance(x, tir.TExpr) else x for x in v]
-            if any(a is not b for a, b in zip(nv, v)):
-                changes[f] = nv
-    if not changes:
-        return node
-    new = replace(node, **changes)
-    if id(node) in checked:
-        checked.add(id(new))
-    return new
+    return replace(nest, kernel=replace(nest.kernel, tensors=tensors), statements=statements)

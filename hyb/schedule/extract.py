@@ -14,7 +14,7 @@ whole tensor.
 Every affine access is checked here against its tensor's shape: an access that can leave
 the tensor for some iteration is a compile-time error naming such an iteration.  Accesses
 that cannot be checked here (not affine, inside an opaque statement, or under a condition
-that is not affine) are listed in ``PolyProgram.runtime_checked`` and checked when they run.
+that is not affine) are marked ``checked`` in the statements' typed IR and checked when they run.
 
 In a shape-generic kernel the sizes of the inputs are isl parameters (``hs_<input>_<axis>``,
 :func:`hyb.dsl.tir.size_symbols`), every set holds for all their values, and an access that
@@ -24,7 +24,7 @@ before the code runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 import numpy as np
@@ -34,7 +34,7 @@ from ..dsl import types
 from ..errors import HybridIndexError
 
 
-@dataclass
+@dataclass(frozen=True)
 class Access:
     tensor: str
     relation: isl.Map  # statement domain -> tensor element (restricted to where it happens)
@@ -42,7 +42,7 @@ class Access:
     span: object = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Statement:
     name: str
     stmt: object  # a tir.Store, a tir.Assert, or a tir.Loop / tir.If run as a whole (an opaque statement)
@@ -66,12 +66,11 @@ class Statement:
         return self.stmt.span
 
 
-@dataclass
+@dataclass(frozen=True)
 class PolyProgram:
     kernel: tir.TypedKernel
-    statements: list
+    statements: list  # Statement; a load or store checked at run time has `checked` set in their typed IR
     depth: int  # the deepest loop nest
-    runtime_checked: set = field(default_factory=set)  # id() of Load/Store nodes to bounds-check at run time
     loops: dict = field(default_factory=dict)  # loop variable -> tir.Loop, for the affine loops
     # a shape-generic kernel's run-time sizes (isl parameters), and the parameter values for which an
     # access leaves its tensor (isl sets, each with the span of the access)
@@ -308,19 +307,28 @@ class _Extractor:
 
     def run(self) -> PolyProgram:
         self.block(self.k.body, _Ctx([], [], [], [0], []))
-        D = self.depth
-        if self.shape_conditions:
-            # the code never runs at sizes for which an access would leave its tensor (the runtime
-            # refuses such shapes first): every later analysis may take that as known
-            valid = valid_sizes(self.params, self.shape_conditions)
-            for s in self.statements:
-                s.domain = s.domain.intersect_params(valid)
-                for a in s.writes + s.reads:
-                    a.relation = a.relation.intersect_params(valid)
-        for s in self.statements:
-            s.schedule = self._schedule(s, D)
-        return PolyProgram(self.k, self.statements, D, self.checked, self.loops, self.params,
-                           tuple(self.shape_conditions))
+        # the code never runs at sizes for which an access would leave its tensor (the runtime
+        # refuses such shapes first): every later analysis may take that as known
+        valid = valid_sizes(self.params, self.shape_conditions) if self.shape_conditions else None
+        statements = [self._finish(s, self.depth, valid) for s in self.statements]
+        return PolyProgram(self.k, statements, self.depth, self.loops, self.params, tuple(self.shape_conditions))
+
+    def _finish(self, s: Statement, D: int, valid) -> Statement:
+        """The statement's record: its schedule in a nest of depth ``D``, its sets restricted to the
+        ``valid`` sizes, and the loads and stores whose subscripts are checked when they run marked
+        so in its typed IR (``checked``; the kernel's own nodes are not changed)."""
+        def mark(n):
+            if id(n) in self.checked:  # nodes of the kernel this extraction walked
+                return replace(tir.rewrite_children(n, mark), checked=True)
+            return None
+
+        def within(a: Access) -> Access:
+            return a if valid is None else replace(a, relation=a.relation.intersect_params(valid))
+
+        return replace(s, stmt=tir.rewrite(s.stmt, mark), guards=[tir.rewrite(g, mark) for g in s.guards],
+                       domain=s.domain if valid is None else s.domain.intersect_params(valid),
+                       writes=[within(a) for a in s.writes], reads=[within(a) for a in s.reads],
+                       schedule=self._schedule(s, D))
 
     def _schedule(self, s: Statement, D: int) -> isl.Map:
         pos, signs = s.schedule  # stashed (positions, signs) until the depth is known
@@ -420,9 +428,9 @@ class _Extractor:
             self.reads(name, ctx.iters, domain, st.value, reads, guarded)
         for g in ctx.guards:
             self.reads(name, ctx.iters, domain, g, reads, False)
-        s = Statement(name, st, list(ctx.iters), domain, None, list(ctx.guards), writes, reads)
-        s.schedule = (list(ctx.position), list(ctx.signs))
-        self.statements.append(s)
+        # (the schedule is (positions, signs) until the depth of every nest is known: see run)
+        self.statements.append(Statement(name, st, list(ctx.iters), domain, (list(ctx.position), list(ctx.signs)),
+                                         list(ctx.guards), writes, reads))
 
     def opaque(self, loop, ctx: _Ctx):
         """A loop with non-affine bounds (or an `if` that changes its own condition): one statement,
@@ -466,9 +474,8 @@ class _Extractor:
                         self.checked.add(id(st))
 
         walk([loop])
-        s = Statement(name, loop, list(ctx.iters), domain, None, list(ctx.guards), writes, reads)
-        s.schedule = (list(ctx.position), list(ctx.signs))
-        self.statements.append(s)
+        self.statements.append(Statement(name, loop, list(ctx.iters), domain,
+                                         (list(ctx.position), list(ctx.signs)), list(ctx.guards), writes, reads))
 
     def reads(self, name, iters, domain: isl.Set, e: tir.TExpr, out: list, guarded: bool):
         """Collect the reads of ``e``; reads under a condition are restricted to where it holds."""
@@ -586,8 +593,10 @@ def _children(e: tir.TExpr):
     return []
 
 
-def extract(k: tir.TypedKernel) -> PolyProgram:
-    return _Extractor(k).run()
+def extract(k: tir.TypedKernel, hint: dict | None = None) -> PolyProgram:
+    """The polyhedral program of a typed kernel; ``hint``: for shape-generic code, the sizes
+    (parameter -> value) of the shape that compiles it, which its register blocks are sized for."""
+    return replace(_Extractor(k).run(), hint=dict(hint or {}))
 
 
 def describe(p: PolyProgram) -> str:

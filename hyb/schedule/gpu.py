@@ -1,32 +1,18 @@
 """The GPU's parallel policy: which loops go on the CUDA grid.
 
 On the CPU one band of parallel loops runs on the thread pool; a GPU wants every loop without a
-carried dependence on its grid.  :func:`schedule_options` shapes the schedule for that (no
-tiling: the grid's blocks are the tiles; isl's loop order: coincident loops outermost), and
+carried dependence on its grid.  The ``schedule=`` option resolved for a GPU
+(:meth:`~hyb.schedule.options.ScheduleOptions.resolve`) shapes the schedule for that (no tiling:
+the grid's blocks are the tiles; isl's loop order: coincident loops outermost), and
 :func:`map_grid_loops` marks more loops than the scheduler's band, each checked on the loops
 themselves.  Both are pure: they return new records.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from . import loops
 from . import verify
-from .options import ScheduleOptions, parse_options
+from .options import ScheduleOptions
 from .parallel import serial_order
-
-
-def schedule_options(schedule) -> ScheduleOptions:
-    """Schedule options for the GPU: no tiling, isl's loop order (rather than the CPU's unit-stride
-    loop innermost) and no minimum amount of work for a parallel loop; a user's ``schedule=``
-    dict overrides each."""
-    opts = parse_options(schedule)
-    given = schedule if isinstance(schedule, dict) else ({} if schedule in (None, "auto", "tune") else None)
-    if given is None:
-        return opts
-    # (register blocks are the CPU's: a thread of the grid keeps its one cell in a register anyway)
-    changes = {"tile": False, "min_parallel_work": 0, "interchange": False, "register": False}
-    return replace(opts, **{k: v for k, v in changes.items() if k not in given})
 
 
 def _contains_parallel(body) -> bool:

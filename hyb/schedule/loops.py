@@ -36,6 +36,30 @@ class For:
     body: tuple
     parallel: bool = False
     vector: bool = False  # for LLVM's loop vectoriser whole: not unrolled first (schedule.vector)
+    # (MR, NR): the outermost reduction loop of a register block schedule.blocking made, whose
+    # cells schedule.promote keeps in registers (from the plan's mark, see mark_fields)
+    block: tuple | None = None
+
+
+# The plan's decisions on loops travel as isl marks in its schedule tree; the AST generator
+# (schedule.astgen) turns each into fields of the first loop below it.
+PARALLEL_MARK = "parallel"  # the loop runs on the thread pool (schedule.parallel)
+BLOCK_MARK = "register block"  # the reduction loops of a register block (schedule.blocking)
+
+
+def block_mark(mr: int, nr: int) -> str:
+    """The name of the mark above a register block's reduction loops."""
+    return f"{BLOCK_MARK} {mr}x{nr}"
+
+
+def mark_fields(name: str) -> dict:
+    """The fields a mark of this name gives the first loop below it (none for another mark)."""
+    if name == PARALLEL_MARK:
+        return {"parallel": True}
+    if name.startswith(BLOCK_MARK + " "):
+        mr, nr = name[len(BLOCK_MARK) + 1:].split("x")
+        return {"block": (int(mr), int(nr))}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -56,14 +80,15 @@ class LoopNest:
     """A kernel's code shape: the loop IR and what a back end needs to run the statements it calls."""
 
     kernel: object  # dsl.tir.TypedKernel
-    statements: dict  # statement name -> extract.Statement (its typed IR, guards and loop variables)
-    runtime_checked: frozenset  # subscripts checked when they run (extract.PolyProgram.runtime_checked)
+    # statement name -> extract.Statement (its typed IR, in which the loads and stores checked when
+    # they run are marked `checked`, guards and loop variables)
+    statements: dict
     body: tuple
 
     @classmethod
     def of(cls, poly, body) -> "LoopNest":
         """The nest of a polyhedral program ``poly`` with loop IR ``body``."""
-        return cls(poly.kernel, poly.by_name, frozenset(poly.runtime_checked), tuple(body))
+        return cls(poly.kernel, poly.by_name, tuple(body))
 
 
 def with_flags(nest: LoopNest, flags: dict) -> LoopNest:

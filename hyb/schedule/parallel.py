@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .extract import PolyProgram, at_sizes
+from .counting import extent, work
+from .extract import PolyProgram
+from .loops import PARALLEL_MARK
 from .options import ScheduleOptions
 
 def parallel_marks(sched: isl.Schedule) -> list:
@@ -13,7 +15,7 @@ def parallel_marks(sched: isl.Schedule) -> list:
     found = []
 
     def visit(node):
-        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == "parallel":
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == PARALLEL_MARK:
             found.append(node)
             return
         for i in range(node.n_children()):
@@ -65,52 +67,6 @@ def parallel_hint_conflicts(p: PolyProgram, deps: isl.UnionMap) -> list:
     return out
 
 
-# The value a run-time size (a shape-generic kernel's) is taken to have where statements are
-# weighed against each other by their instances (which schedule walks memory better)
-NOMINAL_SIZE = 512
-
-
-def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
-    """An upper bound on the statement instances in ``domain`` (bounding boxes); ``nominal``: with
-    each run-time size taken as NOMINAL_SIZE (else an extent that depends on one is unknown: large)."""
-    total = 0
-    for st in p.statements:
-        d = domain.intersect(isl.UnionSet.from_set(st.domain))
-        if d.is_empty():
-            continue
-        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
-        box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
-        if box is None:
-            return 1 << 62
-        total += box
-    return total
-
-
-def box_size(s: isl.Set) -> int | None:
-    """The points of the bounding box of ``s``, or None where an extent is unknown."""
-    box = 1
-    for i in range(s.dim(isl.dim_type.set)):
-        n = extent(s, i)
-        if n is None:
-            return None
-        box *= n
-    return box
-
-
-def extent(s: isl.Set, i: int):
-    """How many values dimension ``i`` of ``s`` spans (max - min + 1, at least 0), or None if unknown."""
-    try:
-        lo = [a for _, a in s.dim_min(i).get_pieces()]
-        hi = [a for _, a in s.dim_max(i).get_pieces()]
-        if not lo or not hi or not all(a.is_cst() for a in lo + hi):
-            return None
-        lo_v = min(a.get_constant_val().to_python() for a in lo)
-        hi_v = max(a.get_constant_val().to_python() for a in hi)
-    except isl.Error:
-        return None
-    return max(0, int(hi_v - lo_v + 1))
-
-
 def _launches(band: isl.ScheduleNode) -> int:
     """How many times the loops around ``band`` start it (the bounding box of its prefix schedule)."""
     prefix = band.get_prefix_schedule_union_map().intersect_domain(band.get_domain())
@@ -159,7 +115,7 @@ def mark_parallel_bands(sched: isl.Schedule, decisions: list, p: PolyProgram, mi
                 too_little.append(amount)
                 return node
             counts["marked"] += 1
-            return node.insert_mark(isl.Id("parallel"))
+            return node.insert_mark(isl.Id(PARALLEL_MARK))
         for i in range(node.n_children()):
             node = visit(node.child(i)).parent()
         return node

@@ -23,7 +23,7 @@ Every decision can be overridden with the kernel's ``schedule=`` option and is r
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -96,7 +96,7 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
         return result.noted("scalar locals privatised: each loop iteration (and thread) has its own", 1)
     if opts.interchange or opts.tile:
         # Reordering or tiling split a scalar's lifetime; keep isl's loop order instead.
-        plain = ScheduleOptions(**{**opts.__dict__, "interchange": False, "tile": False})
+        plain = replace(opts, interchange=False, tile=False)
         result = _plan(p, d, plain, solved)
         if result.schedule is not None and _respects(result.schedule, cell_deps.all):
             return result.noted("scalar locals privatised; loops neither reordered nor tiled, which "

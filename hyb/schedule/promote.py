@@ -7,7 +7,8 @@
         for (cj = 0; cj <= min(NR - 1, ..); cj++)
           S(.., ci, .., cj, .., k)           c[f(ci, cj)] = c[f(ci, cj)] + g(..)
 
-This stage finds that shape in the loops themselves and, where ``S`` writes one cell per
+and marks the reduction loop with the block's shape (``For.block``, from the plan's mark).  This
+stage reads that shape in the loops so marked and, where ``S`` writes one cell per
 ``(ci, cj)`` that does not move with ``k``, and reads ``c`` only at that cell, rewrites it as::
 
     if (the block is full and the reduction runs)
@@ -36,23 +37,22 @@ from ..dsl import tir
 from ..dsl import types
 from . import loops
 from .blocking import BLOCK_DTYPES, MIN_PANEL_ROWS
-from .vector import MAX_TRIPS, MIN_TRIPS, access_strides
+from .counting import access_strides
+from .vector import MAX_TRIPS, MIN_TRIPS
 
 
-def promote(p, nest: loops.LoopNest, rows_of_one: frozenset = frozenset()) -> tuple:
+def promote(p, nest: loops.LoopNest) -> tuple:
     """``(the nest with every register block promoted, the decisions)``; ``nest`` is unchanged.
-    ``rows_of_one``: the widths of the blocks of one row schedule.blocking made (a loop nest of
-    that shape is common elsewhere, where keeping its cells in registers need not pay)."""
+    The blocks are those schedule.blocking made: the loops whose ``block`` field its mark set."""
     state = {"tensors": dict(nest.kernel.tensors), "statements": dict(nest.statements), "decisions": [],
-             "packs": {},  # id of a loop -> the packing loops to run first in its body
-             "rows_of_one": rows_of_one}
+             "packs": {}}  # id of a loop -> the packing loops to run first in its body
 
     def body(items, around):
         return tuple(node(s, around) for s in items)
 
     def node(s, around):
         if isinstance(s, loops.For):
-            rewritten = _block(p, nest, s, state, around)
+            rewritten = _block(p, nest, s, state, around) if s.block is not None else None
             if rewritten is not None:
                 return rewritten
             inner = body(s.body, around + (s,))
@@ -119,7 +119,7 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
     t = nest.kernel.tensors[store.tensor]
     if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
         return None
-    if i_loop is None and tj not in state["rows_of_one"]:
+    if i_loop is None and k_loop.block != (1, tj):
         return None
     rows = [ci] if ci is not None else []
     pos = {v: [n for n, a in enumerate(call.args) if loops.uses(a, v)] for v in rows + [cj] + reduction}
@@ -136,8 +136,7 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
     if not _one_cell_each(st, pi, pj, pk):
         return None
     loads = list(_loads(store.value, store.tensor))
-    if any(ld.indices != store.indices for ld in loads) or id(store) in nest.runtime_checked \
-            or any(id(ld) in nest.runtime_checked for ld in loads):
+    if any(ld.indices != store.indices for ld in loads) or store.checked or any(ld.checked for ld in loads):
         return None
     # the new statements and their local array
     acc = tir.Tensor(f"{st.name}_acc", (ti, tj), t.dtype, "register", store.span, f"{t.source_name} (register block)")
@@ -281,7 +280,7 @@ def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tu
     store = st.stmt
     for ld in _outer_loads(store.value, store.tensor):
         used = _vars(ld.indices)
-        if it_k not in used or it_j not in used or id(ld) in nest.runtime_checked:
+        if it_k not in used or it_j not in used or ld.checked:
             continue
         t = nest.kernel.tensors[ld.tensor]
         if tj * kt * np.dtype(types.concrete(t.dtype)).itemsize > MAX_PANEL_BYTES:
@@ -528,31 +527,11 @@ def _vars(exprs) -> set:
     return {x.name for e in exprs for x in tir.walk_expr(e) if isinstance(x, tir.Var)}
 
 
-def _rewrite(e, by):
-    """``e`` with each node ``n`` for which ``by(n)`` is not None replaced by that (outermost first;
-    the other nodes shared, not copied)."""
-    new = by(e)
-    if new is not None:
-        return new
-    changes = {}
-    for f in getattr(e, "__dataclass_fields__", {}):
-        v = getattr(e, f)
-        if isinstance(v, tir.TExpr):
-            nv = _rewrite(v, by)
-            if nv is not v:
-                changes[f] = nv
-        elif isinstance(v, list) and any(isinstance(x, tir.TExpr) for x in v):
-            nv = [_rewrite(x, by) if isinstance(x, tir.TExpr) else x for x in v]
-            if any(a is not b for a, b in zip(nv, v)):
-                changes[f] = nv
-    return replace(e, **changes) if changes else e
-
-
 def _replace_loads(e, tensor: str, by):
     """``e`` with every load of ``tensor`` replaced by ``by``."""
-    return _rewrite(e, lambda n: by if isinstance(n, tir.Load) and n.tensor == tensor else None)
+    return tir.rewrite(e, lambda n: by if isinstance(n, tir.Load) and n.tensor == tensor else None)
 
 
 def _replace_node(e, old, by):
     """``e`` with the node ``old`` (by identity) replaced by ``by``."""
-    return _rewrite(e, lambda n: by if n is old else None)
+    return tir.rewrite(e, lambda n: by if n is old else None)

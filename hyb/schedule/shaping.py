@@ -8,9 +8,10 @@ import islpy as isl
 from ..target import CpuTarget
 from . import blocking
 from .extract import PolyProgram, at_sizes
+from .loops import PARALLEL_MARK
 from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions
-from .parallel import extent, work
-from .vector import MAX_INNER, access_strides
+from .counting import access_strides, extent, work
+from .vector import MAX_INNER
 
 def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
     """How well the innermost loop of each statement walks memory under schedule ``smap``:
@@ -103,15 +104,16 @@ class Shaper:
             if contraction is not None:
                 blocked = blocking.block(self, node, contraction,
                                          self.opts.register if isinstance(self.opts.register, tuple) else None,
-                                         self.opts.tile if isinstance(self.opts.tile, tuple) else None)
+                                         self.opts.cache_tile)
                 if blocked is not None:
                     return blocked
-        sizes = self.opts.tile if isinstance(self.opts.tile, tuple) else DEFAULT_TILES.get(n)
+        given = self.opts.tile if self.opts.tile is not True else None  # sizes the user gave
+        sizes = (given,) * n if isinstance(given, int) else given or DEFAULT_TILES.get(n)
         if sizes is None:
             sizes = (32,) * (n - 1) + (512,)
         sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
         extents = self.extents(node)
-        if (not isinstance(self.opts.tile, tuple) and self.under_parallel_mark(node) and extents[0] is not None
+        if (given is None and self.under_parallel_mark(node) and extents[0] is not None
                 and -(-extents[0] // sizes[0]) < PARALLEL_TILES // 2):
             # The first member's tile loop runs on the threads: where it would have only a few
             # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
@@ -172,7 +174,7 @@ class Shaper:
         """Whether the band's first member runs on the threads (a `parallel` mark right above it)."""
         parent = node.parent() if node.has_parent() else None
         return (parent is not None and parent.get_type() == isl.schedule_node_type.mark
-                and parent.mark_get_id().get_name() == "parallel")
+                and parent.mark_get_id().get_name() == PARALLEL_MARK)
 
     def respects(self, sched: isl.Schedule, within: isl.UnionSet | None = None) -> bool:
         """Whether ``sched`` runs every validity dependence source before sink; ``within``: only

@@ -25,9 +25,8 @@ loop is unrolled as usual afterwards; its trips are few, so it is unrolled whole
 """
 from __future__ import annotations
 
-import islpy as isl
-
 from . import loops
+from .counting import access_strides
 from .extract import PolyProgram
 
 MIN_TRIPS = 16
@@ -147,45 +146,3 @@ def _coefficient(e, var: str):
             a = _coefficient(x, var)
             return None if a is None else y.value * a
     return None
-
-
-def access_strides(acc, ndim: int):
-    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
-    if not acc.exact:
-        return None
-    try:
-        pma = isl.PwMultiAff.from_map(acc.relation)
-    except isl.Error:
-        return None
-    nout = acc.relation.dim(isl.dim_type.out)
-    if nout == 0:
-        return {}
-    out = {}
-    for j in range(nout):
-        pieces = pma.get_pw_aff(j).get_pieces()
-        if len(pieces) != 1:
-            return None
-        aff = pieces[0][1]
-        for k in range(ndim):
-            c = aff.get_coefficient_val(isl.dim_type.in_, k)
-            if _in_a_floor(aff, k):  # (`a[i // 2]`: the subscript moves with i, but not by one)
-                out[k] = -4.0
-                continue
-            if c.is_zero():
-                continue
-            # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
-            if j == nout - 1 and c.is_int() and abs(c.to_python()) == 1 and k not in out:
-                out[k] = 3.0
-            else:
-                out[k] = -4.0
-    return out
-
-
-def _in_a_floor(aff, k: int) -> bool:
-    """Whether iterator ``k`` enters the quasi-affine ``aff`` through an integer division (whose
-    coefficient on ``k`` is not one of ``aff``'s own)."""
-    for d in range(aff.dim(isl.dim_type.div)):
-        if not aff.get_coefficient_val(isl.dim_type.div, d).is_zero() \
-                and aff.get_div(d).involves_dims(isl.dim_type.in_, k, 1):
-            return True
-    return False

@@ -147,30 +147,27 @@ def test_the_middle_end_hands_the_back_ends_the_legalised_nest():
 @pytest.mark.parametrize("name, dt", [("ops", "int32"), ("ops", "float16"), ("ops", "bfloat16"), ("ints", "int64")])
 def test_a_checked_load_stays_checked_and_is_read_once(name, dt):
     nest = nest_of(name, *ops_args(dt))
-    checked = [e for e in statement_exprs(nest) if id(e) in nest.runtime_checked]
+    checked = [e for e in statement_exprs(nest) if getattr(e, "checked", False)]
     assert checked and all(isinstance(e, tir.Load) and e.tensor == "a" for e in checked)
     after = legalise.legalise(nest)
     exprs = statement_exprs(after)
-    now = [e for e in exprs if id(e) in after.runtime_checked]
+    now = [e for e in exprs if getattr(e, "checked", False)]
     # the same checked reads, each once, though max() and // read their operands more than once
     assert [(e.tensor, repr(e.indices)) for e in now] == [(e.tensor, repr(e.indices)) for e in checked]
-    assert len(after.runtime_checked) == len(now)
     indirect = [e for e in nodes_named(exprs, tir.Load) if e.tensor == "a" and isinstance(e.indices[0], tir.Load)]
     assert len(indirect) == len(checked)
     # stores stay checked the same way (none of these kernels checks one)
-    assert [id(s) in after.runtime_checked for s in stores(after)] == [id(s) in nest.runtime_checked
-                                                                        for s in stores(nest)]
+    assert [s.checked for s in stores(after)] == [s.checked for s in stores(nest)]
 
 
 def test_the_pass_is_pure():
     nest = nest_of("ops", *ops_args("float16"))
     statements = dict(nest.statements)
     text = {k: (repr(st.stmt), repr(st.guards)) for k, st in statements.items()}
-    checked = nest.runtime_checked
     nodes = {id(e): e for e in statement_exprs(nest)}
     after = legalise.legalise(nest)
     assert after is not nest
-    assert nest.statements == statements and nest.runtime_checked is checked
+    assert nest.statements == statements
     assert {k: (repr(st.stmt), repr(st.guards)) for k, st in nest.statements.items()} == text
     assert all(nodes[i] is e for i, e in ((id(e), e) for e in statement_exprs(nest)))
     assert all(after.statements[k] is not st for k, st in nest.statements.items())

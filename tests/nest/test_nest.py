@@ -47,7 +47,7 @@ def test_marks_return_a_new_nest_and_leave_their_input_alone():
     p, d = program(np.zeros((512, 512)))
     nest = astgen.generate(p, None)
     before = loops.fmt_nest(nest)
-    marked, decisions = mark_original_parallel(p, nest, d.all, parse_options(None))
+    marked, decisions = mark_original_parallel(p, nest, d.all, parse_options(None).resolve(host_cpu(1)))
     assert loops.fmt_nest(nest) == before
     assert "parallel for" in loops.fmt_nest(marked) and "parallel for" not in before
     assert decisions and "marked `parallel`" in decisions[0]

@@ -9,6 +9,7 @@ import pytest
 import hyb
 from hyb.schedule import deps, extract, plan
 from hyb.schedule.options import parse_options
+from hyb.target import host_cpu
 
 SRC = '''def matmul(a, b):
     c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
@@ -34,7 +35,7 @@ def program(name, *args):
 def test_a_matrix_product_is_tiled_and_runs_on_threads():
     a = np.zeros((128, 128))
     p, d = program("matmul", a, a)
-    made = plan.plan(p, d, parse_options(None))
+    made = plan.plan(p, d, parse_options(None).resolve(host_cpu(1)))
     assert made.schedule is not None
     text = made.describe()
     assert "tiled" in text and "`parallel`" in text and "schedule tree:" in text
@@ -43,22 +44,22 @@ def test_a_matrix_product_is_tiled_and_runs_on_threads():
 def test_options_steer_the_plan():
     a = np.zeros((64, 64))
     p, d = program("matmul", a, a)
-    original = plan.plan(p, d, parse_options("original"))
+    original = plan.plan(p, d, parse_options("original").resolve(host_cpu(1)))
     assert original.schedule is None and original.decisions == ('original program order (schedule="original")',)
-    untiled = plan.plan(p, d, parse_options({"tile": False}))
+    untiled = plan.plan(p, d, parse_options({"tile": False}).resolve(host_cpu(1)))
     assert not any("tiled" in x for x in untiled.decisions)
 
 
 def test_a_carried_dependence_keeps_its_loop_serial():
     p, d = program("prefix", np.zeros(100_000))
-    made = plan.plan(p, d, parse_options(None))
+    made = plan.plan(p, d, parse_options(None).resolve(host_cpu(1)))
     assert not any("marked `parallel`" in x for x in made.decisions)
 
 
 def test_a_plan_is_an_immutable_record():
     a = np.zeros((16, 16))
     p, d = program("matmul", a, a)
-    made = plan.plan(p, d, parse_options(None))
+    made = plan.plan(p, d, parse_options(None).resolve(host_cpu(1)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.schedule = None
     noted = made.noted("one more decision", 0)

@@ -372,7 +372,7 @@ def test_tune_measures_keeps_the_fastest_and_caches_it(tmp_path, monkeypatch, ca
     assert "tuning" not in capsys.readouterr().err
     text = k2.compile(np.float32(2), np.float32(3), c, a, b).inspect("schedule")
     if "tile" in chosen:
-        sizes = re.search(r"'tile': (\([^)]*\))", chosen).group(1)
+        sizes = re.search(r"'cache_tile': (\([^)]*\))", chosen).group(1)
         assert f"tiled {sizes}" in text, (chosen, text)
     # a kernel without a contraction tries tile sizes
     src = """
@@ -410,10 +410,11 @@ def test_packed_panels_and_row_values_in_the_loops(packed, mod):
 
 
 def test_gpu_schedules_make_no_register_blocks():
-    from hyb.schedule import gpu
+    from hyb.schedule.options import parse_options
+    from hyb.target import cuda_device
     for given in (None, "auto", "tune", {"tile": True}, {"parallel": False}):
-        assert gpu.schedule_options(given).register is False, given
-    assert gpu.schedule_options({"register": (4, 16)}).register == (4, 16)  # asked for
+        assert parse_options(given).resolve(cuda_device()).register is False, given
+    assert parse_options({"register": (4, 16)}).resolve(cuda_device()).register == (4, 16)  # asked for
 
 
 FLOORED = '''

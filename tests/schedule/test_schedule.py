@@ -54,11 +54,11 @@ def transpose_add(a):
     return c
 '''
 
-SCHEDULES = [None, "original", {"tile": False}, {"tile": (4, 8)}, {"tile": (3, 5, 7)}, {"parallel": False},
+SCHEDULES = [None, "original", {"tile": False}, {"tile": (4, 8)}, {"tile": (3, 5, 7)}, {"tile": 6}, {"parallel": False},
              {"interchange": False}, {"fuse": False}, {"vectorize": False},
              {"vector_math": False, "reassociate": True}, {"max_operations": 1},
              {"analysis_operations": 10}, {"register": False}, {"register": (2, 3)},
-             {"register": (2, 3), "pack": True, "tile": (4, 8, 16)}]
+             {"register": (2, 3), "pack": True, "tile": (4, 8, 16), "cache_tile": (4, 8, 16)}]
 
 
 def reference(name, args):
@@ -134,11 +134,12 @@ def test_matmul_innermost_loop_is_j_and_outer_is_parallel():
 
 def test_tiling_visible_in_schedule_and_loops():
     a = np.ones((100, 100))
-    text = hyb.compile_source(SRC, schedule={"tile": (16, 16, 16)}).matmul.compile(a, a).inspect("schedule")
+    text = hyb.compile_source(SRC, schedule={"cache_tile": (16, 16, 16)}).matmul.compile(a, a).inspect("schedule")
     assert "tiled (16, 16, 16)" in text and "isl scheduler" in text
     assert "+= 16" in loops("matmul", a, a, schedule={"tile": (16, 16, 16), "register": False})
+    assert "+= 16" in loops("matmul", a, a, schedule={"tile": 16, "register": False})  # every member
     # with register blocks the tile loops count tiles
-    assert "16 * c" in loops("matmul", a, a, schedule={"tile": (16, 16, 16)})
+    assert "16 * c" in loops("matmul", a, a, schedule={"cache_tile": (16, 16, 16)})
     assert "tiled" not in hyb.compile_source(SRC, schedule={"tile": False}).matmul.compile(a, a).inspect("schedule")
 
 

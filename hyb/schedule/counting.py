@@ -1,0 +1,101 @@
+"""Counting for the middle end's choices: how many statement instances a set of domains holds
+(:func:`work`, an upper bound from bounding boxes; :func:`box_size` and :func:`extent` for one
+set), and how each access moves through memory along each iterator (:func:`access_strides`).
+
+For: the parallel marks and the plan (whether a loop has work enough for threads), band shaping
+and register blocking (which order walks memory better, whether a band repays its blocks), the
+vector marks and ``schedule.promote`` (unit strides), and ``runtime.generic``, which sizes a
+shape-generic kernel's sets for each shape.
+"""
+from __future__ import annotations
+
+import islpy as isl
+
+from .extract import PolyProgram, at_sizes
+
+# The value a run-time size (a shape-generic kernel's) is taken to have where statements are
+# weighed against each other by their instances (which schedule walks memory better)
+NOMINAL_SIZE = 512
+
+
+def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
+    """An upper bound on the statement instances in ``domain`` (bounding boxes); ``nominal``: with
+    each run-time size taken as NOMINAL_SIZE (else an extent that depends on one is unknown: large)."""
+    total = 0
+    for st in p.statements:
+        d = domain.intersect(isl.UnionSet.from_set(st.domain))
+        if d.is_empty():
+            continue
+        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
+        box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
+        if box is None:
+            return 1 << 62
+        total += box
+    return total
+
+
+def box_size(s: isl.Set) -> int | None:
+    """The points of the bounding box of ``s``, or None where an extent is unknown."""
+    box = 1
+    for i in range(s.dim(isl.dim_type.set)):
+        n = extent(s, i)
+        if n is None:
+            return None
+        box *= n
+    return box
+
+
+def extent(s: isl.Set, i: int):
+    """How many values dimension ``i`` of ``s`` spans (max - min + 1, at least 0), or None if unknown."""
+    try:
+        lo = [a for _, a in s.dim_min(i).get_pieces()]
+        hi = [a for _, a in s.dim_max(i).get_pieces()]
+        if not lo or not hi or not all(a.is_cst() for a in lo + hi):
+            return None
+        lo_v = min(a.get_constant_val().to_python() for a in lo)
+        hi_v = max(a.get_constant_val().to_python() for a in hi)
+    except isl.Error:
+        return None
+    return max(0, int(hi_v - lo_v + 1))
+
+
+def access_strides(acc, ndim: int):
+    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
+    if not acc.exact:
+        return None
+    try:
+        pma = isl.PwMultiAff.from_map(acc.relation)
+    except isl.Error:
+        return None
+    nout = acc.relation.dim(isl.dim_type.out)
+    if nout == 0:
+        return {}
+    out = {}
+    for j in range(nout):
+        pieces = pma.get_pw_aff(j).get_pieces()
+        if len(pieces) != 1:
+            return None
+        aff = pieces[0][1]
+        for k in range(ndim):
+            c = aff.get_coefficient_val(isl.dim_type.in_, k)
+            if _in_a_floor(aff, k):  # (`a[i // 2]`: the subscript moves with i, but not by one)
+                out[k] = -4.0
+                continue
+            if c.is_zero():
+                continue
+            # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
+            if j == nout - 1 and c.is_int() and abs(c.to_python()) == 1 and k not in out:
+                out[k] = 3.0
+            else:
+                out[k] = -4.0
+    return out
+
+
+def _in_a_floor(aff, k: int) -> bool:
+    """Whether iterator ``k`` enters the quasi-affine ``aff`` through an integer division (whose
+    coefficient on ``k`` is not one of ``aff``'s own)."""
+    for d in range(aff.dim(isl.dim_type.div)):
+        if not aff.get_coefficient_val(isl.dim_type.div, d).is_zero() \
+                and aff.get_div(d).involves_dims(isl.dim_type.in_, k, 1):
+            return True
+    return False
