@@ -243,9 +243,13 @@ def test_float32_kernel_gets_float32_gradients():
     g = G.grad_of("matmul")
     got = g(*[a.astype(np.float32) for a in args], *[d.astype(np.float32) for d in douts])
     want = g(*args, *douts)
-    for x, y in zip(got, want):
+    # c = a @ b: d_a = dout @ b.T, d_b = a.T @ dout (of the float32 values, in float64)
+    a, b, d = (x.astype(np.float32).astype(np.float64) for x in (args[0], args[1], douts[0]))
+    exact = (d @ b.T, a.T @ d)
+    for x, y, z in zip(got, want, exact):
         assert x.dtype == np.float32
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(x, z, rtol=1e-5, atol=1e-6)
 
 
 def test_bfloat16_kernel_gets_bfloat16_gradients():
@@ -256,10 +260,13 @@ def test_bfloat16_kernel_gets_bfloat16_gradients():
     got = g(*small)
     emulated = g.emulate(*small)
     want = g(*[a.astype(np.float64) for a in small])  # the same inputs, in float64
-    for x, e, y in zip(got, emulated, want):
+    a, b, d = (x.astype(np.float64) for x in small)
+    exact = (d @ b.T, a.T @ d)  # c = a @ b: d_a = dout @ b.T, d_b = a.T @ dout
+    for x, e, y, z in zip(got, emulated, want, exact):
         assert x.dtype == bf16
         np.testing.assert_array_equal(x.astype(np.float32), e.astype(np.float32))
         np.testing.assert_allclose(x.astype(np.float64), y, rtol=2e-2, atol=2e-2)
+        np.testing.assert_allclose(x.astype(np.float64), z, rtol=2e-2, atol=2e-2)
 
 
 def test_grad_of_a_hybrid_function():
@@ -584,43 +591,33 @@ GRAD_EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
 def _fresh_floats(args, rng):
     """kernelgen's arguments with every float array replaced by values in ±[0.3, 1.5]: no denormals, no
     infinities, no ties between elements (finite differences cannot differentiate those)."""
-    return [rng.uniform(0.3, 1.5, a.shape) * rng.choice([-1.0, 1.0], a.shape)
+    return [np.asarray(rng.uniform(0.3, 1.5, a.shape) * rng.choice([-1.0, 1.0], a.shape))
             if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
 
 
-@settings(max_examples=250 if GRAD_EXPLORE else 25, deadline=None, derandomize=not GRAD_EXPLORE, database=None,
-          suppress_health_check=list(HealthCheck), print_blob=GRAD_EXPLORE)
-@given(kg.programs(kg.Config(dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
-                             calls=False, grid=True, schedules=False)), st.integers(0, 2 ** 31))
-def test_random_kernels_match_finite_differences(prog, seed):
-    """Random float64 kernels (tests/kernelgen.py: loops, guards, shifted and reversed reads, in-place inputs,
-    temporaries, scalars, every intrinsic). HYB_HYPOTHESIS=explore draws ten times as many, new ones.
-    Not judged: kernels whose forward values are not finite, points where finite differences taken with
-    different steps disagree (a branch or a floor flips: a kink), and NaN where a zero adjoint meets an
-    infinite partial derivative (PyTorch gives NaN there too); refusals must be HybridUnsupportedError."""
+def _judge_random_kernel(prog, seed) -> str:
+    """One random kernel's gradient against finite differences: "judged" once compared (an AssertionError on
+    a mismatch), else why the case cannot be judged."""
     note(prog.source)
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hyb.HybridWarning)
         k = hyb.compile_source(prog.source, "generated.hyb").k
         args = _fresh_floats(prog.args, rng)
-        try:
-            outs = G.forward(k, args)
-        except hyb.HybridError:
-            return  # e.g. a data-dependent subscript out of bounds for the new values
+        outs = G.forward(k, args)  # no subscript or bound reads a tensor here: no values make it raise
         if not all(o.dtype.kind == "f" and np.all(np.isfinite(o)) for o in outs):
-            return
+            return "forward not finite"
         douts = G.random_douts(rng, outs)
         try:
             got = call_grad(k.grad(), args, douts, len(args))
         except hyb.HybridUnsupportedError:
-            return
+            return "unsupported"
     note(k.grad().source_for(*args))
     want = G.fd_grads(k, args, douts)
     tol = dict(rtol=1e-5, atol=1e-7 + 1e-9 * G.loss_scale(outs, douts))
     for p, (g, w) in enumerate(zip(got, want)):
         if g is not None and w is not None and np.isnan(g).any() and np.isfinite(w).all():
-            return
+            return "nan adjoint"
     try:
         G.assert_grads_close(got, want, what="random kernel", **tol)
     except AssertionError:
@@ -628,5 +625,27 @@ def test_random_kernels_match_finite_differences(prog, seed):
             try:
                 G.assert_grads_close(G.fd_grads(k, args, douts, eps=eps), want, rtol=1e-4, atol=10 * tol["atol"])
             except AssertionError:
-                return  # a kink: finite differences do not converge
+                return "kink"  # finite differences do not converge
         raise
+    return "judged"
+
+
+def test_random_kernels_match_finite_differences():
+    """Random float64 kernels (tests/kernelgen.py: loops, guards, shifted and reversed reads, in-place inputs,
+    temporaries, scalars, every intrinsic). HYB_HYPOTHESIS=explore draws ten times as many, new ones.
+    Not judged: kernels whose forward values are not finite, points where finite differences taken with
+    different steps disagree (a branch or a floor flips: a kink), and NaN where a zero adjoint meets an
+    infinite partial derivative (PyTorch gives NaN there too); refusals must be HybridUnsupportedError."""
+    outcomes = []
+
+    @settings(max_examples=250 if GRAD_EXPLORE else 25, deadline=None, derandomize=not GRAD_EXPLORE, database=None,
+              suppress_health_check=list(HealthCheck), print_blob=GRAD_EXPLORE)
+    @given(kg.programs(kg.Config(dtypes=("float64",), specials=False, extremes=False, data_dependent=False,
+                                 calls=False, grid=True, schedules=False)), st.integers(0, 2 ** 31))
+    def judge(prog, seed):
+        outcomes.append(_judge_random_kernel(prog, seed))
+
+    judge()
+    # Nine in ten kernels are judged; fewer than 60% means the cases have stopped being compared.
+    judged = outcomes.count("judged")
+    assert judged >= 0.6 * len(outcomes), f"{judged} of {len(outcomes)} kernels judged: {sorted(set(outcomes))}"

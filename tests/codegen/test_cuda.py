@@ -321,17 +321,22 @@ EXTRA_PARAMS = list(_extra_params())
 def host_library(tmp_path_factory):
     if CXX is None:
         pytest.skip("no host C++ compiler")
-    kernels = {}
+    kernels = {}  # the compiled kernel, its HybridTypeError, or None where the case makes no such arguments
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for p in DIFF_PARAMS + EXTRA_PARAMS:
             case, shape, dtype = p.values
             try:
                 args = _seeded_args(case, shape, dtype)
-                kernels[p.id] = case.kernel.compile(*args, target="cuda")
-            except Exception:  # noqa: BLE001 - no arguments of this dtype, or the kernel does not type-check
+            except (ValueError, OverflowError):  # NumPy cannot hold the case's values in this dtype
                 kernels[p.id] = None
-    lib = HostLibrary([ck for ck in kernels.values() if ck is not None], tmp_path_factory.mktemp("cuda-host"))
+                continue
+            try:
+                kernels[p.id] = case.kernel.compile(*args, target="cuda")
+            except hyb.HybridTypeError as e:  # the kernel does not type-check for this dtype
+                kernels[p.id] = e
+    lib = HostLibrary([ck for ck in kernels.values() if ck is not None and not isinstance(ck, hyb.HybridTypeError)],
+                      tmp_path_factory.mktemp("cuda-host"))
     return lib, kernels
 
 
@@ -340,6 +345,7 @@ def host_library(tmp_path_factory):
 def test_cuda_c_on_host_matches_numpy(case, shape, dtype, host_library, request):
     lib, kernels = host_library
     ck = kernels[request.node.callspec.id]
+    assert ck is not None and not isinstance(ck, hyb.HybridTypeError), f"no CUDA kernel for {case.name}: {ck}"
     args = _seeded_args(case, shape, dtype)
     want = tuple(np.asarray(w) for w in td.as_tuple(case.ref(*[a.copy() for a in args])))
     run_args = [a.copy() for a in args]
@@ -360,10 +366,18 @@ def test_cuda_c_on_host_matches_cpu_in_other_dtypes(case, shape, dtype, host_lib
     lib, kernels = host_library
     ck = kernels[request.node.callspec.id]
     if ck is None:
-        pytest.skip(f"{case.name} does not type-check for {dtype}")
+        pytest.skip(f"{case.name} makes no {dtype} arguments")
+    args = _seeded_args(case, shape, dtype)
+    if isinstance(ck, hyb.HybridTypeError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(hyb.HybridError) as cpu:
+                case.kernel.compile(*[a.copy() for a in args])
+        assert type(cpu.value) is type(ck) and str(cpu.value) == str(ck), \
+            f"the CUDA target refuses {case.name} in {dtype} ({ck}), the CPU target differently: {cpu.value}"
+        pytest.skip(f"{case.name} does not type-check for {dtype} (on either target)")
     if dtype == "float16" and not cpu_cg.half_in_hardware():
         pytest.skip("the CPU back end needs F16C for float16")
-    args = _seeded_args(case, shape, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = td.as_tuple(case.kernel(*[a.copy() for a in args]))

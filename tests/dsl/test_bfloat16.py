@@ -424,10 +424,15 @@ def f(x, w):
     got = g(x, w, dout)
     emu = g.emulate(x, w, dout)
     want = g(x.astype(np.float64), w.astype(np.float64), dout.astype(np.float64))
-    for r, e, w64 in zip(got, emu, want):
+    # y = tanh(x w) + x^2: dx = dout (w (1 - tanh(x w)^2) + 2 x), dw = dout x (1 - tanh(x w)^2)
+    xf, wf, df = (v.astype(np.float64) for v in (x, w, dout))
+    sech2 = 1 - np.tanh(xf * wf) ** 2
+    exact = (df * (wf * sech2 + 2 * xf), df * xf * sech2)
+    for r, e, w64, z in zip(got, emu, want, exact):
         assert r.dtype == BF16
         within_ulp(r, e, 1, "compiled vs emulate")
         np.testing.assert_allclose(r.astype(np.float64), w64, rtol=3e-2, atol=3e-2)
+        np.testing.assert_allclose(r.astype(np.float64), z, rtol=3e-2, atol=3e-2)
 
 
 def test_hyb_dtype_names_and_tensors():

@@ -261,14 +261,21 @@ def test_regression_zero_d_input_written_in_place():
         assert out is a and a == 4.0, run
 
 
-def needs_parallel_loop(source, args, **options):
-    """Skip unless the scheduler still runs a loop of this kernel on threads (the bug needs one;
-    the heuristics that decide it, e.g. a minimum amount of work, change independently)."""
+def compiled(source, args, **options):
+    """`k` of `source` compiled for `args` with `options` (the compiled kernel, for ``inspect``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hyb.HybridWarning)
-        loops = hyb.compile_source(source, **options).k.compile(*args).inspect("loops")
-    if "parallel for" not in loops:
-        pytest.skip("the scheduler no longer makes a parallel loop here, so this regression is not exercised")
+        return hyb.compile_source(source, "generated.hyb", **options).k.compile(*args)
+
+
+def force_parallel_marks(monkeypatch):
+    """Compile without the scheduler's refusal to mark a band whose first member is constant (isl
+    makes no loop of that member, so the mark lands on the loop of the next one): the schedules the
+    two bugs below were found with.  No disk cache meanwhile, so that code compiled this way serves
+    no other test."""
+    from hyb.schedule import parallel
+    monkeypatch.setattr(parallel, "_constant_first_member", lambda band: False)
+    monkeypatch.setenv("HYB_CACHE", "0")
 
 
 PARALLEL_DEGENERATE_BAND = '''
@@ -284,17 +291,28 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="`parallel` lands on a non-coincident loop when the band's coincident "
-                                       "first member is constant (scalar s read on another thread)")
-def test_regression_parallel_mark_on_dependent_loop():
+@pytest.mark.parametrize("marks", ["as_scheduled", "forced"])
+def test_regression_parallel_mark_on_dependent_loop(marks, monkeypatch):
     # The scheduler fuses the three statements into a band [0 / 1 - j / 0; j / k / 1 + 2j] with
     # coincident = [1, 0]; its first member is constant for each c0, so the AST's first loop is the
-    # second member, which carries the flow dependence s = 1 -> y[0, i, j] = s, yet it is the one
-    # run on threads (each with its own copy of s).  emulated: y[0] == 1 in columns 0 and 1;
-    # compiled (2+ threads): column 1 is 0.  Deterministic for threads >= 2; passes with threads=1.
+    # second member, which carries the flow dependence s = 1 -> y[0, i, j] = s.  Run on 2+ threads
+    # (each with its own copy of s), that loop leaves column 1 of y[0] at 0 (emulated: 1).
+    # Every loop of this kernel carries a dependence (each (i, j) stores into the cells of
+    # y[x[0]]), so none may run on threads: as scheduled no band is marked; with the marks forced
+    # the check of the generated loops finds the broken dependence and keeps the original order.
+    if marks == "forced":
+        force_parallel_marks(monkeypatch)
     opts = {"threads": 2, "schedule": {"min_parallel_work": 0}}
-    needs_parallel_loop(PARALLEL_DEGENERATE_BAND, [np.array([1])], **opts)
-    run_both(PARALLEL_DEGENERATE_BAND, [np.array([1])], options=opts)
+    x = np.array([1])
+    ck = compiled(PARALLEL_DEGENERATE_BAND, [x], **opts)
+    assert "parallel for" not in ck.inspect("loops")
+    if marks == "forced":
+        assert "generated loops broke dependences" in ck.inspect("schedule")
+    (got,), _ = run_both(PARALLEL_DEGENERATE_BAND, [x], options=opts)
+    want = np.zeros((2, 4, 4))
+    want[0, :, :2] = 1.0
+    want[1, [1, 2, 3], [0, 1, 2]] = 2.0
+    np.testing.assert_array_equal(got, want)
 
 
 PARALLEL_SCALAR_LIVE_IN_OUT = '''
@@ -309,16 +327,27 @@ def k(a):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="a scalar live into / out of a `parallel` loop: the threads' private copy "
-                                       "starts unset and is dropped (`s += 1` lost)")
 @pytest.mark.parametrize("threads", [1, 2])
-def test_regression_parallel_loop_drops_scalar_update(threads):
-    # The schedule puts `s += 1` alone in a one-iteration `parallel for`, between `s = a[i]` and
-    # `c[i] = s`; the outlined loop updates a private copy of s.  a = [10, 20, 30]:
-    # emulated [11, 21, 0]; compiled [10, 20, 0] (with schedule={"parallel": False}: [11, 21, 0]).
+@pytest.mark.parametrize("marks", [
+    "as_scheduled",
+    pytest.param("forced", marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError,
+        reason="a scalar live into and out of a `parallel` loop: the loop updates a private copy and the "
+               "update is lost (the scheduler no longer makes such a loop here)"))])
+def test_regression_parallel_loop_drops_scalar_update(marks, threads, monkeypatch):
+    # With the marks forced, the schedule puts `s += 1` alone in a one-iteration `parallel for`,
+    # between `s = a[i]` and `c[i] = s`: s is live into and out of the loop marked parallel, whose
+    # outlined body updates a private copy of s.  a = [10, 20, 30]: emulated [11, 21, 0]; compiled
+    # [10, 20, 0], with one thread too.  As scheduled, no loop is marked and the result is right.
+    if marks == "forced":
+        force_parallel_marks(monkeypatch)
     opts = {"threads": threads, "schedule": {"min_parallel_work": 0}}
-    needs_parallel_loop(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], **opts)
-    run_both(PARALLEL_SCALAR_LIVE_IN_OUT, [np.array([10, 20, 30])], options=opts)
+    a = np.array([10, 20, 30])
+    if marks == "forced" and "parallel for" not in compiled(PARALLEL_SCALAR_LIVE_IN_OUT, [a], **opts).inspect("loops"):
+        # pytest.fail, not assert: the xfail above expects an AssertionError, from the results only
+        pytest.fail("no `parallel for` with the marks forced: this case no longer exercises the bug")
+    (got,), _ = run_both(PARALLEL_SCALAR_LIVE_IN_OUT, [a], options=opts)
+    np.testing.assert_array_equal(got, [11, 21, 0])
 
 
 DEPS_CRASH = '''

@@ -55,12 +55,21 @@ def test_campaign_runtime_index_errors(case):
     oracle.check_parity(prog, allow_index_errors=True)
 
 
-@budget(40)
-@given(programs.cases({"grad": programs.GRAD}), st.integers(0, 2 ** 31))
-def test_campaign_gradients_match_finite_differences(case, seed):
-    name, prog = case
-    note(prog.describe())
-    oracle.check_grad(prog, seed)
+def test_campaign_gradients_match_finite_differences():
+    outcomes = []
+
+    @budget(40)
+    @given(programs.cases({"grad": programs.GRAD}), st.integers(0, 2 ** 31))
+    def judge(case, seed):
+        name, prog = case
+        note(prog.describe())
+        outcomes.append(oracle.check_grad(prog, seed))
+
+    judge()
+    # About three in four cases are judged (the others' forward values are not finite, mostly); a
+    # campaign that judges fewer than half has stopped checking gradients.
+    judged = outcomes.count("ok")
+    assert judged >= len(outcomes) / 2, f"{judged} of {len(outcomes)} cases judged: {sorted(set(outcomes))}"
 
 
 def test_campaign_mutated_source_gives_hybrid_errors_only():

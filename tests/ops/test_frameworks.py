@@ -270,11 +270,23 @@ class TestTorch:
         torch = self.torch
         op = self.ht.op(softmax)
         x = self.f64(4, 5)
-        f = torch.compile(lambda v: op(v * 2).sum(dim=1), backend="aot_eager", fullgraph=True)
-        y = f(x)
-        torch.testing.assert_close(y, torch.ones(4, dtype=torch.float64))
-        y.sum().backward()
-        torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-12, rtol=0)
+        w = self.f64(4, 5, grad=False, seed=1)
+
+        def rows_and_loss(v, weights):
+            y = op(v * 2)
+            return y.sum(dim=1), (y * weights).sum()
+
+        f = torch.compile(rows_and_loss, backend="aot_eager", fullgraph=True)
+        rows, loss = f(x, w)
+        torch.testing.assert_close(rows, torch.ones(4, dtype=torch.float64))
+        # a weighted sum: its gradient is not zero (that of the row sums is, whatever the code does)
+        ref = x.detach().clone().requires_grad_()
+        want_loss = (torch.softmax(ref * 2, dim=1) * w).sum()
+        torch.testing.assert_close(loss, want_loss, rtol=1e-12, atol=1e-12)
+        loss.backward()
+        want_loss.backward()
+        assert ref.grad.abs().max() > 0.1
+        torch.testing.assert_close(x.grad, ref.grad, rtol=1e-10, atol=1e-12)
 
     def test_example(self):
         assert "match torch.softmax" in run_example("torch_op.py")

@@ -456,8 +456,8 @@ VALUES = [0, 1, -1, 127, 128, 255, 256, -129, 2 ** 31, 2 ** 32 + 1, 2 ** 53 + 1,
                                    "float32", "float64", "float16"])
 def test_scalar_conversion_to_every_parameter_dtype(mod, dtype):
     """Python numbers given for a parameter of another dtype (a table made by hand: the kernel's
-    own keys never mix them) are converted as np.array(value, dtype) converts them, or refused the
-    same way."""
+    own keys never mix them) are converted as np.array(value, dtype) converts them, or refused
+    where it refuses them (its OverflowError a HybridArgumentError, its ValueError for NaN the same)."""
     x = np.zeros(2)
     plan = mod.addk.compile(x, np.dtype(dtype).type(1)).call_plan()
     entry = fastcall.native_entry(plan)
@@ -472,6 +472,18 @@ def test_scalar_conversion_to_every_parameter_dtype(mod, dtype):
                 except Exception as e:  # noqa: BLE001 - the error is the outcome compared
                     got.append(e)
         same(*got)
+        with np.errstate(all="ignore"):
+            try:
+                want = x + np.array(v, dtype)
+            except (OverflowError, ValueError) as e:
+                want = e
+        if isinstance(want, OverflowError):
+            assert isinstance(got[0], hyb.HybridArgumentError) and f"does not fit {dtype}" in str(got[0]), (v, got[0])
+        elif isinstance(want, Exception):
+            assert type(got[0]) is type(want) and str(got[0]) == str(want), (v, got[0], want)
+        else:
+            assert isinstance(got[0], np.ndarray), (v, got[0])
+            same(got[0], want)
 
 
 @needs_native

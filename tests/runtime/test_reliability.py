@@ -36,56 +36,78 @@ ROOT = Path(__file__).resolve().parents[2]
 BODY = "def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n        c[i] = {}\n    return c\n"
 
 
-def front_end_outcome(src, run=False):
-    """'error' (a HybridError), 'parsed', 'typed' or 'ran'; any other exception propagates."""
+def front_end_outcome(src, inputs=(np.arange(3.0),)):
+    """What becomes of ``src``: ``("error", the HybridError)`` where parsing, type-checking or a call raises
+    one; ``("parsed", None)`` where it defines no kernel ``k``; else ``("ran", [(compiled, emulated) output
+    for each input])``.  Any other exception propagates."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             k = hyb.compile_source(src, "edge.hyb").kernels.get("k")
             if k is None:
-                return "parsed"
-            k.typed(np.arange(3.0))
-            if run:
-                k(np.arange(3.0))
-                k.emulate(np.arange(3.0))
-                return "ran"
-            return "typed"
-        except hyb.HybridError:
-            return "error"
+                return "parsed", None
+            k.typed(inputs[0])
+            with np.errstate(all="ignore"):
+                return "ran", [(k(x.copy()), k.emulate(x.copy())) for x in inputs]
+        except hyb.HybridError as e:
+            return "error", e
 
 
+def _nested_ifs(a):
+    c = np.zeros_like(a)
+    if all(a[0] > d for d in range(60)):
+        c[0] = 1
+    return c
+
+
+# name: (source, what becomes of it: "parsed", the HybridError class raised, or the NumPy function the
+# kernel computes, and for those the inputs when not just np.arange(3.0))
 EDGE_CASES = {
     "empty": ("", "parsed"),
     "comment_only": ("# nothing here\n", "parsed"),
-    "nul_byte": (BODY.format("a[i]\x00"), "error"),
-    "byte_order_mark": ("\ufeff" + BODY.format("a[i]"), None),
-    "crlf_lines": (BODY.format("a[i]").replace("\n", "\r\n"), None),
-    "tab_indents": (BODY.format("a[i]").replace("    ", "\t"), None),
-    "mixed_indents": (BODY.format("a[i]").replace("        c[i]", "\t    c[i]"), None),
-    "unicode_name": (BODY.format("a[i] + é"), "error"),
-    "emoji": (BODY.format("a[i] 😀"), "error"),
-    "huge_int_literal": (BODY.format("a[i] + 99999999999999999999999999"), None),
-    "huge_float_literal": (BODY.format("a[i] + 1e400"), None),
-    "huge_exponent": (BODY.format("a[i] ** 99999999999"), None),
-    "index_2_63": (BODY.format("a[i + 2**63]"), None),
-    "negative_shape": ("def k(a):\n    c = output_tensor((-5,), a.dtype)\n    return c\n", "error"),
+    "nul_byte": (BODY.format("a[i]\x00"), hyb.HybridSyntaxError),
+    "byte_order_mark": ("\ufeff" + BODY.format("a[i]"), hyb.HybridSyntaxError),
+    "crlf_lines": (BODY.format("a[i]").replace("\n", "\r\n"), lambda a: a),
+    "tab_indents": (BODY.format("a[i]").replace("    ", "\t"), lambda a: a),
+    "mixed_indents": (BODY.format("a[i]").replace("        c[i]", "\t    c[i]"), lambda a: a),
+    "unicode_name": (BODY.format("a[i] + é"), hyb.HybridSyntaxError),
+    "emoji": (BODY.format("a[i] 😀"), hyb.HybridSyntaxError),
+    "huge_int_literal": (BODY.format("a[i] + 99999999999999999999999999"),
+                         lambda a: a + float(99999999999999999999999999)),
+    "huge_float_literal": (BODY.format("a[i] + 1e400"), lambda a: a + float("inf")),
+    "huge_exponent": (BODY.format("a[i] ** 99999999999"), lambda a: a ** 99999999999.0),
+    "index_2_63": (BODY.format("a[i + 2**63]"), hyb.HybridIndexError),  # type-checks; the call raises
+    "negative_shape": ("def k(a):\n    c = output_tensor((-5,), a.dtype)\n    return c\n", hyb.HybridTypeError),
     "zero_step": ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(0, 3, 0):\n"
-                  "        c[0] += 1\n    return c\n", "error"),
-    "self_call": ("def k(a):\n    return k(a)\n", "error"),
-    "mutual_calls": ("def h(a):\n    return k(a)\n\n\ndef k(a):\n    return h(a)\n", "error"),
-    "nesting_100": (BODY.format("(" * 100 + "a[i]" + ")" * 100), None),
-    "sum_of_150": (BODY.format(" + ".join(["a[i]"] * 150)), None),
+                  "        c[0] += 1\n    return c\n", hyb.HybridTypeError),
+    "self_call": ("def k(a):\n    return k(a)\n", hyb.HybridTypeError),
+    "mutual_calls": ("def h(a):\n    return k(a)\n\n\ndef k(a):\n    return h(a)\n", hyb.HybridTypeError),
+    "nesting_100": (BODY.format("(" * 100 + "a[i]" + ")" * 100), lambda a: a),
+    "sum_of_150": (BODY.format(" + ".join(["a[i]"] * 150)), lambda a: sum([a] * 150)),
     "if_nesting_60": ("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n"
                       + "".join("    " * (d + 1) + f"if a[0] > {d}:\n" for d in range(60))
-                      + "    " * 61 + "c[0] = 1\n    return c\n", None),
+                      + "    " * 61 + "c[0] = 1\n    return c\n", _nested_ifs,
+                      [np.arange(3.0), np.array([59.0, 1.0, 2.0]), np.array([59.5, 1.0, 2.0])]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(EDGE_CASES))
 def test_front_end_edge_cases(name):
-    src, want = EDGE_CASES[name]
-    got = front_end_outcome(src, run=want is None)
-    assert got == (want or "ran") or (want is None and got == "error"), got
+    src, want, *inputs = EDGE_CASES[name]
+    inputs = inputs[0] if inputs else [np.arange(3.0)]
+    got, detail = front_end_outcome(src, inputs)
+    if want == "parsed":
+        assert got == "parsed", (got, detail)
+    elif isinstance(want, type):
+        assert got == "error" and type(detail) is want, (got, detail)
+    else:
+        assert got == "ran", (got, detail)
+        for x, (compiled, emulated) in zip(inputs, detail):
+            with np.errstate(all="ignore"):
+                ref = np.asarray(want(x.copy()))
+            for what, out in (("compiled", compiled), ("emulated", emulated)):
+                assert out.dtype == ref.dtype and out.shape == ref.shape, (what, out, ref)
+                np.testing.assert_array_equal(out, ref, err_msg=f"{name} {what}, input {x}")
 
 
 DEEP = {
@@ -98,8 +120,10 @@ DEEP = {
 
 @pytest.mark.parametrize("name", sorted(DEEP))
 def test_regression_deep_nesting_is_a_hybrid_error(name):
-    # from about 490 levels (parse), a flat sum of about 330 terms (check) — see the report in test_fuzz
-    assert front_end_outcome(DEEP[name]) in ("error", "typed")
+    # the parser refuses each (a flat sum nests to the left as deeply as the parentheses do)
+    got, detail = front_end_outcome(DEEP[name])
+    assert got == "error" and type(detail) is hyb.HybridSyntaxError, (got, detail)
+    assert "nested too deeply to parse" in str(detail)
 
 
 def test_regression_emulate_long_sum():
