@@ -312,8 +312,11 @@ class _Normaliser:
             node = syntax.If(s.span, self.resolve(s.cond, scope), [], [])
             info = self.number(node, block)
             then, orelse = Block(block, block.loops, node), Block(block, block.loops, node)
-            node.body = then.body = self.norm_block(s.body, then, scope + [{}])
-            node.orelse = orelse.body = self.norm_block(s.orelse, orelse, scope + [{}])
+            # (the node is numbered before its body exists: its lists are filled, not replaced)
+            node.body.extend(self.norm_block(s.body, then, scope + [{}]))
+            then.body = node.body
+            node.orelse.extend(self.norm_block(s.orelse, orelse, scope + [{}]))
+            orelse.body = node.orelse
             self.blocks[id(node)] = (then, orelse)
             info.last = self.counter
             return [node]
@@ -351,7 +354,8 @@ class _Normaliser:
         self.loops[var] = loop
         info = self.number(node, block)
         inner = Block(block, block.loops + [loop], node)
-        node.body = inner.body = self.norm_block(s.body, inner, inner_scope)
+        node.body.extend(self.norm_block(s.body, inner, inner_scope))
+        inner.body = node.body
         self.blocks[id(node)] = inner
         info.last = self.counter
         return node

@@ -12,34 +12,34 @@ from typing import Optional, Union
 from ..errors import Span
 
 
-@dataclass
+@dataclass(frozen=True)
 class Node:
     span: Span = field(repr=False, compare=False)
 
 
 # ---------------------------------------------------------------- expressions
-@dataclass
+@dataclass(frozen=True)
 class Num(Node):
     value: Union[int, float, bool]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Str(Node):
     value: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Name(Node):
     id: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attribute(Node):
     value: "Expr"
     attr: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Subscript(Node):
     value: "Expr"
     indices: list
@@ -48,46 +48,46 @@ class Subscript(Node):
     unpack: int = field(default=0, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BinOp(Node):
     op: str
     left: "Expr"
     right: "Expr"
 
 
-@dataclass
+@dataclass(frozen=True)
 class UnaryOp(Node):
     op: str  # "-", "+", "not"
     operand: "Expr"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Compare(Node):
     ops: list  # e.g. ["<", "<="]
     operands: list  # len(ops) + 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class BoolOp(Node):
     op: str  # "and" | "or"
     values: list
 
 
-@dataclass
+@dataclass(frozen=True)
 class IfExp(Node):
     cond: "Expr"
     body: "Expr"
     orelse: "Expr"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Call(Node):
     func: "Expr"
     args: list
     kwargs: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Tuple(Node):
     elts: list
 
@@ -96,49 +96,49 @@ Expr = Union[Num, Str, Name, Attribute, Subscript, BinOp, UnaryOp, Compare, Bool
 
 
 # ---------------------------------------------------------------- statements
-@dataclass
+@dataclass(frozen=True)
 class Assign(Node):
     target: Expr
     value: Expr
 
 
-@dataclass
+@dataclass(frozen=True)
 class AugAssign(Node):
     target: Expr
     op: str  # the binary operator, e.g. "+"
     value: Expr
 
 
-@dataclass
+@dataclass(frozen=True)
 class For(Node):
     target: Name
     iter: Call
     body: list
 
 
-@dataclass
+@dataclass(frozen=True)
 class If(Node):
     cond: Expr
     body: list
     orelse: list
 
 
-@dataclass
+@dataclass(frozen=True)
 class Return(Node):
     values: list
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExprStmt(Node):
     value: Expr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pass(Node):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class Assert(Node):
     test: "Expr"
     msg: Optional["Expr"] = None
@@ -148,13 +148,13 @@ Stmt = Union[Assign, AugAssign, For, If, Return, ExprStmt, Pass, Assert]
 
 
 # ---------------------------------------------------------------- top level
-@dataclass
+@dataclass(frozen=True)
 class Param(Node):
     name: str
     annotation: Optional[Expr] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class KernelDef(Node):
     name: str
     params: list
@@ -164,7 +164,7 @@ class KernelDef(Node):
     last_line: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Module:
     filename: str
     source: str

@@ -18,7 +18,7 @@ from typing import Optional
 from ..errors import Span
 
 
-@dataclass
+@dataclass(frozen=True)
 class Tensor:
     """A buffer the kernel reads or writes.  Scalar locals are 0-d tensors (kind ``scalar``)."""
 
@@ -53,25 +53,25 @@ class Tensor:
 
 
 # ---------------------------------------------------------------- expressions
-@dataclass
+@dataclass(frozen=True)
 class TExpr:
     dtype: str
     span: Optional[Span] = field(default=None, repr=False, compare=False, kw_only=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Const(TExpr):
     value: object
 
 
-@dataclass
+@dataclass(frozen=True)
 class Var(TExpr):
     """A loop variable (dtype is the weak ``int``)."""
 
     name: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Size(TExpr):
     """Dimension ``axis`` of input ``position`` in a shape-generic kernel: a value known when the
     kernel runs (dtype the weak ``int``).  ``name`` is its isl parameter, ``hs_<position>_<axis>``."""
@@ -109,7 +109,7 @@ def size_symbols(k: "TypedKernel") -> list:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Load(TExpr):
     tensor: str
     indices: list
@@ -118,46 +118,46 @@ class Load(TExpr):
     checked: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bin(TExpr):
     op: str  # + - * / // % **  (operands already have the result dtype)
     a: TExpr
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Unary(TExpr):
     op: str  # "neg" | "not"
     a: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cmp(TExpr):
     op: str  # < <= > >= == !=   (dtype is bool; operands share one dtype)
     a: TExpr
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Logic(TExpr):
     op: str  # "and" | "or"
     a: TExpr
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Select(TExpr):
     cond: TExpr
     a: TExpr
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cast(TExpr):
     a: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Intrinsic(TExpr):
     """sqrt, max, popcount, ...: arguments already cast to the dtype the function computes in."""
 
@@ -166,7 +166,7 @@ class Intrinsic(TExpr):
 
 
 # ------------------------------------------- primitives (only after hyb.codegen.legalise)
-@dataclass
+@dataclass(frozen=True)
 class Let(TExpr):
     """``body`` with ``value`` evaluated once and bound to ``name`` (read by :class:`Var` nodes)."""
 
@@ -175,7 +175,7 @@ class Let(TExpr):
     body: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pick(TExpr):
     """``a if cond else b`` with both sides evaluated (a select; :class:`Select` branches)."""
 
@@ -184,7 +184,7 @@ class Pick(TExpr):
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bits(TExpr):
     """Bitwise ``&``, ``|`` or ``^`` of two values of one dtype (on bool: eager and, or, xor), or a
     logical shift ``<<``/``>>`` of an unsigned integer."""
@@ -194,7 +194,7 @@ class Bits(TExpr):
     b: TExpr
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prim(TExpr):
     """A primitive operation of :mod:`hyb.codegen.legalise`'s set: ``div``, ``rem``, ``copysign``, ``ipow``, ``odd``,
     ``bitcast``."""
@@ -204,7 +204,7 @@ class Prim(TExpr):
 
 
 # ---------------------------------------------------------------- statements
-@dataclass
+@dataclass(frozen=True)
 class Loop:
     var: str
     start: TExpr
@@ -215,7 +215,7 @@ class Loop:
     span: Optional[Span] = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Store:
     tensor: str
     indices: list
@@ -224,7 +224,7 @@ class Store:
     checked: bool = False  # the subscripts are bounds-checked when it runs (see Load.checked)
 
 
-@dataclass
+@dataclass(frozen=True)
 class If:
     cond: TExpr
     body: list
@@ -232,7 +232,7 @@ class If:
     span: Optional[Span] = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Print:
     """``print(...)``: each item a string literal or a scalar value, printed as Python prints them.
     ``stdout`` names the kernel's 0-d stand-in for the output stream: every print writes it, so
@@ -243,7 +243,7 @@ class Print:
     span: Optional[Span] = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Assert:
     """``assert cond, "message"`` checked when it runs (one decided at compile time is gone)."""
 
@@ -252,7 +252,7 @@ class Assert:
     span: Optional[Span] = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TypedKernel:
     name: str
     tensors: dict  # name -> Tensor, in order of declaration

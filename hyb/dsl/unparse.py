@@ -16,7 +16,7 @@ _PREC = {"ifexp": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "+": 6, "-": 6, "*":
          "unary": 8, "**": 9, "atom": 10}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comment(syntax.Node):
     """A comment line in generated code (not produced by the parser)."""
 

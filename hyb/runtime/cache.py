@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import fields
 
 from ..codegen.abi import AssertSite, CheckSite, PrintSite
 from ..errors import HybridWarning, Span
@@ -104,23 +105,13 @@ def load(k: str):
 
 
 def _record(header: dict, object_code: bytes):
+    """The NativeCode of an entry's header and object code (each stored field read by its codec)."""
     from .pipeline import NativeCode
 
-    if not isinstance(header["llvm_opt"], str) or not object_code:
+    if not object_code:
         raise ValueError("not a code record")
-    sites = tuple(_site_from_json(v) for v in header["sites"])
-    found = tuple(HybridWarning(v[0], _span_from_json(v[1]), v[2]) for v in header["warnings"])
-    schedule = header.get("schedule")
-    if isinstance(schedule, dict):  # JSON made the tuples lists
-        schedule = {k: tuple(v) if isinstance(v, list) else v for k, v in schedule.items()}
-    work = tuple(tuple(_names(pair)) for pair in header["parallel_work"])
-    if any(len(pair) != 2 for pair in work) or not isinstance(header["min_parallel_work"], int):
-        raise ValueError("not a code record")
-    return NativeCode(header["llvm_opt"], object_code, sites, found, _names(header["buffers"]), schedule=schedule,
-                      unfilled=_names(header["unfilled"]), sizes=_names(header["sizes"]),
-                      conditions=_names(header["conditions"]), parallel_work=work,
-                      min_parallel_work=header["min_parallel_work"],
-                      unfilled_when=tuple(tuple(_names(pair)) for pair in header["unfilled_when"]))
+    return NativeCode(object=object_code, **{f.name: _CODECS[f.name][1](header[f.name])
+                                             for f in fields(NativeCode) if f.name in _CODECS})
 
 
 def _names(value) -> tuple:
@@ -135,15 +126,8 @@ def store(k: str, code) -> bool:
     d = directory()
     if d is None or not code.object:
         return False
-    header = json.dumps({"llvm_opt": code.llvm_opt, "sites": [_site_to_json(x) for x in code.sites],
-                         "warnings": [_warning_to_json(w) for w in code.warnings],
-                         "schedule": code.schedule,
-                         "buffers": list(code.buffers),
-                         "unfilled": list(code.unfilled),
-                         "sizes": list(code.sizes), "conditions": list(code.conditions),
-                         "parallel_work": [list(pair) for pair in code.parallel_work],
-                         "min_parallel_work": code.min_parallel_work,
-                         "unfilled_when": [list(pair) for pair in code.unfilled_when]}).encode()
+    header = json.dumps({f.name: _CODECS[f.name][0](getattr(code, f.name))
+                         for f in fields(code) if f.name in _CODECS}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
     sub = os.path.join(d, k[:2])
@@ -190,3 +174,45 @@ def _site_from_json(v: dict):
 
 def _warning_to_json(w: HybridWarning) -> list:
     return [w.message, _span_to_json(w.span), w.hint]
+
+
+def _text(v) -> str:
+    if not isinstance(v, str):
+        raise ValueError("not a text")
+    return v
+
+
+def _count(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError("not a count")
+    return v
+
+
+def _pairs(value) -> tuple:
+    pairs = tuple(_names(pair) for pair in value)
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError("not a list of pairs")
+    return pairs
+
+
+def _tuned_from_json(v):
+    if isinstance(v, dict):  # JSON made the tuples lists
+        return {k: tuple(x) if isinstance(x, list) else x for k, x in v.items()}
+    return v
+
+
+_LIST = (list, _names)
+_PAIRS = (lambda v: [list(pair) for pair in v], _pairs)
+# How each field of NativeCode is written to an entry's header and read back (to JSON, from
+# JSON); `object` follows the header as bytes, and the unoptimised IR is not kept.
+_CODECS = {
+    "llvm_opt": (str, _text),
+    "sites": (lambda v: [_site_to_json(x) for x in v], lambda v: tuple(_site_from_json(x) for x in v)),
+    "warnings": (lambda v: [_warning_to_json(w) for w in v],
+                 lambda v: tuple(HybridWarning(x[0], _span_from_json(x[1]), x[2]) for x in v)),
+    "buffers": _LIST, "unfilled": _LIST, "sizes": _LIST, "conditions": _LIST,
+    "tuned": (lambda v: v, _tuned_from_json),
+    "parallel_work": _PAIRS, "unfilled_when": _PAIRS,
+    "min_parallel_work": (int, _count),
+}
+NOT_STORED = ("object", "llvm_ir")

@@ -119,7 +119,7 @@ class CompiledKernel:
     @property
     def plan(self) -> Plan:
         """The schedule the loops follow, with every decision taken on the way."""
-        return self.middle.schedule
+        return self.middle.followed
 
     @property
     def nest(self) -> loops.LoopNest:
@@ -140,14 +140,16 @@ class CompiledKernel:
     kernel = None  # the Kernel this was compiled for (set by it), for inspect("grad")
     shape_note = ""  # how the Kernel chose code for shapes (inspect("schedule") shows it)
 
-    def _grad_text(self) -> str:
-        """The gradient kernel's source, headed by the tape it allocates for this signature."""
+    def grad_text(self, specs: list | None = None, typed: tir.TypedKernel | None = None) -> str:
+        """The gradient kernel's source, headed by the tape it allocates for this signature (or
+        for ``specs`` and their ``typed`` kernel: shape-generic code bound to one shape)."""
+        typed = typed or self.typed
         if self.kernel is None:
             raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
         args = [types.numpy_dtype(s.dtype).type(s.value or 0) if s.scalar
-                else np.zeros(s.shape, dtype=types.numpy_dtype(s.dtype)) for s in self.specs]
-        douts = [np.zeros(self.typed.tensors[n].shape, dtype=types.numpy_dtype(self.typed.tensors[n].dtype))
-                 for n in self.typed.outputs]
+                else np.zeros(s.shape, dtype=types.numpy_dtype(s.dtype)) for s in (specs or self.specs)]
+        douts = [np.zeros(typed.tensors[n].shape, dtype=types.numpy_dtype(typed.tensors[n].dtype))
+                 for n in typed.outputs]
         g = self.kernel.grad()
         derived, _ = g._pick(args + douts)
         tape = g.tape_bytes(*args, *douts)
@@ -181,7 +183,7 @@ class CompiledKernel:
         if stage == "emulate":
             return interp.emulate_source(self.typed)
         if stage == "grad":
-            return self._grad_text()
+            return self.grad_text()
         if stage in ("cuda", "ptx"):  # the same signature compiled for the GPU (needs no GPU)
             if self.kernel is None:
                 raise HybridArgumentError(f"inspect({stage!r}) needs the kernel this was compiled from", None, None)

@@ -162,6 +162,8 @@ class BoundKernel:
             if "cuda-kernel" not in self._stages:
                 self._stages["cuda-kernel"] = self.ck.kernel.compile_typed(self.concrete, self.specs, "cuda")
             return self._stages["cuda-kernel"].inspect(stage)
+        if stage == "grad":  # the tape of this shape
+            return self.ck.grad_text(self.specs, self.concrete)
         text = self.ck.inspect(stage)
         if stage == "schedule":
             sizes = ", ".join(f"{p} = {v}" for p, v in zip(self.ck.code.sizes, self.binding.sizes))

@@ -218,10 +218,10 @@ class Kernel:
             tuning = self.options.schedule.mode == "tune"
             disk_key = cache.key(self.name, self.module, specs, self.options, hint)
             entry = cache.load(disk_key)
-            if entry is not None and tuning and entry.schedule is None:
+            if entry is not None and tuning and entry.tuned is None:
                 entry = None  # made without measuring (no arguments to measure on)
-            options = self.options if entry is None or entry.schedule is None else \
-                self.options.with_schedule(entry.schedule)
+            options = self.options if entry is None or entry.tuned is None else \
+                self.options.with_schedule(entry.tuned)
             ck = CompiledKernel.restore(typed, specs, options, entry, hint) if entry is not None else None
             if ck is None:
                 if tuning and arrays is not None:

@@ -48,9 +48,11 @@ class MiddleEnd:
     poly: extract.PolyProgram
     deps: deps.Dependences
     cell_deps: deps.Dependences | None  # private scalars as the one cell the code keeps (None: no scalars)
-    plan: planning.Plan  # as the plan stage made it
+    planned: planning.Plan  # as the plan stage made it
     nest: loops.LoopNest  # the loops the code follows, after the marks
-    schedule: planning.Plan  # the schedule those loops follow and every decision on the way (inspect("schedule"))
+    # the plan those loops follow (its tree and blocks), with every decision taken on the way by
+    # the plan and the loop stages (inspect("schedule"))
+    followed: planning.Plan
     warnings: tuple  # HybridWarnings about the kernel
     code: loops.LoopNest  # ``nest`` legalised: the loops and primitive operations every back end renders
     # outputs and temporaries whose initial zeros are never seen (no zero fill; the CPU's runtime
@@ -68,7 +70,7 @@ class NativeCode:
     warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
     buffers: tuple  # the tensors the function takes, in order (a contracted temporary takes none)
     llvm_ir: str | None = None  # unoptimised IR (not kept in the disk cache)
-    schedule: object = None  # the schedule option the code was made with where tuning chose it
+    tuned: object = None  # the schedule= option schedule="tune" chose (what the user would write)
     unfilled: tuple = ()  # the buffers the runtime allocates without filling them with zeros
     # a shape-generic kernel's run-time sizes (rt[abi.RT_SIZES:], tir.size_symbols); what the runtime tests for
     # each new shape: the size values for which an access leaves its tensor (isl set texts), and for
@@ -92,8 +94,8 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
     (:func:`verify.violations`).  Returns ``(nest, plan followed)``: where isl's loops run some
     dependence the wrong way round (seen with skewed schedules over statements of different
     depths) the plan followed is the original order, with that decision added."""
-    nest = astgen.generate(poly, planned.schedule)
-    if planned.schedule is not None:
+    nest = astgen.generate(poly, planned.tree)
+    if planned.tree is not None:
         cells = cell_deps.all if poly.has_private_scalars else None
         broken = verify.violations(nest, d.all, cells, poly.context())
         if broken is None or broken.is_empty():
@@ -177,7 +179,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         decisions += more
         nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
-    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.schedule, decisions), diagnose(poly, d),
+    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), diagnose(poly, d),
                      legalise(nest, plan_opts.reassociate),
                      deps.written_before_read(poly, d) if target.kind == "cpu" else {})
 

@@ -28,7 +28,7 @@ BUDGET_S = 20.0  # past this much measuring, the remaining candidates are skippe
 def candidates(auto: CompiledKernel) -> list:
     """Schedule options to measure, the model's own first (None)."""
     out = [None, {"register": False}]
-    blocks = auto.middle.plan.blocks
+    blocks = auto.plan.blocks
     if blocks:
         (mr, nr), sizes = blocks[0]
         sizes = tuple(sizes)
@@ -110,6 +110,6 @@ def tune(typed, specs: list, options, arrays: list) -> CompiledKernel:
     ck, sched = best
     print(f"hyb:   chose schedule={sched if sched is not None else 'auto'!r} "
           f"({time.perf_counter() - started:.1f} s of tuning)", file=sys.stderr, flush=True)
-    ck.code = replace(ck.code, schedule=sched if sched is not None else "auto")
+    ck.code = replace(ck.code, tuned=sched if sched is not None else "auto")
     ck.options = options.with_schedule(sched)
     return ck

@@ -99,7 +99,7 @@ def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> loops.Loop
         return loops.LoopNest.of(p, ())
     build = isl.AstBuild.from_context(p.context())
     if schedule is None:
-        node = build.node_from_schedule_map(p.union("schedule").intersect_domain(p.union("domain")))
+        node = build.node_from_schedule_map(p.union("order").intersect_domain(p.union("domain")))
     else:
         node = build.node_from_schedule(schedule)
     return loops.LoopNest.of(p, convert_node(node))

@@ -206,7 +206,7 @@ def _contractible(poly, nest, t, paths, counter_at, order, dim, budget):
 def _flow(poly, sink, source, budget):
     """``(flow, reads with no source)`` of ``sink`` from the must-writes ``source`` in program
     order, by isl's exact analysis within ``budget`` operations; None where it fails."""
-    schedule = poly.union("schedule")
+    schedule = poly.union("order")
     try:
         with dependences.operations(budget):
             info = isl.UnionAccessInfo.from_sink(sink).set_must_source(source).set_schedule_map(schedule)

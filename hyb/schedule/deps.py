@@ -91,7 +91,7 @@ def _within_budget(analysis, budget: int):
 
 
 def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
-    schedule = p.union("schedule")
+    schedule = p.union("order")
     reads = p.union("reads", expanded)
     must = p.union("must_writes", expanded)
     may = p.union("may_writes", expanded)
@@ -184,7 +184,7 @@ def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:
     if reads.is_empty():
         return reads
     return flow_analysis(reads, scalars(p.union("must_writes")), scalars(p.union("may_writes")),
-                         p.union("schedule")).get_may_dependence().coalesce()
+                         p.union("order")).get_may_dependence().coalesce()
 
 
 class _Flow:

@@ -48,7 +48,7 @@ class Statement:
     stmt: object  # a tir.Store, a tir.Assert, or a tir.Loop / tir.If run as a whole (an opaque statement)
     iters: list  # loop variables, outermost first
     domain: isl.Set
-    schedule: isl.Map  # original program order
+    order: isl.Map  # the original program order (a schedule map)
     guards: list  # non-affine conditions, all must hold
     writes: list  # Access
     reads: list = field(default_factory=list)
@@ -103,8 +103,8 @@ class PolyProgram:
             return u
         u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
         for s in self.statements:
-            if what == "schedule":
-                maps = [s.schedule]
+            if what == "order":
+                maps = [s.order]
             elif what == "must_writes":
                 maps = [w.relation for w in s.writes if w.exact and not s.guards]
             elif what == "may_writes":
@@ -328,10 +328,10 @@ class _Extractor:
         return replace(s, stmt=tir.rewrite(s.stmt, mark), guards=[tir.rewrite(g, mark) for g in s.guards],
                        domain=s.domain if valid is None else s.domain.intersect_params(valid),
                        writes=[within(a) for a in s.writes], reads=[within(a) for a in s.reads],
-                       schedule=self._schedule(s, D))
+                       order=self._schedule(s, D))
 
     def _schedule(self, s: Statement, D: int) -> isl.Map:
-        pos, signs = s.schedule  # stashed (positions, signs) until the depth is known
+        pos, signs = s.order  # stashed (positions, signs) until the depth is known
         out = []
         for lvl in range(D + 1):
             out.append(str(pos[lvl]) if lvl < len(pos) else "0")
@@ -606,7 +606,7 @@ def describe(p: PolyProgram) -> str:
         kind = "  (opaque: runs as written)" if s.opaque else ""
         lines.append(f"{s.name}:  # {s.span.source_line.strip() if s.span else ''}{kind}")
         lines.append(f"  domain:   {s.domain}")
-        lines.append(f"  schedule: {s.schedule}")
+        lines.append(f"  schedule: {s.order}")
         for w in s.writes:
             lines.append(f"  {'write' if w.exact else 'may write'}:    {w.relation}")
         for r in s.reads:

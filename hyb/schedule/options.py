@@ -30,7 +30,7 @@ Each key has one meaning:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from ..errors import HybridArgumentError
 from ..target import CpuTarget
@@ -82,11 +82,6 @@ class ScheduleOptions:
     def original(self) -> bool:
         return self.mode == "original"
 
-    def given(self) -> dict:
-        """The keys given (of a record as parsed: the user's), with their values."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name in OPTION_KEYS and getattr(self, f.name) is not None}
-
     def resolve(self, target, fastmath: bool = False) -> "ScheduleOptions":
         """Every field the user left to the target, decided for ``target`` (a ``hyb.target``
         record whose ``kind`` is ``"cpu"`` or ``"cuda"``).  The CPU: the machine model's tiles and
@@ -133,7 +128,7 @@ def _positive_sizes(value) -> bool:
 
 def parse_options(schedule) -> ScheduleOptions:
     """The ``schedule=`` option of a kernel: None, ``"auto"``, ``"tune"``, ``"original"``, a dict of
-    :data:`OPTION_KEYS` (with ``"mode"``), or a :class:`ScheduleOptions` (returned as it is)."""
+    :data:`OPTION_KEYS`, or a :class:`ScheduleOptions` (returned as it is)."""
     if isinstance(schedule, ScheduleOptions):
         return schedule
     if schedule is None or schedule in MODES:
@@ -142,11 +137,10 @@ def parse_options(schedule) -> ScheduleOptions:
         raise HybridArgumentError(f"schedule={schedule!r} is not valid", None,
                                   "use schedule=\"auto\", \"tune\", \"original\" or a dict such as "
                                   "{\"tile\": (32, 64, 256), \"parallel\": True}")
-    given = dict(schedule)
-    mode = given.pop("mode", "auto")
+    given = schedule
     unknown = set(given) - set(OPTION_KEYS)
-    if unknown or mode not in MODES:
-        raise HybridArgumentError(f"unknown schedule option `{sorted(unknown)[0] if unknown else 'mode'}`", None,
+    if unknown:
+        raise HybridArgumentError(f"unknown schedule option `{sorted(unknown)[0]}`", None,
                                   "schedule options are: " + ", ".join(OPTION_KEYS))
     out = {}
     if "tile" in given:
@@ -189,4 +183,4 @@ def parse_options(schedule) -> ScheduleOptions:
             raise HybridArgumentError(f"schedule option timeout={t!r} must be a number of seconds", None,
                                       "0 runs isl without a time limit")
         out["timeout"] = float(t)
-    return ScheduleOptions(mode=mode, **out)
+    return ScheduleOptions(**out)

@@ -101,10 +101,12 @@ def leading_parallel_work(sched: isl.Schedule, p: PolyProgram) -> int:
     return visit(sched.get_root()) or 0
 
 
-def mark_parallel_bands(sched: isl.Schedule, decisions: list, p: PolyProgram, min_work: int) -> isl.Schedule:
+def mark_parallel_bands(sched: isl.Schedule, p: PolyProgram, min_work: int) -> tuple:
     """In each loop nest, mark the outermost band whose first member is coincident; nothing
-    below a marked band is marked.  Nests are the subtrees under the top-level sequence or set."""
+    below a marked band is marked.  Nests are the subtrees under the top-level sequence or set.
+    Returns ``(the schedule, its decisions)``."""
     counts = {"marked": 0, "serial": 0}
+    decisions = []
     too_little = []
 
     def visit(node):
@@ -126,10 +128,10 @@ def mark_parallel_bands(sched: isl.Schedule, decisions: list, p: PolyProgram, mi
     if counts["marked"]:
         nests = "" if counts["marked"] == 1 else f" in each of {counts['marked']} loop nests"
         decisions.append(f"outermost parallel loop{nests}: marked `parallel` (runs on the thread pool)")
-        return root.get_schedule()
+        return root.get_schedule(), tuple(decisions)
     if not counts["serial"]:
         decisions.append("no parallel loop found")
-    return sched
+    return sched, tuple(decisions)
 
 
 def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: ScheduleOptions) -> tuple:

@@ -43,7 +43,7 @@ class Plan:
     """The plan stage's record: a schedule tree (None: the original program order) and the
     decisions taken on the way, in order, as ``inspect("schedule")`` lists them."""
 
-    schedule: object  # isl.Schedule, or None for the original order
+    tree: object  # isl.Schedule (a schedule tree), or None for the original order
     decisions: tuple = ()
     # the register and cache blocks of contraction bands: ((MR, NR), cache tile sizes) each
     blocks: tuple = ()
@@ -56,13 +56,13 @@ class Plan:
         """The same plan with one more decision (at position ``at``; default: last)."""
         items = list(self.decisions)
         items.insert(len(items) if at is None else at, decision)
-        return Plan(self.schedule, items, self.blocks)
+        return Plan(self.tree, items, self.blocks)
 
     def describe(self) -> str:
         lines = list(self.decisions)
-        if self.schedule is not None:
+        if self.tree is not None:
             lines.append("schedule tree:")
-            lines.extend("  " + ln for ln in str(self.schedule.get_root()).split("\n") if ln.strip())
+            lines.extend("  " + ln for ln in str(self.tree.get_root()).split("\n") if ln.strip())
         return "\n".join(lines) + "\n"
 
 
@@ -89,16 +89,16 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
                            else "no statements"])
     solved = {}  # (dependences, apart) -> isl's answer: a second plan with the same ones reuses it
     result = _plan(p, d, opts, solved)
-    if result.schedule is None or not p.has_private_scalars:
+    if result.tree is None or not p.has_private_scalars:
         return result
     cell_deps = cell_deps if cell_deps is not None else compute_deps(p, expanded=False)
-    if _respects(result.schedule, cell_deps.all):
+    if _respects(result.tree, cell_deps.all):
         return result.noted("scalar locals privatised: each loop iteration (and thread) has its own", 1)
     if opts.interchange or opts.tile:
         # Reordering or tiling split a scalar's lifetime; keep isl's loop order instead.
         plain = replace(opts, interchange=False, tile=False)
         result = _plan(p, d, plain, solved)
-        if result.schedule is not None and _respects(result.schedule, cell_deps.all):
+        if result.tree is not None and _respects(result.tree, cell_deps.all):
             return result.noted("scalar locals privatised; loops neither reordered nor tiled, which "
                                 "would interleave their lifetimes", 1)
     again = _plan(p, cell_deps, opts, solved)
@@ -187,8 +187,9 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     if sched is None:
         return Plan(None, [f"isl scheduler {why}: original order"])
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
-    shaper = Shaper(p, opts, decisions, deps_all)
+    shaper = Shaper(p, opts, deps_all)
     sched = _shape(shaper, sched)
+    decisions += shaper.take()
     if opts.fuse and len(p.statements) > 1 and strided_innermost(p, sched.get_map()) >= MIN_APART_WORK:
         # isl fused loop nests whose statements then walk memory with long strides innermost
         # (correlation's reduction under the loops of its other statements): where the nests
@@ -196,28 +197,28 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
         # those statements are many)
         apart, _ = solve(True)
         if apart is not None:
-            notes = []
-            other = Shaper(p, opts, notes, deps_all)
+            other = Shaper(p, opts, deps_all)
             apart = _shape(other, apart)
             fused, kept = locality(p, sched.get_map()), locality(p, apart.get_map())
             if kept > fused:
                 sched, shaper = apart, other
                 decisions.append(f"loop nests kept apart: their innermost loops walk memory better "
                                  f"(locality score {kept:.3g} against {fused:.3g} fused)")
-                decisions.extend(notes)
-                other.decisions = decisions
+                decisions += other.take()
     offers_threads = opts.parallel and leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
-        sched = mark_parallel_bands(sched, decisions, p, opts.min_parallel_work)
+        sched, marked = mark_parallel_bands(sched, p, opts.min_parallel_work)
+        decisions += marked
     # isl's order must pay for itself: where the program's own loops walk memory better
     # innermost (a triangular solve as dot products rather than column sweeps), keep them,
     # unless isl's order has threads to offer and walks memory tolerably (tiled wavefronts of
     # seidel-2d are fast although their innermost loops stride).
-    mine, theirs = locality(p, p.union("schedule")), locality(p, sched.get_map())
+    mine, theirs = locality(p, p.union("order")), locality(p, sched.get_map())
     if mine > theirs and (not offers_threads or theirs < 0):
         decisions.append(f"original order kept: its innermost loops walk memory better "
                          f"(locality score {mine:.3g} against {theirs:.3g} for isl's schedule)")
         return Plan(None, decisions)
     if opts.tile:
         sched = sched.map_schedule_node_bottom_up(shaper.tile)
+        decisions += shaper.take()
     return Plan(sched, decisions, shaper.blocks)

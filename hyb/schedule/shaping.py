@@ -77,11 +77,17 @@ def _access_score(p: PolyProgram, st, it: int) -> float:
 class Shaper:
     """Reorders and tiles permutable bands, bottom-up."""
 
-    def __init__(self, p: PolyProgram, opts: ScheduleOptions, decisions: list, deps=None):
-        self.p, self.opts, self.decisions = p, opts, decisions
+    def __init__(self, p: PolyProgram, opts: ScheduleOptions, deps=None):
+        self.p, self.opts = p, opts
+        self.decisions = []  # its decisions not yet taken by the plan (take)
         self.deps = deps  # the validity dependences: a reshaped band is kept only where it respects them
         self.machine = opts.machine if opts.machine is not None else CpuTarget()
         self.blocks = []  # ((MR, NR), cache tile sizes) of each contraction band blocked
+
+    def take(self) -> tuple:
+        """The decisions made since the last call, in order (the plan collects them after each step)."""
+        out, self.decisions = tuple(self.decisions), []
+        return out
 
     def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         if not self._permutable(node):

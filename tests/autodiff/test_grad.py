@@ -649,3 +649,15 @@ def test_random_kernels_match_finite_differences():
     # Nine in ten kernels are judged; fewer than 60% means the cases have stopped being compared.
     judged = outcomes.count("judged")
     assert judged >= 0.6 * len(outcomes), f"{judged} of {len(outcomes)} kernels judged: {sorted(set(outcomes))}"
+
+
+def test_inspect_grad_of_shape_generic_code_reports_the_tape_of_its_shape():
+    c = G.BY_NAME["softmax"]
+    shared = G.kernel_of("softmax")
+    k = type(shared)(shared.kdef, shared.module)  # a kernel of its own: no other test's shapes
+    small = c.make(rng_for("softmax"), c.dims[0])
+    k.compile(*small)
+    bound = k.compile_generic(*small)  # shape-generic code bound to this shape
+    text = bound.inspect("grad")
+    assert re.search(r"tape: \d+ bytes", text) and f"{k.name}_grad" in text
+    assert text == k.compile(*small).inspect("grad")

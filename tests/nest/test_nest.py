@@ -75,6 +75,6 @@ def test_the_middle_end_record_holds_every_stage():
     typed = hyb.compile_source(SRC).scale.typed(np.zeros((512, 512)))
     middle = pipeline.middle_end(typed, {}, host_cpu(1))
     assert middle.poly.kernel is typed and middle.nest.kernel is typed
-    assert middle.schedule.decisions[:len(middle.plan.decisions)] == middle.plan.decisions
+    assert middle.followed.decisions[:len(middle.planned.decisions)] == middle.planned.decisions
     with pytest.raises(dataclasses.FrozenInstanceError):
         middle.nest = None

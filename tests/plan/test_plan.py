@@ -36,7 +36,7 @@ def test_a_matrix_product_is_tiled_and_runs_on_threads():
     a = np.zeros((128, 128))
     p, d = program("matmul", a, a)
     made = plan.plan(p, d, parse_options(None).resolve(host_cpu(1)))
-    assert made.schedule is not None
+    assert made.tree is not None
     text = made.describe()
     assert "tiled" in text and "`parallel`" in text and "schedule tree:" in text
 
@@ -45,7 +45,7 @@ def test_options_steer_the_plan():
     a = np.zeros((64, 64))
     p, d = program("matmul", a, a)
     original = plan.plan(p, d, parse_options("original").resolve(host_cpu(1)))
-    assert original.schedule is None and original.decisions == ('original program order (schedule="original")',)
+    assert original.tree is None and original.decisions == ('original program order (schedule="original")',)
     untiled = plan.plan(p, d, parse_options({"tile": False}).resolve(host_cpu(1)))
     assert not any("tiled" in x for x in untiled.decisions)
 
@@ -61,6 +61,6 @@ def test_a_plan_is_an_immutable_record():
     p, d = program("matmul", a, a)
     made = plan.plan(p, d, parse_options(None).resolve(host_cpu(1)))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        made.schedule = None
+        made.tree = None
     noted = made.noted("one more decision", 0)
     assert noted.decisions[0] == "one more decision" and made.decisions[0] != "one more decision"

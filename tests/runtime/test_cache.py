@@ -109,3 +109,12 @@ def test_warnings_are_repeated_from_the_cache(tmp_path, monkeypatch):
         with pytest.warns(hyb.HybridWarning, match="`y` is read before anything writes it"):
             k(np.ones(3))
     assert len(entries(tmp_path)) == 1
+
+
+def test_every_field_of_the_code_record_is_stored_or_said_not_to_be():
+    from dataclasses import fields
+
+    from hyb.runtime.pipeline import NativeCode
+    names = {f.name for f in fields(NativeCode)}
+    assert names == set(cache._CODECS) | set(cache.NOT_STORED)
+    assert not set(cache._CODECS) & set(cache.NOT_STORED)
