@@ -15,7 +15,7 @@ Each key has one meaning:
 ``cache_tile``
     the cache tiles of a register-blocked contraction band (its other members, then ``I``, ``J`` and
     the reduction's, as :mod:`hyb.schedule.blocking` lays them out): ``None`` the model's, a tuple
-    those sizes;
+    those sizes (padded on the outside with its first), an int that size on every member;
 ``register``
     the register block ``(MR, NR)`` of contractions: ``True`` chosen for the machine, ``False`` none;
 ``pack``
@@ -152,11 +152,13 @@ def parse_options(schedule) -> ScheduleOptions:
         out["tile"] = tuple(tile) if isinstance(tile, (tuple, list)) else tile
     if "cache_tile" in given:
         tiles = given["cache_tile"]
-        if not (tiles is None or _positive_sizes(tiles)):
+        one = isinstance(tiles, int) and not isinstance(tiles, bool) and tiles > 0
+        if not (tiles is None or one or _positive_sizes(tiles)):
             raise HybridArgumentError(f"schedule option cache_tile={tiles!r} is not valid", None,
-                                      "use a tuple of positive sizes of the blocked band's loops (others, "
-                                      "then I, J and the reduction's), such as (96, 128, 300)")
-        out["cache_tile"] = tuple(tiles) if tiles is not None else None
+                                      "use a positive size (every loop of the blocked band) or a tuple of "
+                                      "positive sizes of its loops (others, then I, J and the reduction's), "
+                                      "such as (96, 128, 300)")
+        out["cache_tile"] = (tiles,) if one else tuple(tiles) if tiles is not None else None
     if "register" in given:
         register = given["register"]
         if not (isinstance(register, bool) or (_positive_sizes(register) and len(register) == 2)):
