@@ -122,14 +122,16 @@ def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
     """Unmark parallel loops out of which one of ``flows`` (the dataflow of scalar locals) leaves
     a run of the loop: each thread computes in its own copy of the scalars, so a value written
     inside the loop and read after it, or in a later run, would be lost (a statement fused into
-    the loop by the scheduler, or written in one iteration only).  Returns ``(the new nest, the
-    variables of the loops left serial)``; ``nest`` is unchanged."""
+    the loop by the scheduler, or written in one iteration only).  Where the loops cannot be read
+    (a bound this check does not model), every parallel loop is left serial.  Returns ``(the new
+    nest, the variables of the loops left serial)``; ``nest`` is unchanged."""
     if flows.is_empty():
         return nest, ()
     try:
         pieces, _ = _pieces(nest)
-    except _Unsupported:
-        return nest, ()
+    except _Unsupported:  # loops this check cannot read: none of them stays on threads
+        marked = [s for s in loops.loops(nest.body) if s.parallel]
+        return loops.with_flags(nest, {id(s): {"parallel": False} for s in marked}), tuple(s.var for s in marked)
     runs: dict = {}  # loop -> instance -> the time prefix naming its run of the loop
     for time, counters, conds, stmt, args, around in pieces:
         for loop, k in around:

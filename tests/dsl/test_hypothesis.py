@@ -328,24 +328,21 @@ def k(a):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("marks", [
-    "as_scheduled",
-    pytest.param("forced", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="a scalar live into and out of a `parallel` loop: the loop updates a private copy and the "
-               "update is lost (the scheduler no longer makes such a loop here)"))])
+@pytest.mark.parametrize("marks", ["as_scheduled", "forced"])
 def test_regression_parallel_loop_drops_scalar_update(marks, threads, monkeypatch):
-    # With the marks forced, the schedule puts `s += 1` alone in a one-iteration `parallel for`,
-    # between `s = a[i]` and `c[i] = s`: s is live into and out of the loop marked parallel, whose
-    # outlined body updates a private copy of s.  a = [10, 20, 30]: emulated [11, 21, 0]; compiled
-    # [10, 20, 0], with one thread too.  As scheduled, no loop is marked and the result is right.
+    # With the marks forced, the schedule puts `s += 1` alone in a one-iteration `parallel for`
+    # (bounds `(c0 <= 2) ? 0 : 1`), between `s = a[i]` and `c[i] = s`: s is live into and out of
+    # the loop marked parallel, whose outlined body would update a private copy of s (a = [10, 20,
+    # 30]: [10, 20, 0] instead of emulate's [11, 21, 0]).  The check of scalars escaping parallel
+    # loops cannot read such bounds, so it leaves the loop serial.  As scheduled, no loop is marked.
     if marks == "forced":
         force_parallel_marks(monkeypatch)
     opts = {"threads": threads, "schedule": {"min_parallel_work": 0}}
     a = np.array([10, 20, 30])
-    if marks == "forced" and "parallel for" not in compiled(PARALLEL_SCALAR_LIVE_IN_OUT, [a], **opts).inspect("loops"):
-        # pytest.fail, not assert: the xfail above expects an AssertionError, from the results only
-        pytest.fail("no `parallel for` with the marks forced: this case no longer exercises the bug")
+    ck = compiled(PARALLEL_SCALAR_LIVE_IN_OUT, [a], **opts)
+    assert "parallel for" not in ck.inspect("loops")
+    if marks == "forced":
+        assert "left serial: a scalar written in it is read after it" in ck.inspect("schedule")
     (got,), _ = run_both(PARALLEL_SCALAR_LIVE_IN_OUT, [a], options=opts)
     np.testing.assert_array_equal(got, [11, 21, 0])
 
