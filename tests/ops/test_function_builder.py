@@ -439,7 +439,8 @@ def test_ops(tmp_path_factory):
         pytest.skip("needs a C++ compiler and pybind11")
     src = tmp_path_factory.mktemp("ops") / "test_ops.cpp"
     src.write_text(OPS_SOURCE)
-    return CustomOpBuilder("hyb_test_ops", [str(src)], backend="CPU").load()
+    # Unoptimised (the flag after the builder's -O2 wins): a build for these tests only, and quicker.
+    return CustomOpBuilder("hyb_test_ops", [str(src)], backend="CPU", cflags="-O0").load()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """The disk cache: reused across processes, never trusted when damaged, skipped when unwritable."""
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -47,10 +48,21 @@ def test_second_process_loads_from_disk(tmp_path):
     assert run(tmp_path)[0] == "hit"
 
 
+@pytest.fixture(scope="module")
+def first_entry(tmp_path_factory):
+    """A cache directory holding the one entry a first process wrote (copied by each test that damages it)."""
+    d = tmp_path_factory.mktemp("first")
+    run(d)
+    (entry,) = entries(d)
+    return d, entry.relative_to(d)
+
+
 @pytest.mark.parametrize("damage", ["truncate", "garble", "empty", "other-format"])
-def test_damaged_entry_is_rebuilt(tmp_path, damage):
-    run(tmp_path)
+def test_damaged_entry_is_rebuilt(tmp_path, first_entry, damage):
+    d, relative = first_entry
+    shutil.copytree(d, tmp_path, dirs_exist_ok=True)
     (entry,) = entries(tmp_path)
+    assert entry == tmp_path / relative
     data = entry.read_bytes()
     if damage == "truncate":
         entry.write_bytes(data[: len(data) // 2])
