@@ -11,17 +11,7 @@ from hyb.runtime import cache
 from hyb.runtime.options import KernelOptions
 from hyb.schedule.options import OPTION_KEYS, ScheduleOptions, parse_options
 from hyb.target import cuda_device, host_cpu
-
-SRC = '''
-def matmul(a, b):
-    c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
-    for i in range(a.shape[0]):
-        for j in range(b.shape[1]):
-            for k in range(a.shape[1]):
-                c[i, j] += a[i, k] * b[k, j]
-    return c
-'''
-
+from tests.schedule.test_schedule import SRC  # matmul among others
 
 def test_the_records_are_frozen_and_parsed_when_the_kernel_is_made():
     k = hyb.compile_source(SRC, schedule={"tile": 8}, fastmath=True).matmul
