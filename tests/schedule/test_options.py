@@ -13,6 +13,7 @@ from hyb.schedule.options import OPTION_KEYS, ScheduleOptions, parse_options
 from hyb.target import cuda_device, host_cpu
 from tests.schedule.test_schedule import SRC  # matmul among others
 
+
 def test_the_records_are_frozen_and_parsed_when_the_kernel_is_made():
     k = hyb.compile_source(SRC, schedule={"tile": 8}, fastmath=True).matmul
     assert isinstance(k.options, KernelOptions) and isinstance(k.options.schedule, ScheduleOptions)
