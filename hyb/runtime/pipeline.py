@@ -93,15 +93,17 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
     """The loops of a plan, checked against the dependences on the loops themselves
     (:func:`verify.violations`).  Returns ``(nest, plan followed)``: where isl's loops run some
     dependence the wrong way round (seen with skewed schedules over statements of different
-    depths) the plan followed is the original order, with that decision added."""
+    depths), or where the check cannot read them, the plan followed is the original order, with
+    that decision added."""
     nest = astgen.generate(poly, planned.tree)
     if planned.tree is not None:
         cells = cell_deps.all if poly.has_private_scalars else None
         broken = verify.violations(nest, d.all, cells, poly.context())
-        if broken is None or broken.is_empty():
+        if broken is not None and broken.is_empty():
             return nest, planned
-        planned = planning.Plan(None, planned.decisions + (f"generated loops broke dependences {broken}; "
-                                                           "original order used",))
+        why = (f"generated loops broke dependences {broken}" if broken is not None else
+               "generated loops could not be checked against the dependences (a bound the check does not model)")
+        planned = planning.Plan(None, planned.decisions + (f"{why}; original order used",))
         nest = astgen.generate(poly, None)
     nest, decisions = mark_original_parallel(poly, nest, d.all, opts)
     return nest, planned if not decisions else planning.Plan(None, planned.decisions + decisions)
@@ -133,8 +135,9 @@ def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest) -
     if not decisions:
         return nest, ()
     broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
-    if broken is not None and not broken.is_empty():
-        return nest, (f"register blocks not kept in registers: the rewritten loops broke dependences {broken}",)
+    if broken is None or not broken.is_empty():
+        why = f"broke dependences {broken}" if broken is not None else "could not be checked"
+        return nest, (f"register blocks not kept in registers: the rewritten loops {why}",)
     return promoted, decisions
 
 
