@@ -31,7 +31,7 @@ import numpy as np
 
 from ..dsl import types
 from ..target import CpuTarget
-from .options import PARALLEL_TILES
+from .options import PARALLEL_TILES, fit_sizes
 from .counting import access_strides, work
 from .loops import block_mark
 
@@ -235,7 +235,7 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     ext = extents_of(extents)
     mr, nr = shape
     if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
-        sizes = tuple(tile[-n:]) if len(tile) >= n else (tile[0],) * (n - len(tile)) + tuple(tile)
+        sizes = fit_sizes(tile, n)
     else:
         mc, nc, kc = cache_tiles(machine, itemsize, mr, nr, ext, packed=contraction["transposed"])
         if rowless:  # the KC x NR block of J's operand, read once per row, stays in half of L2

@@ -47,6 +47,12 @@ OPTION_KEYS = ("tile", "cache_tile", "register", "pack", "parallel", "interchang
 
 MODES = ("auto", "tune", "original")
 
+def fit_sizes(sizes: tuple, n: int) -> tuple:
+    """Tile sizes for a band of ``n`` members: the last ``n`` of ``sizes``, or ``sizes`` padded on
+    the outside with its first (the reading of ``tile`` and ``cache_tile``)."""
+    return tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
+
+
 _SWITCHES = ("parallel", "interchange", "fuse", "vectorize", "vector_math", "reassociate", "pack")
 
 

@@ -9,7 +9,7 @@ from ..target import CpuTarget
 from . import blocking
 from .extract import PolyProgram, at_sizes
 from .loops import PARALLEL_MARK
-from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions
+from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions, fit_sizes
 from .counting import access_strides, extent, work
 from .vector import MAX_INNER
 
@@ -114,10 +114,8 @@ class Shaper:
                 if blocked is not None:
                     return blocked
         given = self.opts.tile if self.opts.tile is not True else None  # sizes the user gave
-        sizes = (given,) * n if isinstance(given, int) else given or DEFAULT_TILES.get(n)
-        if sizes is None:
-            sizes = (32,) * (n - 1) + (512,)
-        sizes = tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
+        sizes = (given,) if isinstance(given, int) else given or DEFAULT_TILES.get(n)
+        sizes = fit_sizes(sizes or (32,) * (n - 1) + (512,), n)
         extents = self.extents(node)
         if (given is None and self.under_parallel_mark(node) and extents[0] is not None
                 and -(-extents[0] // sizes[0]) < PARALLEL_TILES // 2):
