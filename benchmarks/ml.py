@@ -1,6 +1,8 @@
-"""ML kernels in float32: row-wise softmax, layernorm, conv2d (NCHW, direct loops), batched matmul
-and a chain of elementwise ops, written the way a user would write them first (textbook loop
-order; reordering them is the scheduler's job)."""
+"""ML kernels in float32: row-wise softmax, layernorm, conv2d (NCHW, direct loops), batched matmul,
+a chain of elementwise ops, attention and a 2x2 max pool with its argmax, written the way a user
+would write them first (textbook loop order; reordering them is the scheduler's job)."""
+import itertools
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -536,4 +538,118 @@ ATTENTION = Bench(
     flops=lambda d: 4.0 * d["H"] * d["N"] * d["N"] * d["D"], **F32,
 )
 
-BENCHES = [SOFTMAX, LAYERNORM, CONV2D, BMM, ELEMWISE, ATTENTION]
+# ---------------------------------------------------------------- max pool with argmax
+# 2x2 windows, stride 2, over an NCHW tensor (a trailing odd row or column is left out, as
+# PyTorch's max_pool2d does). The running maximum keeps the first of equal values; the index is
+# the flat position in the input plane, row * W + column (PyTorch's `return_indices`).
+
+MAX_POOL_HYB = """
+def kernel_max_pool(x):
+    nb = x.shape[0]
+    c = x.shape[1]
+    h = x.shape[2]
+    w = x.shape[3]
+    ph = h // 2
+    pw = w // 2
+    out = output_tensor((nb, c, ph, pw), x.dtype)
+    arg = output_tensor((nb, c, ph, pw), "int32")
+    for n in range(nb):
+        for k in range(c):
+            for p in range(ph):
+                for q in range(pw):
+                    best = x[n, k, 2 * p, 2 * q]
+                    idx = 2 * p * w + 2 * q
+                    for dr in range(2):
+                        for ds in range(2):
+                            v = x[n, k, 2 * p + dr, 2 * q + ds]
+                            if v > best:
+                                best = v
+                                idx = (2 * p + dr) * w + 2 * q + ds
+                    out[n, k, p, q] = best
+                    arg[n, k, p, q] = idx
+    return out, arg
+"""
+
+
+def max_pool_loops(x, out, arg):
+    nb, c, h, w = x.shape
+    ph = h // 2
+    pw = w // 2
+    for n in range(nb):
+        for k in prange(c):
+            for p in range(ph):
+                for q in range(pw):
+                    best = x[n, k, 2 * p, 2 * q]
+                    idx = 2 * p * w + 2 * q
+                    for dr in range(2):
+                        for ds in range(2):
+                            v = x[n, k, 2 * p + dr, 2 * q + ds]
+                            if v > best:
+                                best = v
+                                idx = (2 * p + dr) * w + 2 * q + ds
+                    out[n, k, p, q] = best
+                    arg[n, k, p, q] = idx
+
+
+def max_pool_numpy(x, out, arg):
+    nb, c, h, w = x.shape
+    ph, pw = h // 2, w // 2
+    win = x[:, :, :2 * ph, :2 * pw].reshape(nb, c, ph, 2, pw, 2).transpose(0, 1, 2, 4, 3, 5).reshape(nb, c, ph, pw, 4)
+    j = win.argmax(axis=-1)                       # the first maximum, as the loops keep it
+    out[:] = np.take_along_axis(win, j[..., None], axis=-1)[..., 0]
+    rows = 2 * np.arange(ph)[:, None] + j // 2
+    cols = 2 * np.arange(pw) + j % 2
+    arg[:] = rows * w + cols
+
+
+MAX_POOL_C = """
+void kernel(long nb, long c, long h, long w, float x[restrict nb][c][h][w],
+            float out[restrict nb][c][h / 2][w / 2], int arg[restrict nb][c][h / 2][w / 2])
+{
+  long ph = h / 2, pw = w / 2;
+  for (int n = 0; n < nb; n++)
+    for (int k = 0; k < c; k++)
+      for (int p = 0; p < ph; p++)
+        for (int q = 0; q < pw; q++) {
+          float best = x[n][k][2 * p][2 * q];
+          int idx = 2 * p * w + 2 * q;
+          for (int dr = 0; dr < 2; dr++)
+            for (int ds = 0; ds < 2; ds++) {
+              float v = x[n][k][2 * p + dr][2 * q + ds];
+              if (v > best) {
+                best = v;
+                idx = (2 * p + dr) * w + 2 * q + ds;
+              }
+            }
+          out[n][k][p][q] = best;
+          arg[n][k][p][q] = idx;
+        }
+}
+"""
+
+_PERMS = np.array(list(itertools.permutations(range(4))))
+
+
+def max_pool_init(d):
+    """Each 2x2 window holds a base value plus 0, 1/16, 2/16 and 3/16 in an order that changes from
+    window to window: no two values of a window are equal, so the maximum and its gradient have no
+    ties to break, and the argmax moves around the window."""
+    nb, c, h, w = d["NB"], d["C"], d["H"], d["W"]
+    n_, k_, r_, s_ = grid(nb, c, h, w)
+    p, q = r_ // 2, s_ // 2
+    base = ((n_ * 7 + k_ * 5 + p * 3 + q * 11) % 13) / 13.0 - 0.5
+    rank = _PERMS[(n_ * 5 + k_ * 3 + p * 7 + q) % 24, (r_ % 2) * 2 + s_ % 2]
+    shape = (nb, c, h // 2, w // 2)
+    return dict(x=f32(base + 0.0625 * rank), out=np.zeros(shape, np.float32), arg=np.zeros(shape, np.int32))
+
+
+MAX_POOL = Bench(
+    name="max-pool", group="ml",
+    sizes=_sizes({"mini": (2, 3, 8, 7), "small": (4, 16, 32, 30), "medium": (8, 64, 64, 64),
+                  "large": (16, 64, 128, 128)}, ("NB", "C", "H", "W")),
+    init=max_pool_init, params=("x", "out", "arg"), hyb=MAX_POOL_HYB, hyb_params=("x",), outputs=("out", "arg"),
+    loops=max_pool_loops, numpy=max_pool_numpy, c=MAX_POOL_C, c_dims=("NB", "C", "H", "W"),
+    flops=lambda d: 3.0 * d["NB"] * d["C"] * (d["H"] // 2) * (d["W"] // 2), **F32,
+)
+
+BENCHES = [SOFTMAX, LAYERNORM, CONV2D, BMM, ELEMWISE, ATTENTION, MAX_POOL]
