@@ -1,11 +1,14 @@
 """The gradient column (`--grad`): hyb's gradient kernel (``kernel.grad()``, called with the
-forward inputs and one dout per output) timed beside the forward kernel, for gemm, conv2d, softmax,
-layernorm and jacobi-2d. Before it is timed, each gradient is checked against a NumPy reference
-gradient, on the mini size and on the size being run.
+forward inputs and one dout per output) timed beside the forward kernel, for the kernels of
+GRAD_KERNELS. Before it is timed, each gradient is checked against a NumPy reference gradient, on
+the mini size and on the size being run; benchmarks/grad_peers.py times PyTorch and JAX computing
+the same gradients.
 
 The references differentiate the hybrid kernels as written (gemm's C = beta*C + alpha*A*B, the
-in-place jacobi-2d over TSTEPS steps, layernorm's population variance with eps inside the root);
-they are computed in float64 from the same inputs.
+in-place jacobi-2d over TSTEPS steps, layernorm's population variance with eps inside the root,
+RMSNorm's eps added to the mean square, GELU's tanh form with its two constants, attention's
+scale of 0.125 applied after the row maximum is subtracted, the max pool's first maximum of each
+window); they are computed in float64 from the same inputs.
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from .peers import Runner, hyb_module, hyb_options, hyb_threads_env
 from .report import GRAD_TARGET as TARGET_RATIO  # noqa: F401 - the target: at most 3x the forward time
 from .report import agrees
 
-GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")
+GRAD_KERNELS = ("softmax", "log-softmax", "layernorm", "rmsnorm", "gelu", "silu-chain", "conv2d", "gemm",
+                "attention", "max-pool", "jacobi-2d")
 
 
 # ------------------------------------------------------------------ NumPy reference gradients
@@ -66,6 +70,68 @@ def _layernorm(a, douts):
     return [dx, (g * xhat).sum(axis=0), g.sum(axis=0), None]
 
 
+def _log_softmax(a, douts):
+    (g,) = douts
+    x = a["x"]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    y = e / e.sum(axis=1, keepdims=True)
+    return [g - y * g.sum(axis=1, keepdims=True)]
+
+
+def _rmsnorm(a, douts):
+    (g,) = douts
+    x, gamma, eps = a["x"], a["gamma"], float(a["eps"])
+    d = x.shape[1]
+    r = 1.0 / np.sqrt((x * x).sum(axis=1, keepdims=True) / d + eps)
+    # out = x * r * gamma with dr/dx_j = -r^3 x_j / d
+    dx = g * gamma * r - (r ** 3 / d) * x * (g * gamma * x).sum(axis=1, keepdims=True)
+    return [dx, (g * x * r).sum(axis=0), None]
+
+
+GELU_C0, GELU_C1 = 0.7978845608, 0.044715  # the constants of the hybrid kernel's tanh form
+
+
+def _gelu(a, douts):
+    (g,) = douts
+    v = a["x"]
+    t = np.tanh(GELU_C0 * (v + GELU_C1 * v ** 3))
+    return [g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * GELU_C0 * (1.0 + 3.0 * GELU_C1 * v * v))]
+
+
+def _silu_chain(a, douts):
+    (g,) = douts
+    x, y, z = a["a"], a["b"], a["c"]
+    t1 = x * y + z
+    sig = 1.0 / (1.0 + np.exp(-t1))
+    dt1 = g * (sig + t1 * sig * (1.0 - sig))
+    # out += exp(-|a|): abs'(0) = 0
+    return [dt1 * y - g * np.sign(x) * np.exp(-np.abs(x)), dt1 * x, dt1]
+
+
+def _attention(a, douts):
+    (g,) = douts                                        # h n d
+    q, k, v = a["q"], a["k"], a["v"]
+    s = q @ k.transpose(0, 2, 1)
+    e = np.exp((s - s.max(axis=2, keepdims=True)) * 0.125)
+    p = e / e.sum(axis=2, keepdims=True)
+    dp = g @ v.transpose(0, 2, 1)
+    ds = 0.125 * p * (dp - (dp * p).sum(axis=2, keepdims=True))
+    return [ds @ k, ds.transpose(0, 2, 1) @ q, p.transpose(0, 2, 1) @ g]
+
+
+def _max_pool(a, douts):
+    g = douts[0]                                        # the argmax output carries no gradient
+    x = a["x"]
+    nb, c, h, w = x.shape
+    ph, pw = h // 2, w // 2
+    win = x[:, :, :2 * ph, :2 * pw].reshape(nb, c, ph, 2, pw, 2).transpose(0, 1, 2, 4, 3, 5).reshape(nb, c, ph, pw, 4)
+    first = win.argmax(axis=-1)                         # the running maximum keeps the first of equal values
+    sel = (np.arange(4) == first[..., None]) * g[..., None]
+    dx = np.zeros_like(x)
+    dx[:, :, :2 * ph, :2 * pw] = sel.reshape(nb, c, ph, pw, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(nb, c, 2 * ph, 2 * pw)
+    return [dx]
+
+
 def _stencil_adjoint(g, out):
     """Adds the transpose of `dst[1:-1, 1:-1] = 0.2 * (5-point sum of src)` applied to g (interior) into out."""
     gi = 0.2 * g[1:-1, 1:-1]
@@ -89,10 +155,16 @@ def _jacobi2d(a, douts, tsteps):
 
 
 REFERENCES = {
-    "gemm": lambda a, d, dims: _gemm(a, d),
-    "conv2d": lambda a, d, dims: _conv2d(a, d),
     "softmax": lambda a, d, dims: _softmax(a, d),
+    "log-softmax": lambda a, d, dims: _log_softmax(a, d),
     "layernorm": lambda a, d, dims: _layernorm(a, d),
+    "rmsnorm": lambda a, d, dims: _rmsnorm(a, d),
+    "gelu": lambda a, d, dims: _gelu(a, d),
+    "silu-chain": lambda a, d, dims: _silu_chain(a, d),
+    "conv2d": lambda a, d, dims: _conv2d(a, d),
+    "gemm": lambda a, d, dims: _gemm(a, d),
+    "attention": lambda a, d, dims: _attention(a, d),
+    "max-pool": lambda a, d, dims: _max_pool(a, d),
     "jacobi-2d": lambda a, d, dims: _jacobi2d(a, d, dims["TSTEPS"]),
 }
 
