@@ -21,6 +21,7 @@ class Derived:
     outputs: list  # forward outputs, in order (one incoming gradient each)
     tapes: list  # (name, shape AST, dtype AST, what it saves)
     with_outputs: bool
+    rules: list = ()  # the idiom rules applied (closed-form adjoints), in words
 
 
 def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False,
@@ -35,4 +36,4 @@ def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), 
         lines.append("")
         lines.append("")
     text = "\n".join(lines) + unparse.kernel(g.kdef)
-    return Derived(g.kdef.name, text, g.grads, g.outputs, g.tapes, with_outputs)
+    return Derived(g.kdef.name, text, g.grads, g.outputs, g.tapes, with_outputs, list(g.rules))

@@ -29,12 +29,13 @@ from ..dsl.unparse import expr as unparse_expr
 from . import dependence, rules
 from .activity import Activity
 from .affine import aff_add, aff_expr, aff_scale
+from .direction import runs_forwards
 from .saves import SavePlan, chain
 from .gathers import gather_nest
 from .normalise import Normalised, stmt_exprs, walk_stmts
 from .rules import add, call, name, num
 from .tree import (Block, Gradient, Loop, Names, accumulation, attr, copy_loop, increment, subscript, subst,
-                   replace_expr, target_name, unsupported, value_walk, walk)
+                   replace_expr, replace_reads, target_name, unsupported, value_walk, walk)
 
 
 def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False) -> Gradient:
@@ -60,7 +61,7 @@ class _Emitter:
 
     # ------------------------------------------------------------ questions of the other passes
     def chain(self, s, g):
-        return chain(self.nz, self.act, self.plan.recompute, s, g)
+        return chain(self.nz, self.act, self.plan.recompute, s, g, self.plan.extrema)
 
     def affine(self, e):
         return dependence.affine(self.nz, self.act, e)
@@ -74,6 +75,12 @@ class _Emitter:
     # ------------------------------------------------------------ the kernel
     def run(self) -> Gradient:
         self.tapes = []
+        self.rules = []  # the idiom rules applied, in words
+        self.extremum_nests = {id(x.nest): (k, x) for k, x in self.plan.extrema.items()}
+        # the save plan's scalar copies -> the scalar each copies (assigned where that scalar lives)
+        self.copies = {self.plan.first[k]: x.name for k, x in self.plan.extrema.items()}
+        self.copies.update({snap: target_name(a.target) for a in self.nz.assigns for snap in [self.plan.snap.get(id(a))]
+                            if snap is not None})
         self.fwd_names = {}  # forward name -> name in the gradient kernel
         self.adj = {}  # tensor or scalar -> its adjoint's name
         self.pending_tapes = {}  # id(block) -> [(stmt whose subtree needs it, Assign)]
@@ -132,7 +139,7 @@ class _Emitter:
                            f"Gradient of `{self.nz.kdef.name}` (derived by hyb): takes its inputs"
                            f"{', its outputs' if self.with_outputs else ''} and one gradient per output, "
                            "returns one gradient per differentiable input.")
-        return Gradient(kdef, grads, list(self.nz.outputs), self.tapes, params)
+        return Gradient(kdef, grads, list(self.nz.outputs), self.tapes, params, self.rules)
 
     def reads_see_final(self, t) -> bool:
         """Whether every read of tensor ``t`` sees its final value (no store to the cell after it)."""
@@ -373,6 +380,9 @@ class _Emitter:
                 made = self.forward_assign(s, keep, typed_only, replay)
             elif isinstance(s, syntax.For):
                 made = self.forward_for(s, keep, typed_only, replay)
+                if made and id(s) in self.extremum_nests:
+                    k, x = self.extremum_nests[id(s)]
+                    made = [syntax.Assign(None, name(self.plan.first[k]), name(x.name))] + made
             else:
                 made = self.forward_if(s, keep, typed_only, replay)
             if not made:
@@ -488,6 +498,9 @@ class _Emitter:
                     continue
                 out.append(self.line_comment(s))
                 out.extend(self.reverse_assign(s))
+            elif isinstance(s, syntax.For) and id(s) in self.extremum_nests:
+                out.append(self.line_comment(s))
+                out.extend(self.reverse_extremum(*self.extremum_nests[id(s)]))
             elif isinstance(s, syntax.For) and self.has_reverse(s):
                 if not (isinstance(block.owner, syntax.For) and s.span is not None and block.owner.span == s.span):
                     out.append(self.line_comment(s))  # (the loops of one `grid` share a line: one comment)
@@ -572,12 +585,18 @@ class _Emitter:
             return gathered
         lp = self.nz.loops[s.target.id]
         inner = self.nz.blocks[id(s)]
+        before = set(self.names.used)
         body = []
         for n, tape in self.plan.entry.get(id(s), {}).items():
             body.append(syntax.Assign(None, name(n), subscript(tape, [self.iteration(lp)])))
         body.extend(self.forward(inner, True, self.plan.entry.get(id(s), {})))
         body.extend(self.adjoint_decls(inner))
         body.extend(self.reverse(inner))
+        local = (self.names.used - before) | {n for n in self.nz.scalars if self.nz.decl_block(n).inside(inner)} \
+            | {n for n in self.nz.tensors if self.nz.decl_block(n).inside(inner)} \
+            | {copy for copy, n in self.copies.items() if self.nz.decl_block(n).inside(inner)}
+        if runs_forwards(body, lp.var, local):
+            return [syntax.For(s.span, name(lp.var), self.F(s.iter), body)]
         lo, hi, st = self.F(lp.lo), self.F(lp.hi), lp.step
         if st > 0:
             start = rules.sub(hi, num(1)) if st == 1 else add(lo, rules.mul(syntax.BinOp(None, "//", rules.sub(rules.sub(hi, lo), num(1)),
@@ -589,6 +608,43 @@ class _Emitter:
                                                                             num(k)), num(k)))
             it = call("serial" if lp.kind == "serial" else "range", start, add(lo, num(1)), num(k))
         return [syntax.For(s.span, name(lp.var), it, body)]
+
+    def reverse_extremum(self, k, x) -> list:
+        """The adjoint of a running maximum or minimum (``idioms.Extremum``) in closed form: the
+        ties counted (the first value and each value compared equal to the result), then each
+        tied position given its share of the result's adjoint, then the first value's share left
+        in the adjoint for the declaration's reverse code to pass on."""
+        self.rules.append(x.rule)
+        m, first, d_m = name(x.name), name(self.plan.first[k]), name(self.adj[x.name])
+        e = self.F(replace_reads(x.operand, self.plan.recompute[id(x.stmt)])
+                   if id(x.stmt) in self.plan.recompute else x.operand)
+        tied = syntax.Compare(None, ["=="], [e, m])
+        zero = syntax.Call(None, attr(x.name, "dtype"), [num(0)])
+        one = syntax.Call(None, attr(x.name, "dtype"), [num(1)])
+        ties = name(self.fresh(f"{x.name}_ties"))
+        share = name(self.fresh(f"d_{x.name}_share"))
+        g = name(self.fresh("g"))
+        _, pairs = self.chain(x.stmt, g)
+        kept = [(read, self.F(coef)) for read, coef in pairs
+                if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
+        named, coefs = self.name_repeated_calls(x.stmt, [coef for _, coef in kept])
+        give = [syntax.Assign(None, g, syntax.IfExp(None, tied, share, zero))] + named
+        give += [increment(self.adjoint_of(read), coef) for (read, _), coef in zip(kept, coefs)]
+        return [syntax.Assign(None, ties, syntax.IfExp(None, syntax.Compare(None, ["=="], [first, m]), one, zero)),
+                *self.nest_like(x.nest, [syntax.AugAssign(None, ties, "+", syntax.IfExp(None, tied, one, zero))]),
+                syntax.Assign(None, share, rules.div(d_m, ties)),
+                *self.nest_like(x.nest, give),
+                syntax.Assign(None, d_m, syntax.IfExp(None, syntax.Compare(None, ["=="], [first, m]), share, zero))]
+
+    def nest_like(self, nest, body) -> list:
+        """The loops of ``nest`` (a loop nest each of whose bodies holds the next loop), run
+        forwards, around ``body``."""
+        loops = [nest]
+        while isinstance(loops[-1].body[0], syntax.For):
+            loops.append(loops[-1].body[0])
+        for lp in reversed(loops):
+            body = [syntax.For(lp.span, lp.target, self.F(lp.iter), body)]
+        return body
 
     def reverse_if(self, s: syntax.If) -> list:
         then, orelse = self.nz.blocks[id(s)]

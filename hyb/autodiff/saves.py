@@ -35,6 +35,7 @@ from ..dsl.unparse import expr as unparse_expr
 from . import rules
 from .activity import Activity
 from .dependence import affine, cells_may_meet, may_follow
+from .idioms import extrema
 from .normalise import Normalised, walk_stmts
 from .rules import name
 from .tree import Names, accumulation, replace_expr, replace_reads, subst_expr, target_name, unsupported, value_walk, walk
@@ -55,6 +56,8 @@ class SavePlan:
     cond_tape: MappingProxyType  # id(If) -> loops indexing its condition's tape (If inside a loop or branch)
     value_tape: MappingProxyType  # id(assignment) -> tape of the values it computes
     used: frozenset  # the names taken so far (the kernel's and those made up here)
+    extrema: MappingProxyType  # id(update) -> idioms.Extremum: adjoints in closed form, no saves
+    first: MappingProxyType  # id(update) -> the scalar holding its maximum's value before its loops
 
 
 def plan_saves(nz: Normalised, act: Activity) -> SavePlan:
@@ -62,12 +65,16 @@ def plan_saves(nz: Normalised, act: Activity) -> SavePlan:
     return _Planner(nz, act).run()
 
 
-def chain(nz: Normalised, act: Activity, recompute, s: syntax.Assign, g):
+def chain(nz: Normalised, act: Activity, recompute, s: syntax.Assign, g, extrema=MappingProxyType({})):
     """(accumulation?, [(read, coefficient)]) for the assignment ``s`` with result adjoint ``g``;
-    reads of overwritten cells in the coefficients replaced as ``recompute`` says."""
+    reads of overwritten cells in the coefficients replaced as ``recompute`` says.  For the update
+    of a running maximum or minimum (``extrema``) ``g`` is the share of one position: the pairs
+    are those of the value compared."""
     acc = accumulation(s)
     c = rules.Chain(act.is_active)
-    if acc is not None:
+    if id(s) in extrema:
+        c.run(extrema[id(s)].operand, g)
+    elif acc is not None:
         sign, f = acc
         c.run(f, g if sign > 0 else rules.neg(g))
     else:
@@ -92,6 +99,8 @@ class _Planner:
         self.names = Names(nz.used)
 
     def run(self) -> SavePlan:
+        self.extrema = extrema(self.nz, self.act)
+        self.first = {k: self.names.fresh(f"{x.name}_first") for k, x in self.extrema.items()}
         self.recompute = {}
         self.plan_recompute()
         self.analyse()
@@ -101,10 +110,17 @@ class _Planner:
                         MappingProxyType({k: frozenset(v) for k, v in self.need_at.items()}), frozenset(self.needed),
                         frozenset(self.taped), frozenset(self.restore), MappingProxyType(self.snap), entry,
                         MappingProxyType(self.cond_snap), MappingProxyType(self.cond_tape),
-                        MappingProxyType(self.value_tape), frozenset(self.names.used))
+                        MappingProxyType(self.value_tape), frozenset(self.names.used),
+                        MappingProxyType(self.extrema), MappingProxyType(self.first))
 
     def chain(self, s: syntax.Assign, g):
-        return chain(self.nz, self.act, self.recompute, s, g)
+        return chain(self.nz, self.act, self.recompute, s, g, self.extrema)
+
+    def compared(self, s):
+        """The value a running maximum's update compares, as its reverse code reads it."""
+        subs = self.recompute.get(id(s))
+        e = self.extrema[id(s)].operand
+        return replace_reads(e, subs) if subs else e
 
     # ------------------------------------------------------------ recomputation instead of tapes
     def plan_recompute(self):
@@ -223,6 +239,8 @@ class _Planner:
                 need |= self.nz.reads(coef) | self.nz.index_reads(read)
                 if isinstance(read, syntax.Subscript):
                     need |= self.nz.index_reads(syntax.Tuple(None, [read]))
+            if id(s) in self.extrema:  # the ties: the value compared, and the maximum itself
+                need |= {n} | self.nz.reads(self.compared(s)) | self.nz.index_reads(self.compared(s))
             need.discard("__g")
             self.need_at[id(s)] = need
             for c in self.nz.enclosing(s):
@@ -276,6 +294,9 @@ class _Planner:
                 if isinstance(s.target, syntax.Subscript):
                     for i in s.target.indices:
                         add_reads(s, i)
+                if id(s) in self.extrema:
+                    # (the maximum it reads in reverse is the final one: no later store changes it)
+                    add_reads(s, self.compared(s))
             n = target_name(s.target)
             if n in self.needed and self.nz.decl_block(n).parent is not None:
                 # Replayed at the start of reversed iterations: what it reads from outside must be

@@ -84,6 +84,7 @@ class Gradient:
     outputs: list  # the forward outputs, in `return` order
     tapes: list  # (name, shape tuple AST, dtype AST, why)
     params: list  # the gradient kernel's parameters
+    rules: list = field(default_factory=list)  # the idiom rules applied (``idioms``), in words
 
 
 def walk(e):

@@ -142,7 +142,8 @@ class CompiledKernel:
 
     def grad_text(self, specs: list | None = None, typed: tir.TypedKernel | None = None) -> str:
         """The gradient kernel's source, headed by the tape it allocates for this signature (or
-        for ``specs`` and their ``typed`` kernel: shape-generic code bound to one shape)."""
+        for ``specs`` and their ``typed`` kernel: shape-generic code bound to one shape), each
+        tape it keeps and each closed-form rule it applied."""
         typed = typed or self.typed
         if self.kernel is None:
             raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
@@ -156,6 +157,7 @@ class CompiledKernel:
         lines = [f"# tape: {tape} bytes for this signature"]
         for name, shape, dtype, why in derived.tapes:
             lines.append(f"#   {name}: {why}")
+        lines += [f"# rule: {r}" for r in derived.rules]
         return "\n".join(lines) + "\n" + derived.source
 
     def inspect(self, stage: str = "loops") -> str:

@@ -1,0 +1,253 @@
+"""Closed-form adjoints of reduction idioms and reverse loops that run forwards.
+
+A running maximum or minimum (``m = max(m, e)`` over a loop nest) gets the gradient of its
+result sent to the positions holding it, split evenly among ties (PyTorch's ``amax`` rule);
+its gradient kernel keeps no tape.  Reverse loops whose iterations share nothing but adjoint
+sums run forwards.  Each gradient is compared with a NumPy reference (and, where torch is
+installed, with torch's autograd), compiled and in the interpreter, at sizes 1, odd and larger
+than a vector, and with rows of no iteration.
+"""
+import numpy as np
+import pytest
+
+import hyb
+
+SRC = '''
+def rowmax(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        for j in range(1, d):
+            m = max(m, x[i, j])
+        out[i] = m
+    return out
+
+
+def rowmin_scaled(x, w):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x[i, 0] * w[0]
+        for j in range(1, d):
+            m = min(x[i, j] * w[j], m)
+        out[i] = 2.0 * m
+    return out
+
+
+def max_from_constant(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x.dtype(-1.0e30)
+        for j in range(d):
+            m = max(m, x[i, j])
+        out[i] = m
+    return out
+
+
+def window_max(x):
+    n = x.shape[0]
+    h = x.shape[1]
+    w = x.shape[2]
+    out = output_tensor((n,), x.dtype)
+    for b in range(n):
+        m = x[b, 0, 0]
+        for p in range(h):
+            for q in range(w):
+                m = max(m, x[b, p, q])
+        out[b] = m
+    return out
+
+
+def softmax(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n, d), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        for j in range(1, d):
+            m = max(m, x[i, j])
+        s = x.dtype(0.0)
+        for j in range(d):
+            e = exp(x[i, j] - m)
+            out[i, j] = e
+            s += e
+        for j in range(d):
+            out[i, j] = out[i, j] / s
+    return out
+
+
+def logsumexp(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        for j in range(1, d):
+            m = max(m, x[i, j])
+        s = x.dtype(0.0)
+        for j in range(d):
+            s += exp(x[i, j] - m)
+        out[i] = m + log(s)
+    return out
+
+
+def cummax(x):
+    n = x.shape[0]
+    out = output_tensor((n,), x.dtype)
+    m = x[0]
+    for i in range(n):
+        m = max(m, x[i])
+        out[i] = m
+    return out
+
+
+def prefix_product(x):
+    n = x.shape[0]
+    out = output_tensor((n,), x.dtype)
+    out[0] = x[0]
+    for i in range(1, n):
+        out[i] = out[i - 1] * x[i]
+    return out
+'''
+
+MOD = hyb.compile_source(SRC, "idioms.hyb", threads=1)
+SHAPES = [(1, 1), (3, 1), (2, 7), (5, 37), (0, 4), (4, 130)]
+
+
+def tied(rng, shape, dtype):
+    """Values on a coarse grid: every row has ties, its maximum and minimum often among them."""
+    return rng.integers(-3, 4, size=shape).astype(dtype)
+
+
+def even_split(x, dout, pick):
+    """The gradient of ``pick`` (np.max / np.min) over the last axes of ``x``, split evenly among ties."""
+    axes = tuple(range(1, x.ndim))
+    best = pick(x, axis=axes, keepdims=True) if x.size else np.zeros((x.shape[0],) + (1,) * (x.ndim - 1))
+    hit = (x == best).astype(np.float64)
+    count = hit.sum(axis=axes, keepdims=True) if x.size else np.ones_like(best)
+    return hit / count * dout.reshape((-1,) + (1,) * (x.ndim - 1))
+
+
+def both(kernel, *args):
+    """The gradient compiled and in the interpreter, which must agree."""
+    g = kernel.grad()
+    got = g(*args)
+    emu = g.emulate(*args)
+    for a, b in zip(got if isinstance(got, tuple) else (got,), emu if isinstance(emu, tuple) else (emu,)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    return got
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_running_maximum_splits_ties_evenly(shape, dtype):
+    rng = np.random.default_rng(hash((shape, dtype.__name__)) % 2**32)
+    x = tied(rng, shape, dtype)
+    if shape[1] == 0 or shape[0] == 0:
+        x = np.zeros(shape, dtype)
+    dout = rng.standard_normal(shape[0]).astype(dtype)
+    got = both(MOD.rowmax, x, dout)
+    np.testing.assert_allclose(got, even_split(x.astype(np.float64), dout.astype(np.float64), np.max), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_running_minimum_of_an_expression_sends_its_share_through_the_expression(shape):
+    rng = np.random.default_rng(7)
+    x = tied(rng, shape, np.float64)
+    w = rng.choice([1.0, 2.0], size=shape[1])
+    dout = rng.standard_normal(shape[0])
+    dx, dw = both(MOD.rowmin_scaled, x, w, dout)
+    share = even_split(x * w, 2.0 * dout, np.min) if x.size else np.zeros(shape)
+    np.testing.assert_allclose(dx, share * w, atol=1e-12)
+    np.testing.assert_allclose(dw, (share * x).sum(axis=0), atol=1e-12)
+
+
+def test_a_maximum_started_from_a_constant_gives_the_constant_nothing():
+    x = np.array([[1.0, 5.0, 5.0, 2.0], [-4.0, -4.0, -4.0, -4.0]])
+    dout = np.array([3.0, 2.0])
+    got = both(MOD.max_from_constant, x, dout)
+    np.testing.assert_allclose(got, [[0, 1.5, 1.5, 0], [0.5, 0.5, 0.5, 0.5]])
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 5), (3, 4, 33)])
+def test_maximum_over_a_loop_nest(shape):
+    rng = np.random.default_rng(3)
+    x = tied(rng, shape, np.float64)
+    dout = rng.standard_normal(shape[0])
+    got = both(MOD.window_max, x, dout)
+    np.testing.assert_allclose(got, even_split(x, dout, np.max), atol=1e-12)
+
+
+def _softmax_grad(x, dout):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    y = e / e.sum(axis=1, keepdims=True)
+    return y * (dout - (dout * y).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (4, 37), (2, 300)])
+def test_softmax_and_logsumexp_with_tied_maxima(shape):
+    rng = np.random.default_rng(11)
+    x = tied(rng, shape, np.float32) * np.float32(0.5)
+    dout = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(both(MOD.softmax, x, dout), _softmax_grad(x.astype(np.float64), dout), atol=2e-6)
+    d1 = dout[:, 0].copy()
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True) * d1[:, None]
+    np.testing.assert_allclose(both(MOD.logsumexp, x, d1), want, atol=2e-6)
+
+
+def test_against_torch_autograd():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = tied(rng, (6, 29), np.float64)
+    dout = rng.standard_normal(6)
+    t = torch.tensor(x, requires_grad=True)
+    torch.amax(t, dim=1).backward(torch.tensor(dout))
+    np.testing.assert_allclose(MOD.rowmax.grad()(x, dout), t.grad.numpy(), atol=1e-12)
+    t = torch.tensor(x, requires_grad=True)
+    d2 = rng.standard_normal((6, 29))
+    torch.softmax(t, dim=1).backward(torch.tensor(d2))
+    np.testing.assert_allclose(MOD.softmax.grad()(x, d2), t.grad.numpy(), atol=1e-12)
+
+
+def test_the_gradient_keeps_no_tape_and_names_its_rule():
+    x = np.ones((3, 8), np.float32)
+    text = MOD.softmax.compile(x).inspect("grad")
+    assert "# tape: 0 bytes for this signature" in text
+    assert "# rule: running maximum `m` (line 59): its gradient goes to the positions holding the maximum, " \
+           "split evenly among ties; no tape" in text
+    src = MOD.softmax.grad().source
+    assert "_at_" not in src and "m_ties" in src
+    assert "for i in range(n):" in src  # the reverse of the row loop runs forwards
+
+
+def test_a_maximum_read_inside_its_loop_keeps_its_tape():
+    """A running maximum whose intermediate values are read (a cumulative maximum) is no idiom."""
+    x = np.array([0.5, 2.0, 1.0, 3.0, -1.0])
+    dout = np.array([1.0, 10.0, 100.0, 1000.0, 10000.0])
+    got = both(MOD.cummax, x, dout)
+    np.testing.assert_allclose(got, [1.0, 110.0, 0.0, 11000.0, 0.0])
+    assert "# rule:" not in MOD.cummax.compile(x).inspect("grad")
+
+
+def test_a_recurrence_keeps_its_reverse_loop():
+    x = np.array([1.5, -2.0, 0.5, 3.0, 1.25])
+    dout = np.array([1.0, 2.0, -1.0, 0.5, 2.0])
+    src = MOD.prefix_product.grad().source
+    assert "range(n - 1, 0, -1)" in src
+    p = np.cumprod(x)
+    want = np.array([sum(dout[k] * p[k] / x[i] for k in range(i, len(x))) for i in range(len(x))])
+    np.testing.assert_allclose(both(MOD.prefix_product, x, dout), want, rtol=1e-12)
+
+
+def test_gradient_sums_are_reassociated_unless_the_kernel_says_not():
+    k = hyb.compile_source(SRC, "idioms.hyb").softmax
+    assert k.grad().options["schedule"].reassociate is True
+    assert k.options["schedule"].reassociate is None
+    k = hyb.compile_source(SRC, "idioms.hyb", schedule={"reassociate": False}).softmax
+    assert k.grad().options["schedule"].reassociate is False
