@@ -539,17 +539,100 @@ class _Emitter:
         else:
             tmp = self.fresh("g")
             out.append(syntax.Assign(None, name(tmp), tgt_adj))
-            if self.clears(s):
-                out.append(syntax.Assign(None, tgt_adj, num(0.0)))
             g = name(tmp)
+        # Cleared, then added to: the clear and the first increment of the same cell are one
+        # assignment.  A sole store to a temporary whose one reader has already given its adjoint
+        # needs no clear at all (nothing adds to it afterwards).
+        clear = not acc and self.clears(s) and not self.sole_store(s)
         _, pairs = self.chain(s, g)
         kept = [(read, self.F(coef)) for read, coef in pairs
                 if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
         named, coefs = self.name_repeated_calls(s, [coef for _, coef in kept])
         out.extend(named)
-        for (read, _), coef in zip(kept, coefs):
-            out.append(increment(self.adjoint_of(read), coef))
+        first = set()  # reads whose increment is the first into a cell that holds zero
+        if clear:
+            same = [k for k, (read, _) in enumerate(kept) if unparse_expr(read) == unparse_expr(s.target)]
+            if same and not isinstance(coefs[same[0]], rules.Guard):
+                first.add(same[0])
+            else:
+                out.append(syntax.Assign(None, tgt_adj, num(0.0)))
+        seen = set()
+        for k, (read, _) in enumerate(kept):
+            text = unparse_expr(read)
+            if (isinstance(read, syntax.Subscript) and self.sole_reader(read.value.id) is s and text not in seen
+                    and not isinstance(coefs[k], rules.Guard)):
+                first.add(k)
+            seen.add(text)
+        for k, ((read, _), coef) in enumerate(zip(kept, coefs)):
+            if k in first:
+                out.append(syntax.Assign(None, self.adjoint_of(read), coef))
+            else:
+                out.append(increment(self.adjoint_of(read), coef))
         return out
+
+    def sole_reader(self, t):
+        """The one assignment reading tensor ``t``, where its adjoint cells all start at zero and
+        that assignment's reverse code is the first to add to each of them (once), so that it may
+        assign them: ``t`` an input nothing writes or a temporary written by one store before it,
+        outside the store's loops; the reader reads one cell of ``t`` per iteration of its loops.
+        None otherwise."""
+        if not hasattr(self, "_sole_readers"):
+            self._sole_readers = {}
+        if t not in self._sole_readers:
+            self._sole_readers[t] = self._find_sole_reader(t)
+        return self._sole_readers[t]
+
+    def _find_sole_reader(self, t):
+        decl = self.nz.tensors.get(t)
+        if decl is None or t in self.nz.outputs or t not in self.act.active_t:
+            return None
+        readers, cells = [], set()
+        for a in self.nz.assigns:
+            subs = [x for x in value_walk(a.value) if isinstance(x, syntax.Subscript)
+                    and isinstance(x.value, syntax.Name) and x.value.id == t]
+            if any(t in self.nz.reads(i) for i in (a.target.indices if isinstance(a.target, syntax.Subscript) else [])):
+                return None
+            if subs:
+                readers.append(a)
+                cells |= {unparse_expr(x) for x in subs}
+        for c in walk_stmts(self.nz.top.body):
+            if isinstance(c, (syntax.For, syntax.If)) and t in self.nz.compound_reads(c):
+                return None
+        if len(readers) != 1 or len(cells) != 1:
+            return None
+        r = readers[0]
+        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
+        if decl.kind == "param":
+            if stores:
+                return None
+        elif decl.kind != "temp" or len(stores) != 1 or stores[0] is r or not self.one_cell_each(stores[0], t) \
+                or self.nz.info[id(stores[0])].last >= self.nz.info[id(r)].first \
+                or any(lp in self.nz.info[id(r)].block.loops for lp in self.nz.info[id(stores[0])].block.loops):
+            return None
+        read = next(x for x in value_walk(r.value) if isinstance(x, syntax.Subscript)
+                    and isinstance(x.value, syntax.Name) and x.value.id == t)
+        depth = len(decl.block.loops)
+        for lp in self.nz.info[id(r)].block.loops[depth:]:
+            if not any(self.unit(i, lp.var) for i in read.indices):
+                return None
+        return r
+
+    def sole_store(self, s) -> bool:
+        """Whether ``s`` is the one store of a temporary whose adjoint a sole reader has given."""
+        return isinstance(s.target, syntax.Subscript) and self.nz.tensors[s.target.value.id].kind == "temp" \
+            and self.sole_reader(s.target.value.id) is not None
+
+    def unit(self, i, var) -> bool:
+        """Whether subscript ``i`` is ``var`` plus a constant."""
+        a = self.affine(i)
+        return a is not None and set(k for k in a if k is not None) == {var} and a[var] == 1
+
+    def one_cell_each(self, s, t) -> bool:
+        """Whether store ``s`` to ``t`` writes a different cell at each iteration of its loops
+        inside ``t``'s declaring block."""
+        depth = len(self.nz.tensors[t].block.loops)
+        return all(any(self.unit(i, lp.var) for i in s.target.indices)
+                   for lp in self.nz.info[id(s)].block.loops[depth:])
 
     def name_repeated_calls(self, s: syntax.Assign, coefs: list) -> tuple:
         """``(assignments, coefficients)``: a call of a built-in function that the coefficients

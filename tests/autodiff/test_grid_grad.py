@@ -120,7 +120,7 @@ def test_source_for_shows_one_range_loop_per_dimension():
     # (the reverse loops carry no order, so they run forwards)
     assert "for idx_0 in range(a.shape[0]):" in text
     assert "for idx_1 in range(a.shape[1]):" in text
-    assert "d_a[idx_0, idx_1] += g * b[idx_0, idx_1]" in text
+    assert "d_a[idx_0, idx_1] = g * b[idx_0, idx_1]" in text  # (its first contribution: assigned)
     one = g.source_for(np.zeros(4), np.zeros(4))
     assert "idx_1" not in one and "for idx_0 in range(a.shape[0]):" in one
     # what it writes is a kernel hyb compiles, and computes the gradient

@@ -251,3 +251,67 @@ def test_gradient_sums_are_reassociated_unless_the_kernel_says_not():
     assert k.options["schedule"].reassociate is None
     k = hyb.compile_source(SRC, "idioms.hyb", schedule={"reassociate": False}).softmax
     assert k.grad().options["schedule"].reassociate is False
+
+
+CHAIN = '''
+def chain(a, b, w):
+    n = a.shape[0]
+    d = a.shape[1]
+    t1 = allocate((n, d), a.dtype)
+    t2 = allocate((n, d), a.dtype)
+    out = output_tensor((n, d), a.dtype)
+    for i in range(n):
+        for j in range(d):
+            t1[i, j] = a[i, j] * b[i, j]
+    for i in range(n):
+        for j in range(d):
+            t2[i, j] = t1[i, j] * sigmoid(t1[i, j])
+    for i in range(n):
+        for j in range(d):
+            out[i, j] = t2[i, j] * w[j] + t1[i, j]
+    return out
+
+
+def shifted(a):
+    n = a.shape[0]
+    t = allocate((n,), a.dtype)
+    out = output_tensor((n,), a.dtype)
+    for i in range(n):
+        t[i] = a[i] * a[i]
+        if i > 0:
+            out[i] = t[i - 1] * 3.0
+    return out
+'''
+
+
+def test_first_contributions_assign_and_dead_clears_are_gone():
+    mod = hyb.compile_source(CHAIN, "chain.hyb", threads=1)
+    src = mod.chain.grad().source
+    # t2 has one reader: the store of t2 does not clear its adjoint; t1 has two: its store clears it
+    assert "d_t2[i_2, j_2] = 0.0" not in src and "d_t1[i, j] = 0.0" in src
+    # the second reader of t1 adds to what the first gave
+    assert "d_t1[i_2, j_2] += g * sigmoid_v" in src
+    # an input read by one statement at one cell per iteration: assigned; w is read at j only: added to
+    assert "d_a[i, j] = g_2 * b[i, j]" in src and "d_w[j_3] += " in src
+    rng = np.random.default_rng(2)
+    for shape in [(1, 1), (3, 5), (4, 37), (0, 3)]:
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        w, dout = rng.standard_normal(shape[1]), rng.standard_normal(shape)
+        t1 = a * b
+        sig = 1 / (1 + np.exp(-t1))
+        dt2 = dout * w
+        dt1 = dt2 * (sig + t1 * sig * (1 - sig)) + dout
+        da, db, dw = both(mod.chain, a, b, w, dout)
+        np.testing.assert_allclose(da, dt1 * b, atol=1e-12)
+        np.testing.assert_allclose(db, dt1 * a, atol=1e-12)
+        np.testing.assert_allclose(dw, (dout * t1 * sig).sum(axis=0), atol=1e-12)
+
+
+def test_a_temporary_read_in_its_store_loop_keeps_its_clear():
+    mod = hyb.compile_source(CHAIN, "chain.hyb", threads=1)
+    src = mod.shifted.grad().source
+    assert "d_t[i - 1] += " in src
+    a = np.array([1.0, -2.0, 0.5, 3.0])
+    dout = np.array([5.0, 1.0, 2.0, -1.0])
+    want = np.array([3 * dout[1] * 2 * a[0], 3 * dout[2] * 2 * a[1], 3 * dout[3] * 2 * a[2], 0.0])
+    np.testing.assert_allclose(both(mod.shifted, a, dout), want)
