@@ -693,31 +693,41 @@ class _Emitter:
         return [syntax.For(s.span, name(lp.var), it, body)]
 
     def reverse_extremum(self, k, x) -> list:
-        """The adjoint of a running maximum or minimum (``idioms.Extremum``) in closed form: the
-        ties counted (the first value and each value compared equal to the result), then each
-        tied position given its share of the result's adjoint, then the first value's share left
-        in the adjoint for the declaration's reverse code to pass on."""
+        """The adjoint of a running maximum or minimum (``idioms.Extremum``) in closed form, with
+        the result's adjoint ``d_m`` given to the positions holding it.  Split evenly: the ties
+        counted first (the first value and each value equal to the result), then each tied
+        position given its share.  The branch form: the first position holding it gets it all.
+        What the first value gets is left in ``d_m`` for its declaration's reverse code."""
         self.rules.append(x.rule)
         m, first, d_m = name(x.name), name(self.plan.first[k]), name(self.adj[x.name])
         e = self.F(replace_reads(x.operand, self.plan.recompute[id(x.stmt)])
                    if id(x.stmt) in self.plan.recompute else x.operand)
         tied = syntax.Compare(None, ["=="], [e, m])
+        first_tied = syntax.Compare(None, ["=="], [first, m])
         zero = syntax.Call(None, attr(x.name, "dtype"), [num(0)])
         one = syntax.Call(None, attr(x.name, "dtype"), [num(1)])
-        ties = name(self.fresh(f"{x.name}_ties"))
-        share = name(self.fresh(f"d_{x.name}_share"))
+        if x.branch is None:
+            ties = name(self.fresh(f"{x.name}_ties"))
+            share = name(self.fresh(f"d_{x.name}_share"))
+            before = [syntax.Assign(None, ties, syntax.IfExp(None, first_tied, one, zero)),
+                      *self.nest_like(x.nest, [syntax.AugAssign(None, ties, "+", syntax.IfExp(None, tied, one, zero))]),
+                      syntax.Assign(None, share, rules.div(d_m, ties))]
+            given, update = syntax.IfExp(None, tied, share, zero), []
+        else:
+            won = name(self.fresh(f"{x.name}_won"))  # whether a position holding it has been met
+            before = [syntax.Assign(None, won, first_tied)]
+            share = d_m
+            given = syntax.IfExp(None, syntax.BoolOp(None, "and", [tied, syntax.UnaryOp(None, "not", won)]), d_m, zero)
+            update = [syntax.Assign(None, won, syntax.BoolOp(None, "or", [won, tied]))]
         g = name(self.fresh("g"))
         _, pairs = self.chain(x.stmt, g)
         kept = [(read, self.F(coef)) for read, coef in pairs
                 if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
         named, coefs = self.name_repeated_calls(x.stmt, [coef for _, coef in kept])
-        give = [syntax.Assign(None, g, syntax.IfExp(None, tied, share, zero))] + named
+        give = [syntax.Assign(None, g, given), *update, *named]
         give += [increment(self.adjoint_of(read), coef) for (read, _), coef in zip(kept, coefs)]
-        return [syntax.Assign(None, ties, syntax.IfExp(None, syntax.Compare(None, ["=="], [first, m]), one, zero)),
-                *self.nest_like(x.nest, [syntax.AugAssign(None, ties, "+", syntax.IfExp(None, tied, one, zero))]),
-                syntax.Assign(None, share, rules.div(d_m, ties)),
-                *self.nest_like(x.nest, give),
-                syntax.Assign(None, d_m, syntax.IfExp(None, syntax.Compare(None, ["=="], [first, m]), share, zero))]
+        return [*before, *self.nest_like(x.nest, give),
+                syntax.Assign(None, d_m, syntax.IfExp(None, first_tied, share, zero))]
 
     def nest_like(self, nest, body) -> list:
         """The loops of ``nest`` (a loop nest each of whose bodies holds the next loop), run

@@ -244,6 +244,8 @@ class _Planner:
             need.discard("__g")
             self.need_at[id(s)] = need
             for c in self.nz.enclosing(s):
+                if id(s) in self.extrema and c is self.extrema[id(s)].branch:
+                    continue  # (its adjoint does not take the branch again)
                 self.need_at.setdefault(id(c), set()).update(self.nz.compound_reads(c))
         self.needed = set()
         for v in self.need_at.values():
@@ -390,7 +392,10 @@ class _Planner:
                             names_c[u] = self.names.fresh(f"{u}_at_{c.target.id}" if isinstance(c, syntax.For)
                                                     else f"{u}_before_if")
                     blk = blk.parent
+        branches = {id(x.branch) for x in self.extrema.values()}
         for c in walk_stmts(self.nz.top.body):
+            if id(c) in branches:
+                continue
             if isinstance(c, syntax.If) and (id(c) in self.need_at or self.nz.reads(c.cond) & self.needed):
                 changed = set()
                 for s in walk_stmts(c.body + c.orelse):

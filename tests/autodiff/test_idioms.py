@@ -315,3 +315,91 @@ def test_a_temporary_read_in_its_store_loop_keeps_its_clear():
     dout = np.array([5.0, 1.0, 2.0, -1.0])
     want = np.array([3 * dout[1] * 2 * a[0], 3 * dout[2] * 2 * a[1], 3 * dout[3] * 2 * a[2], 0.0])
     np.testing.assert_allclose(both(mod.shifted, a, dout), want)
+
+
+ARG = '''
+def argmax_rows(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    best = output_tensor((n,), x.dtype)
+    arg = output_tensor((n,), "int32")
+    for i in range(n):
+        m = x[i, 0]
+        k = 0
+        for j in range(d):
+            v = x[i, j] * 2.0
+            if v > m:
+                m = v
+                k = j
+        best[i] = m
+        arg[i] = k
+    return best, arg
+
+
+def argmin_flipped(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    best = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        for j in range(1, d):
+            if m > x[i, j]:
+                m = x[i, j]
+        best[i] = m
+    return best
+
+
+def last_max(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    best = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        for j in range(1, d):
+            if x[i, j] >= m:
+                m = x[i, j]
+        best[i] = m
+    return best
+'''
+
+
+def first_winner(vals, init, better):
+    """Index (-1: the initial value) of the position a strict comparison leaves holding the result."""
+    best, at = init, -1
+    for j, v in enumerate(vals):
+        if better(v, best):
+            best, at = v, j
+    return at
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 4), (5, 37), (0, 3)])
+def test_branch_form_gives_the_first_winner_everything(shape):
+    mod = hyb.compile_source(ARG, "arg.hyb", threads=1)
+    rng = np.random.default_rng(9)
+    x = tied(rng, shape, np.float64)
+    dbest, darg = rng.standard_normal(shape[0]), np.zeros(shape[0], np.int32)
+    got = both(mod.argmax_rows, x, dbest, darg)
+    want = np.zeros(shape)
+    for i in range(shape[0]):
+        at = first_winner(2.0 * x[i], x[i, 0], lambda a, b: a > b)
+        if at < 0:
+            want[i, 0] += dbest[i]
+        else:
+            want[i, at] += 2.0 * dbest[i]
+    np.testing.assert_allclose(got, want)
+    got = both(mod.argmin_flipped, x, dbest)
+    want = np.zeros(shape)
+    for i in range(shape[0]):
+        at = first_winner(x[i, 1:], x[i, 0], lambda a, b: a < b)
+        want[i, at + 1 if at >= 0 else 0] += dbest[i]
+    np.testing.assert_allclose(got, want)
+    text = mod.argmax_rows.compile(x).inspect("grad")
+    assert "# tape: 0 bytes" in text and "goes to the first position holding it" in text
+
+
+def test_a_branch_that_keeps_the_last_winner_is_differentiated_as_written():
+    mod = hyb.compile_source(ARG, "arg.hyb", threads=1)
+    x = np.array([[1.0, 3.0, 3.0, 2.0], [4.0, 4.0, 1.0, 4.0]])
+    dbest = np.array([1.0, 2.0])
+    np.testing.assert_allclose(both(mod.last_max, x, dbest), [[0, 0, 1, 0], [0, 0, 0, 2]])
+    assert "# rule:" not in mod.last_max.compile(x).inspect("grad")
