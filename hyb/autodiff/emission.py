@@ -30,6 +30,7 @@ from . import dependence, rules
 from .activity import Activity
 from .affine import aff_add, aff_expr, aff_scale
 from .direction import runs_forwards
+from .rows import Frame, Rows
 from .saves import SavePlan, chain
 from .gathers import gather_nest
 from .normalise import Normalised, stmt_exprs, walk_stmts
@@ -75,6 +76,7 @@ class _Emitter:
     # ------------------------------------------------------------ the kernel
     def run(self) -> Gradient:
         self.tapes = []
+        self.rows = Rows(self)
         self.rules = []  # the idiom rules applied, in words
         self.extremum_nests = {id(x.nest): (k, x) for k, x in self.plan.extrema.items()}
         # the save plan's scalar copies -> the scalar each copies (assigned where that scalar lives)
@@ -318,8 +320,9 @@ class _Emitter:
         return self.fwd_names.get(n, n)
 
     def F(self, e):
-        """A forward expression as the gradient kernel writes it."""
-        return subst(e, self.fwd_names)
+        """A forward expression as the gradient kernel writes it (costly calls kept in a row read
+        from it, ``rows.py``)."""
+        return self.rows.use(subst(e, self.fwd_names))
 
     def keep_names(self, block: Block, extra=()) -> set:
         """The names whose assignments the forward part of ``block`` (or its replay) runs: the
@@ -380,6 +383,8 @@ class _Emitter:
                 made = self.forward_assign(s, keep, typed_only, replay)
             elif isinstance(s, syntax.For):
                 made = self.forward_for(s, keep, typed_only, replay)
+                if made and self.rows.frames:
+                    made = self.rows.frames[-1].decls.pop(id(s), []) + made
                 if made and id(s) in self.extremum_nests:
                     k, x = self.extremum_nests[id(s)]
                     made = [syntax.Assign(None, name(self.plan.first[k]), name(x.name))] + made
@@ -424,13 +429,16 @@ class _Emitter:
         if id(s) in self.store_tape:
             tape, index = self.store_tape[id(s)]
             out.append(syntax.Assign(None, subscript(tape, index), tgt))
+        out.extend(self.rows.keep(s))
         out.append(syntax.Assign(s.span, tgt, self.F(s.value)))
         return out
 
     def forward_for(self, s: syntax.For, keep, typed_only, replay) -> list:
         lp = self.nz.loops[s.target.id]
         inner = self.nz.blocks[id(s)]
+        self.rows.loops.append(lp)
         rest = self.forward_block(inner, keep, typed_only, replay)
+        self.rows.loops.pop()
         if not any(not isinstance(x, Comment) for x in rest):
             return []
         body = [syntax.Assign(None, subscript(tape, [self.iteration(lp)]), name(n))
@@ -663,7 +671,9 @@ class _Emitter:
         return syntax.Subscript(None, name(self.adj[ref.value.id]), [self.F(i) for i in ref.indices])
 
     def reverse_for(self, s: syntax.For) -> list:
+        self.rows.loops.append(None)  # (gathers keep no rows)
         gathered = gather_nest(self, s)
+        self.rows.loops.pop()
         if gathered is not None:
             return gathered
         lp = self.nz.loops[s.target.id]
@@ -672,9 +682,15 @@ class _Emitter:
         body = []
         for n, tape in self.plan.entry.get(id(s), {}).items():
             body.append(syntax.Assign(None, name(n), subscript(tape, [self.iteration(lp)])))
+        self.rows.loops.append(lp)
+        frame = Frame(inner)
+        self.rows.frames.append(frame)
         body.extend(self.forward(inner, True, self.plan.entry.get(id(s), {})))
+        frame.filling = False
         body.extend(self.adjoint_decls(inner))
         body.extend(self.reverse(inner))
+        self.rows.frames.pop()
+        self.rows.loops.pop()
         local = (self.names.used - before) | {n for n in self.nz.scalars if self.nz.decl_block(n).inside(inner)} \
             | {n for n in self.nz.tensors if self.nz.decl_block(n).inside(inner)} \
             | {copy for copy, n in self.copies.items() if self.nz.decl_block(n).inside(inner)}
