@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import grad as gradbench
+from . import grad_peers
 from . import ml, ml_rows, polybench
 from .gemm1024 import DIMS as GEMM_DIMS
 from .gemm1024 import DENSE, GEMM_F32
@@ -95,9 +96,16 @@ def parse_args(argv):
     ap.add_argument("--grad", action="store_true",
                     help="also time hyb's gradient kernel (kernel.grad(), called with the inputs and one dout per "
                          f"output) of {', '.join(gradbench.GRAD_KERNELS)}, as a ratio to the forward kernel's time "
-                         f"(target: at most {gradbench.TARGET_RATIO:g}x); each gradient is checked against a "
-                         "NumPy reference gradient on the mini size and on the size run before it is timed, and the "
-                         "results get a `Gradient kernels` table")
+                         f"(target: at most {gradbench.TARGET_RATIO:g}x), and beside the same forward and backward "
+                         "pass in PyTorch (eager autograd and torch.compile) and JAX (jax.jit of jax.vjp), each in "
+                         "a child process on --hyb-threads threads; every gradient is checked against a NumPy "
+                         "reference gradient before it is timed (hyb's on the mini size too), and the results get "
+                         "a `Gradient kernels` table. PyTorch and JAX are in the `bench` extra; for the CPU build "
+                         "of PyTorch: pip install torch --index-url https://download.pytorch.org/whl/cpu")
+    ap.add_argument("--grad-peers", default=",".join(grad_peers.PEERS),
+                    help=f"the gradient peers --grad runs, of {','.join(grad_peers.PEERS)}, or `none` "
+                         f"(default: {','.join(grad_peers.PEERS)}); one whose framework is not installed is "
+                         "reported as not available")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     ap.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -109,6 +117,10 @@ def parse_args(argv):
         ap.error(f"unknown variant(s) {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
     if "hyb" not in a.variants:
         ap.error("the hyb variant is what is measured: keep it in --variants")
+    try:
+        a.grad_peers = grad_peers.wanted(a.grad_peers)
+    except ValueError as e:
+        ap.error(str(e))
     a.out = Path(a.out) if a.out else Path(__file__).resolve().parent / "results" / a.size
     return a
 
@@ -271,6 +283,8 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
         g["forward"] = row["time"].get("hyb")
         if g["time"] and g["forward"]:
             g["ratio"] = g["time"] / g["forward"]
+    if getattr(opts, "grad", False) and bench.name in gradbench.GRAD_KERNELS:
+        run_grad_peers(bench, opts, dims, pristine, row)
     for v in row["mismatch"]:
         row["problems"].append(f"{v} results differ (error {row['check'][v]:.3g})")
     for v, e in row["errors"].items():
@@ -314,6 +328,22 @@ def prepare_grad(bench, opts, kernel, runners: dict, pristine: dict, dims: dict,
     return gradbench.GradRunner(runner) if runner is not None else None
 
 
+def run_grad_peers(bench, opts, dims: dict, pristine: dict, row: dict):
+    """--grad: PyTorch and JAX computing the same gradients (benchmarks/grad_peers.py), after hyb's
+    timing; the results go to row["grad"]["peers"], hyb's speed ratios to row["grad"]["vs"]."""
+    g = row.setdefault("grad", gradbench.new_grad_row())
+    g["peer_threads"] = opts.hyb_threads
+    stage("hyb-grad", "running the gradient's PyTorch and JAX peers", row)
+    try:
+        g["peers"] = grad_peers.run(bench, opts, dims, pristine, opts.hyb_threads, opts.grad_peers, log=log)
+    except Exception as e:  # noqa: BLE001 - peers that cannot run are a result to report
+        g["peers"] = {p: grad_peers.new_peer("ERROR", error=f"{type(e).__name__}: {e}") for p in opts.grad_peers}
+    for p, r in g["peers"].items():
+        if r["status"] not in ("ok", "n/a"):
+            log(f"!!! {bench.name}: gradient peer {grad_peers.LABELS[p]} {r['status']}: {r['error']}")
+    g["vs"] = {p: r["time"] / g["time"] for p, r in g["peers"].items() if r.get("time") and g.get("time")}
+
+
 def progress(k: int, n: int, row: dict, seconds: float):
     parts = []
     for v in (v for v in VARIANTS if v in row["time"] or v in row["errors"] or v in row["na"]):
@@ -326,6 +356,11 @@ def progress(k: int, n: int, row: dict, seconds: float):
     if g:
         vs += (f"  gradient {g['time'] * 1e3:.3g} ms = {g['ratio']:.2f}x forward" if g.get("ratio")
                else f"  gradient {g['status']}")
+        for p, r in g.get("peers", {}).items():
+            if r.get("time") and g.get("time"):
+                vs += f", {r['time'] / g['time']:.2f}x {grad_peers.LABELS[p]}"
+            else:
+                vs += f", {grad_peers.LABELS[p]} " + (f"{r['time'] * 1e3:.3g} ms" if r.get("time") else r["status"])
     log(f"[{k:2d}/{n}] {row['name']:<18} {row['status']:<8} {comp} | " + " | ".join(parts) + vs
         + f"  ({seconds:.1f} s)")
 
@@ -400,7 +435,9 @@ def metadata(opts, cc: CCompiler) -> dict:
             "numba": numba_version, "llvmlite": llvmlite.__version__, "cc": cc.cc, "cc_version": cc.version(),
             "cflags": opts.cflags, "size": opts.size, "repeat": opts.repeat, "compile_repeat": opts.compile_repeat,
             "threads": opts.threads, "hyb_threads": opts.hyb_threads, "fastmath": opts.fastmath,
-            "grad": opts.grad,
+            "grad": opts.grad, "grad_peers": opts.grad_peers if opts.grad else [],
+            "grad_peer_threads": opts.hyb_threads if opts.grad else None,
+            **({"frameworks": grad_peers.versions()} if opts.grad else {}),
             "schedule": opts.schedule, "variants": opts.variants, "load_start": _load(),
             "blas_threads": "as configured" if opts.no_isolate or opts.blas_threads == "default" else opts.blas_threads}
 
@@ -432,6 +469,7 @@ def child_args(opts, name: str, json_path: Path) -> list:
         a.append(f"--schedule={json.dumps(opts.schedule)}")
     if opts.grad:
         a.append("--grad")
+        a.append(f"--grad-peers={','.join(opts.grad_peers) or 'none'}")
     if not opts.fastmath:
         a.append("--no-fastmath")
     if opts.cc:
@@ -612,6 +650,8 @@ def main(argv=None) -> int:
                 + ", ".join(f"vs {LABELS[p]} {s[p]:.2f}x" for p in ("numba", "numba-par", "c", "numpy") if s[p]))
     bad = [r["name"] for r in rows if r["status"] != "ok"]
     bad += [f"{r['name']} (gradient)" for r in rows if r.get("grad") and r["grad"]["status"] != "ok"]
+    bad += [f"{r['name']} (gradient peer {grad_peers.LABELS[p]}: {pr['status']})" for r in rows if r.get("grad")
+            for p, pr in (r["grad"].get("peers") or {}).items() if pr["status"] not in ("ok", "n/a")]
     if gemm and gemm["status"] != "ok":
         bad.append(GEMM_NAME)
     if bad:

@@ -7,6 +7,9 @@ import math
 
 import numpy as np
 
+from .grad_peers import INSTALL as GRAD_INSTALL
+from .grad_peers import LABELS as GRAD_LABELS
+from .grad_peers import PEERS as GRAD_PEERS
 from .peers import LABELS, MODE_VARIANTS, VARIANTS
 
 RATIO_PEERS = ("numba", "numba-par", "c", "numpy")  # speedup of hyb = t_peer / t_hyb
@@ -182,7 +185,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
         out.append("")
     out.extend(rows_markdown(meta, rows))
     if any(r.get("grad") for r in rows):
-        out.extend(grad_markdown(rows))
+        out.extend(grad_markdown(rows, meta))
     if gemm:
         out.extend(gemm_markdown(gemm))
     out.extend(targets_markdown(rows, gemm, meta))
@@ -261,41 +264,223 @@ def rows_markdown(meta: dict, rows: list) -> list:
     return out
 
 
-GRAD_TARGET = 3.0  # a gradient kernel should take at most 3x the forward kernel's time
+GRAD_TARGET = 2.5  # a gradient kernel should take at most 2.5x the forward kernel's time
+# hyb's gradient against its peers (peer time / hyb time): every kernel at least GRAD_VS_EAGER times
+# torch eager and GRAD_VS_BEST times the faster of torch.compile and JAX; geometric means over the
+# kernels at least these times each compiled peer
+GRAD_VS_EAGER = 1.0
+GRAD_VS_BEST = 0.8
+GRAD_GEOMEAN_TARGETS = (("torch-compile", 1.2), ("jax", 1.0))
+GRAD_COMPILED = ("torch-compile", "jax")
 
 
-def grad_markdown(rows: list) -> list:
-    """The `--grad` table: hyb's gradient kernels beside their forward kernels."""
+def grad_ok(row: dict) -> bool:
+    g = row.get("grad") or {}
+    return g.get("status") == "ok" and bool(g.get("time"))
+
+
+def grad_peer_time(row: dict, peer: str):
+    r = ((row.get("grad") or {}).get("peers") or {}).get(peer) or {}
+    return r.get("time") if r.get("status") == "ok" else None
+
+
+def grad_speedup(row: dict, peer: str):
+    """Peer time / hyb gradient time (> 1: hyb's gradient is faster)."""
+    t, pt = (row.get("grad") or {}).get("time"), grad_peer_time(row, peer)
+    return pt / t if t and pt and grad_ok(row) else None
+
+
+def grad_best_compiled(row: dict):
+    """hyb's gradient against the faster of torch.compile and JAX, or None if neither ran."""
+    vals = [v for v in (grad_speedup(row, p) for p in GRAD_COMPILED) if v]
+    return min(vals) if vals else None
+
+
+def grad_summary(rows: list) -> dict:
+    """Geometric means over the gradient kernels whose hyb gradient and peer both passed their checks."""
+    graded = [r for r in rows if r.get("grad")]
+    out = {"kernels": len(graded), "ok": sum(grad_ok(r) for r in graded)}
+    for p in GRAD_PEERS:
+        vals = [v for v in (grad_speedup(r, p) for r in graded) if v]
+        out[p], out[p + "_n"] = geomean(vals), len(vals)
+    vals = [v for v in (grad_best_compiled(r) for r in graded) if v]
+    out["best-compiled"], out["best-compiled_n"] = geomean(vals), len(vals)
+    ratios = [r["grad"]["ratio"] for r in graded if grad_ok(r) and r["grad"].get("ratio")]
+    out["ratio"], out["ratio_n"], out["ratio_max"] = geomean(ratios), len(ratios), (max(ratios) if ratios else None)
+    return out
+
+
+def grad_verdict(row: dict) -> tuple:
+    """(text, met: True/False/None) of one gradient kernel against its targets."""
+    g = row.get("grad") or {}
+    if not grad_ok(row):
+        return f"not judged (gradient {g.get('status', '?')})", None
+    missed, judged = [], 0
+    if g.get("ratio"):
+        judged += 1
+        if g["ratio"] > GRAD_TARGET:
+            missed.append(f"gradient/forward {fmt_x(g['ratio'])} > {GRAD_TARGET:g}×")
+    eager = grad_speedup(row, "torch")
+    if eager:
+        judged += 1
+        if eager < GRAD_VS_EAGER:
+            missed.append(f"eager {fmt_x(eager)} < {GRAD_VS_EAGER:g}×")
+    best = grad_best_compiled(row)
+    if best:
+        judged += 1
+        if best < GRAD_VS_BEST:
+            missed.append(f"best compiled {fmt_x(best)} < {GRAD_VS_BEST:g}×")
+    if not judged:
+        return "not measured", None
+    return ("**missed**: " + ", ".join(missed), False) if missed else ("met", True)
+
+
+def _peer_cell(row: dict, peer: str) -> str:
+    r = ((row.get("grad") or {}).get("peers") or {}).get(peer)
+    if not r:
+        return "—"
+    if r.get("status") == "ok" and r.get("time"):
+        return fmt_ms(r["time"])
+    return {"n/a": "n/a", "MISMATCH": "**MISMATCH**"}.get(r.get("status"), "error")
+
+
+def _s(v) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
+def grad_markdown(rows: list, meta: dict | None = None) -> list:
+    """The `--grad` tables: hyb's gradient kernels beside their forward kernels and beside PyTorch and JAX."""
+    meta = meta or {}
+    graded = [r for r in rows if r.get("grad")]
+    threads = meta.get("grad_peer_threads") or meta.get("hyb_threads", 1)
+    fw = meta.get("frameworks") or {}
     out = ["## Gradient kernels", "",
            "hyb's gradient kernel (`kernel.grad()`, called with the forward inputs and one dout per output) timed "
            "in the same interleaved rounds as the forward kernel; before timing, its gradients were checked against "
            "NumPy reference gradients on the mini size and on this size (largest error relative to the largest "
-           f"|gradient|). Target: gradient ≤ {GRAD_TARGET:g}× the forward time.", "",
-           "| kernel | dims | check | error mini / this size | forward ms | gradient ms | gradient / forward "
-           f"| ≤ {GRAD_TARGET:g}× | tape bytes | gradient compile s |",
-           "|---|---|---|--:|--:|--:|--:|---|--:|--:|"]
-    graded = [r for r in rows if r.get("grad")]
+           "|gradient|). Its peers compute the same forward and backward pass in the kernel's dtype: PyTorch eager "
+           "autograd (`torch.autograd.grad(f(*x), x, douts)`), the same with `f` under `torch.compile` (Inductor), "
+           "and `jax.jit` of `jax.vjp(f, *x)` applied to the douts; each peer's gradients were checked against the "
+           "same reference before it was timed (MISMATCH: not timed). Peers run in child processes of their own, "
+           f"on {threads} thread{'s' if threads != 1 else ''} as hyb's gradient; vs = peer time / hyb gradient "
+           "time (> 1: hyb is faster). Targets: gradient ≤ "
+           f"{GRAD_TARGET:g}× its forward, ≥ {GRAD_VS_EAGER:g}× torch eager and ≥ {GRAD_VS_BEST:g}× the faster of "
+           "torch.compile and JAX on every kernel; geometric means ≥ "
+           + " and ≥ ".join(f"{least:g}× {GRAD_LABELS[p]}" for p, least in GRAD_GEOMEAN_TARGETS) + ".", "",
+           "| kernel | dims | check | hyb forward ms | hyb gradient ms | gradient / forward | torch eager ms "
+           "| torch.compile ms | JAX ms | vs torch eager | vs torch.compile | vs JAX | targets |",
+           "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in graded:
         g = r["grad"]
         check = "ok" if g["status"] == "ok" else f"**{g['status']}**"
+        verdict, _ = grad_verdict(r)
+        out.append(f"| {r['name']} | {r['dims']} | {check} | {fmt_ms(g.get('forward'))} | "
+                   f"{fmt_ms(g.get('time') if grad_ok(r) else None)} | {fmt_x(g.get('ratio'))} | "
+                   + " | ".join(_peer_cell(r, p) for p in GRAD_PEERS) + " | "
+                   + " | ".join(fmt_x(grad_speedup(r, p)) for p in GRAD_PEERS) + f" | {verdict} |")
+    out.append("")
+    s = grad_summary(rows)
+    if s["ratio_n"] or any(s[p + "_n"] for p in GRAD_PEERS):
+        out.append("**Geometric means** (kernels whose gradients passed their checks): "
+                   f"gradient / forward {fmt_x(s['ratio'])}, worst {fmt_x(s['ratio_max'])} (n={s['ratio_n']}); "
+                   + "; ".join(f"vs {GRAD_LABELS[p]} {fmt_x(s[p])} (n={s[p + '_n']})" for p in GRAD_PEERS)
+                   + f"; vs the faster of torch.compile and JAX {fmt_x(s['best-compiled'])} "
+                   f"(n={s['best-compiled_n']}).")
+        out.append("")
+    judged = [m for m in (grad_verdict(r)[1] for r in graded) if m is not None]
+    if judged:
+        out.append(f"Gradient targets met: {sum(judged)} of {len(judged)} kernels.")
+        out.append("")
+    out += ["| kernel | hyb error mini / this size | tape bytes | hyb gradient compile s | torch.compile compile s "
+            "| JAX compile s | peer errors: eager, compile, JAX | CPU time / wall: eager, compile, JAX |",
+            "|---|--:|--:|--:|--:|--:|---|---|"]
+    for r in graded:
+        g = r["grad"]
+        peers = g.get("peers") or {}
         errs = " / ".join("—" if e is None else f"{e:.1e}" for e in (g.get("check_mini"), g.get("check")))
-        ratio = g.get("ratio")
-        met = "—" if ratio is None else ("met" if ratio <= GRAD_TARGET else "**missed**")
         tape = "—" if g.get("tape_bytes") is None else f"{g['tape_bytes']:,}"
         comp = "—" if g.get("grad_compile_s") is None else f"{g['grad_compile_s']:.3f}"
-        out.append(f"| {r['name']} | {r['dims']} | {check} | {errs} | {fmt_ms(g.get('forward'))} | "
-                   f"{fmt_ms(g.get('time'))} | {fmt_x(ratio)} | {met} | {tape} | {comp} |")
+        pc = [_s((peers.get(p) or {}).get("compile_s")) for p in GRAD_COMPILED]
+        perr = ", ".join("—" if (peers.get(p) or {}).get("check") is None else f"{peers[p]['check']:.1e}"
+                         for p in GRAD_PEERS)
+        cpu = ", ".join(_s((peers.get(p) or {}).get("cpu_per_wall")) for p in GRAD_PEERS)
+        out.append(f"| {r['name']} | {errs} | {tape} | {comp} | {pc[0]} | {pc[1]} | {perr} | {cpu} |")
     out.append("")
-    ratios = [r["grad"]["ratio"] for r in graded if r["grad"].get("ratio")]
-    if ratios:
-        out.append(f"Gradient / forward: geometric mean {fmt_x(geomean(ratios))}, worst {fmt_x(max(ratios))} "
-                   f"({len(ratios)} kernels).")
+    settings = {}
+    for r in graded:
+        for p, pr in ((r["grad"].get("peers") or {}).items()):
+            if pr.get("thread_setting"):
+                settings.setdefault(p, pr["thread_setting"])
+    lines = []
+    if fw:
+        lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in fw.items()))
+    lines += [f"{GRAD_LABELS[p]}: {how}" for p, how in settings.items()]
+    missing = {}
+    for r in graded:
+        for p, pr in ((r["grad"].get("peers") or {}).items()):
+            if pr.get("status") == "n/a":
+                missing.setdefault(p, pr.get("error"))
+    lines += [f"{GRAD_LABELS[p]} not run: {why}" for p, why in missing.items()]
+    for p in GRAD_PEERS:  # a framework the run did not find at all
+        name = "jax" if p == "jax" else "torch"
+        if p in (meta.get("grad_peers") or []) and fw.get(name) == "not installed" and p not in missing:
+            lines.append(f"{GRAD_LABELS[p]} not run: {name} is not installed ({GRAD_INSTALL[name]})")
+    if meta.get("grad_peers") == []:
+        lines.append("no PyTorch or JAX peers were asked for (--grad-peers none)")
+    notes = {}
+    for r in graded:
+        for p, pr in ((r["grad"].get("peers") or {}).items()):
+            if pr.get("note"):
+                notes.setdefault(f"{r['name']}, {GRAD_LABELS[p]}: {pr['note']}", None)
+    lines += list(notes)
+    if lines:
+        out.append("Peers:")
+        out += [f"- {line}" for line in lines]
         out.append("")
     problems = [f"{r['name']}: {r['grad']['error']}" for r in graded if r["grad"].get("error")]
+    problems += [f"{r['name']}, {GRAD_LABELS[p]}: {pr['status']}: {pr['error']}" for r in graded
+                 for p, pr in ((r["grad"].get("peers") or {}).items()) if pr.get("status") not in ("ok", "n/a")]
     if problems:
         out.append("**Gradient problems:** " + "; ".join(problems))
         out.append("")
     return out
+
+
+def grad_targets(rows: list) -> list:
+    """The gradient targets, as targets() lists them: (what, measured text, met)."""
+    graded = [r for r in rows if r.get("grad")]
+    if not graded:
+        return []
+    res = []
+    failed = [r["name"] for r in graded if not grad_ok(r)]
+
+    def every(what, values, least, above=True):
+        vals = [(v, n) for n, v in values if v is not None]
+        if not vals:
+            res.append((what, "not measured" + (f" (failed: {', '.join(failed)})" if failed else ""),
+                        False if failed else None))
+            return
+        bad = sorted((v, n) for v, n in vals if (v < least if above else v > least))
+        worst = (min if above else max)(vals)
+        text = f"{'lowest' if above else 'highest'} {worst[1]} {fmt_x(worst[0])}"
+        if bad:
+            text += "; missed by " + ", ".join(f"{n} {fmt_x(v)}" for v, n in bad)
+        if failed:
+            text += f"; gradient failed: {', '.join(failed)}"
+        res.append((what, text, not bad and not failed))
+
+    every(f"gradient ≤ {GRAD_TARGET:g}× its forward, every gradient kernel",
+          [(r["name"], r["grad"].get("ratio") if grad_ok(r) else None) for r in graded], GRAD_TARGET, above=False)
+    every(f"gradient ≥ {GRAD_VS_EAGER:g}× torch eager autograd, every gradient kernel",
+          [(r["name"], grad_speedup(r, "torch")) for r in graded], GRAD_VS_EAGER)
+    every(f"gradient ≥ {GRAD_VS_BEST:g}× the faster of torch.compile and JAX, every gradient kernel",
+          [(r["name"], grad_best_compiled(r)) for r in graded], GRAD_VS_BEST)
+    s = grad_summary(rows)
+    for p, least in GRAD_GEOMEAN_TARGETS:
+        v = s[p]
+        res.append((f"gradient geomean ≥ {least:g}× {GRAD_LABELS[p]}",
+                    f"{fmt_x(v)} (n={s[p + '_n']})" if v else "not measured", (v >= least) if v else None))
+    return res
 
 
 def gemm_markdown(g: dict) -> list:
@@ -368,6 +553,7 @@ def targets(rows: list, gemm: dict | None, meta: dict | None = None) -> list:
         res.append(("cold compile per benchmark kernel: median ≤ 0.3 s, max ≤ 0.8 s",
                     f"median {med:.3f} s, max {max(comp):.3f} s" + (f"; over 0.8 s: {', '.join(over)}" if over else ""),
                     med <= 0.3 and max(comp) <= 0.8))
+    res += grad_targets(rows)
     return res
 
 
@@ -385,7 +571,8 @@ def targets_markdown(rows: list, gemm: dict | None, meta: dict | None = None) ->
 def write_csv(path, rows: list):
     cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s"] + [f"{v}_s" for v in VARIANTS]
             + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS]
-            + ["hyb_grad_s", "grad_over_forward", "problems"])
+            + ["hyb_grad_s", "grad_over_forward"] + [f"grad_{p}_s" for p in GRAD_PEERS]
+            + [f"grad_speedup_vs_{p}" for p in GRAD_PEERS] + ["problems"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([c.replace("-", "_") for c in cols])
@@ -395,6 +582,8 @@ def write_csv(path, rows: list):
                        + [_num(speedup(r, p)) for p in RATIO_PEERS]
                        + [_num(r["check"].get(v)) for v in VARIANTS]
                        + [_num((r.get("grad") or {}).get("time")), _num((r.get("grad") or {}).get("ratio"))]
+                       + [_num(grad_peer_time(r, p)) for p in GRAD_PEERS]
+                       + [_num(grad_speedup(r, p)) for p in GRAD_PEERS]
                        + ["; ".join(r["problems"])])
 
 
@@ -405,6 +594,7 @@ def _num(v):
 def write_json(path, meta: dict, rows: list, gemm: dict | None):
     doc = {"meta": meta, "kernels": rows, "gemm_f32_1024": gemm,
            "geomean": {g: summary(rows, g) for g in ("polybench", "ml")},
+           **({"grad": grad_summary(rows)} if any(r.get("grad") for r in rows) else {}),
            "targets": [{"target": a, "measured": b, "met": c} for a, b, c in targets(rows, gemm, meta)]}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)

@@ -186,7 +186,11 @@ def test_row_targets_are_judged_per_kernel_and_only_for_one_fast_math_thread():
 GRAD_KERNELS = ("gemm", "conv2d", "softmax", "layernorm", "jacobi-2d")
 
 
-def test_grad_option_times_checked_gradients(tmp_path):
+def test_grad_option_times_checked_gradients(tmp_path, monkeypatch):
+    from benchmarks import grad_peers
+
+    # PyTorch and JAX as if not installed: their peers are reported as not available, without a child process
+    monkeypatch.setattr(grad_peers, "installed", lambda framework: False)
     rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(GRAD_KERNELS), "--grad", "--variants", "hyb,numpy",
                           "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001", "--no-isolate",
                           "--out", str(tmp_path)])
@@ -199,21 +203,33 @@ def test_grad_option_times_checked_gradients(tmp_path):
         assert g["check_mini"] is not None and g["check"] is not None, name
         assert g["time"] > 0 and g["forward"] == r["time"]["hyb"] and g["ratio"] == g["time"] / g["forward"], name
         assert "hyb-grad" not in r["time"], name
-    assert rc == 0
+        assert set(g["peers"]) == {"torch", "torch-compile", "jax"}, name
+        assert all(p["status"] == "n/a" and p["time"] is None for p in g["peers"].values()), name
+        assert "download.pytorch.org/whl/cpu" in g["peers"]["torch"]["error"]
+        assert g["vs"] == {}, name
+    assert rc == 0  # peers that are not installed do not fail the run
     md = (tmp_path / "results.md").read_text()
     assert "## Gradient kernels" in md
     table = md.split("## Gradient kernels", 1)[1]
     for name in GRAD_KERNELS:
         assert f"| {name} |" in table
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
+        assert row.count(" n/a ") == 3 and "| — | — | — |" in row, row  # three peers, no ratios
+    assert "torch eager not run: torch is not installed" in table and "JAX not run: jax is not installed" in table
+    assert doc["grad"]["kernels"] == len(GRAD_KERNELS) and doc["grad"]["torch_n"] == 0 and doc["grad"]["jax"] is None
+    targets = {t["target"]: t for t in doc["targets"]}
+    assert targets["gradient geomean ≥ 1.2× torch.compile"]["met"] is None
+    assert targets["gradient ≤ 2.5× its forward, every gradient kernel"]["met"] in (True, False)
     with open(tmp_path / "results.csv", newline="") as f:
-        assert all(float(r["grad_over_forward"]) > 0 for r in csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    assert all(float(r["grad_over_forward"]) > 0 and r["grad_torch_s"] == "" for r in rows)
 
 
 def test_grad_option_reports_a_wrong_gradient(monkeypatch, capsys):
     from benchmarks import grad as gradbench
 
     opts = harness.parse_args(["--size", "mini", "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001",
-                               "--variants", "hyb", "--grad"])
+                               "--variants", "hyb", "--grad", "--grad-peers", "none"])
     right = gradbench.REFERENCES["softmax"]
     monkeypatch.setitem(gradbench.REFERENCES, "softmax", lambda a, d, dims: [2.0 * g for g in right(a, d, dims)])
     row = harness.run_bench(harness.all_benches()["softmax"], opts, harness.CCompiler(Path(".")), "mini")
@@ -226,7 +242,158 @@ def test_grad_option_is_passed_to_child_processes_and_off_by_default():
     assert harness.parse_args([]).grad is False
     opts = harness.parse_args(["--grad"])
     assert "--grad" in harness.child_args(opts, "gemm", Path("x.json"))
+    assert "--grad-peers=torch,torch-compile,jax" in harness.child_args(opts, "gemm", Path("x.json"))
     assert "--grad" not in harness.child_args(harness.parse_args([]), "gemm", Path("x.json"))
+    opts = harness.parse_args(["--grad", "--grad-peers", "none"])
+    assert opts.grad_peers == [] and "--grad-peers=none" in harness.child_args(opts, "gemm", Path("x.json"))
+    assert harness.parse_args(["--grad-peers", "jax,torch"]).grad_peers == ["torch", "jax"]
+    with pytest.raises(SystemExit):
+        harness.parse_args(["--grad-peers", "tensorflow"])
+
+
+# the gradient kernels of --grad: NumPy reference gradients, and the PyTorch and JAX peers
+
+ALL_GRAD_KERNELS = ("softmax", "log-softmax", "layernorm", "rmsnorm", "gelu", "silu-chain", "conv2d", "gemm",
+                    "attention", "max-pool", "jacobi-2d")
+
+
+def test_the_gradient_kernels():
+    from benchmarks import grad as gradbench
+
+    assert gradbench.GRAD_KERNELS == ALL_GRAD_KERNELS and set(gradbench.REFERENCES) == set(ALL_GRAD_KERNELS)
+    assert gradbench.TARGET_RATIO == 2.5
+
+
+def _float64_data(bench, dims):
+    return {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+            for k, v in bench.init(dims).items()}
+
+
+@pytest.mark.parametrize("name", ALL_GRAD_KERNELS)
+def test_reference_gradients_agree_with_finite_differences(name):
+    """The NumPy peer run in float64 is the forward function; the reference's directional derivative
+    along a random direction of each input matches a central difference of sum(out * dout)."""
+    from benchmarks import grad as gradbench
+
+    bench = harness.all_benches()[name]
+    dims = bench.dims("mini")
+    data = _float64_data(bench, dims)
+
+    def outputs(values):
+        bufs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+        bench.numpy(*[bufs[p] for p in bench.params])
+        return [bufs[o] for o in bench.outputs]
+
+    outs = outputs(data)
+    rng = np.random.default_rng(7)
+    douts = [rng.standard_normal(o.shape) for o in outs]
+    ref = gradbench.reference_grads(bench, {p: data[p] for p in bench.hyb_params}, douts, dims)
+    assert len(ref) == len(bench.hyb_params)
+
+    def loss(values):
+        return sum(float((o * d).sum()) for o, d in zip(outputs(values), douts) if o.dtype.kind == "f")
+
+    h = 1e-6
+    for param, grad in zip(bench.hyb_params, ref):
+        if grad is None:
+            assert not isinstance(data[param], np.ndarray), (name, param)
+            continue
+        v = rng.standard_normal(data[param].shape)
+        fd = (loss({**data, param: data[param] + h * v}) - loss({**data, param: data[param] - h * v})) / (2 * h)
+        assert abs(fd - float((grad * v).sum())) <= 1e-5 * max(1.0, abs(fd)), (name, param)
+
+
+def _peer_case(name):
+    from benchmarks import grad as gradbench
+    from benchmarks import grad_peers
+
+    bench = harness.all_benches()[name]
+    dims = bench.dims("mini")
+    pristine = bench.init(dims)
+    arrays, consts, float_outs = grad_peers.inputs_of(bench, dims, pristine)
+    douts = gradbench.make_douts([pristine[o] for o in bench.outputs])
+    ref = gradbench.reference_grads(bench, {p: pristine[p] for p in bench.hyb_params}, douts, dims)
+    ref = [r for p, r in zip(bench.hyb_params, ref) if p in arrays]
+    return bench, list(arrays.values()), consts, [douts[k] for k in float_outs], ref
+
+
+def test_torch_peers_compute_the_reference_gradients():
+    """Each kernel's PyTorch function, under eager autograd, gives the NumPy reference gradients."""
+    torch = pytest.importorskip("torch")
+    from benchmarks import grad as gradbench
+    from benchmarks import grad_peers
+    from benchmarks.report import agrees
+
+    fns, _ = grad_peers.torch_functions()
+    for name in ALL_GRAD_KERNELS:
+        bench, arrays, consts, douts, ref = _peer_case(name)
+        leaves = [torch.from_numpy(a).requires_grad_() for a in arrays]
+        got = torch.autograd.grad(fns[name](consts, *leaves), leaves, [torch.from_numpy(d) for d in douts])
+        assert all(g.dtype == leaf.dtype for g, leaf in zip(got, leaves)), name
+        ok, err = agrees([g.numpy() for g in got], ref, *gradbench.grad_tolerance(bench))
+        assert ok, (name, err)
+
+
+def test_jax_peers_compute_the_reference_gradients():
+    """The JAX functions of the kernels added with the peers, and of gemm (float64), under jit(vjp)."""
+    jax = pytest.importorskip("jax")
+    from benchmarks import grad as gradbench
+    from benchmarks import grad_peers
+    from benchmarks.report import agrees
+
+    fns = grad_peers.jax_functions()
+    with jax.enable_x64(True):  # gemm is a float64 kernel
+        for name in ("log-softmax", "rmsnorm", "gelu", "silu-chain", "attention", "max-pool", "gemm"):
+            bench, arrays, consts, douts, ref = _peer_case(name)
+
+            def grads(xs, ds, f=fns[name], consts=consts):
+                return jax.vjp(lambda *x: f(consts, *x), *xs, has_aux=True)[1](ds)
+
+            got = jax.jit(grads)(tuple(arrays), tuple(douts))
+            assert all(g.dtype == a.dtype for g, a in zip(got, arrays)), name
+            ok, err = agrees([np.asarray(g) for g in got], ref, *gradbench.grad_tolerance(bench))
+            assert ok, (name, err)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None or importlib.util.find_spec("jax") is None,
+                    reason="needs torch and jax")
+def test_gradient_peers_run_in_child_processes_on_one_thread():
+    """The max pool's eager PyTorch and JAX peers in their child processes: checked, timed, on one thread."""
+    from benchmarks import grad_peers
+
+    opts = harness.parse_args(["--size", "mini", "--repeat", "1", "--min-time", "0.001", "--budget", "1"])
+    bench = harness.all_benches()["max-pool"]
+    dims = bench.dims("mini")
+    res = grad_peers.run(bench, opts, dims, bench.init(dims), 1, ["torch", "jax"])
+    assert set(res) == {"torch", "jax"}
+    for peer, r in res.items():
+        assert r["status"] == "ok" and r["time"] > 0 and r["check"] == 0.0, (peer, r)
+        assert r["threads"] == 1 and r["version"]
+        assert r["cpu_per_wall"] < 1.5, (peer, r["cpu_per_wall"])  # one core busy, not two
+    assert "set_num_threads(1)" in res["torch"]["thread_setting"]
+    assert "xla_cpu_multi_thread_eigen=false" in res["jax"]["thread_setting"]
+
+
+def test_the_max_pool_forward_agrees_with_its_peers(tmp_path):
+    """hyb's max pool (values and int32 argmax) against NumPy and C, and the loops against NumPy."""
+    from benchmarks.report import agrees
+
+    opts = harness.parse_args(["--size", "mini", "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001",
+                               "--variants", "hyb,numpy,c"])
+    bench = harness.all_benches()["max-pool"]
+    row = harness.run_bench(bench, opts, harness.CCompiler(tmp_path, cflags=opts.cflags), "mini")
+    assert row["status"] == "ok" and row["reference"] == "numpy", row["problems"]
+    assert row["check"]["hyb"] == 0.0 and row["check"].get("c", 0.0) == 0.0
+    dims = bench.dims("mini")
+    got, ref = bench.init(dims), bench.init(dims)
+    bench.loops(*[got[p] for p in bench.params])
+    bench.numpy(*[ref[p] for p in bench.params])
+    assert ref["arg"].dtype == np.int32 and len(np.unique(ref["arg"] % 2 + 2 * ((ref["arg"] // dims["W"]) % 2))) == 4
+    assert agrees([got[o] for o in bench.outputs], [ref[o] for o in bench.outputs], 0, 0)[0]
+    # no ties inside a window: the four values of each differ by at least 1/16
+    x = ref["x"][:, :, :dims["H"] // 2 * 2, :dims["W"] // 2 * 2]
+    win = x.reshape(*x.shape[:2], dims["H"] // 2, 2, dims["W"] // 2, 2).transpose(0, 1, 2, 4, 3, 5)
+    assert np.diff(np.sort(win.reshape(*win.shape[:4], 4), axis=-1), axis=-1).min() > 0.06
 
 
 def test_child_processes_run_numpy_without_the_blas_guards():
