@@ -76,6 +76,7 @@ class _Emitter:
     # ------------------------------------------------------------ the kernel
     def run(self) -> Gradient:
         self.tapes = []
+        self.dout_direct = {}  # id(last store of an output) -> the incoming gradient its reverse code reads
         self.rows = Rows(self)
         self.rules = []  # the idiom rules applied, in words
         self.extremum_nests = {id(x.nest): (k, x) for k, x in self.plan.extrema.items()}
@@ -129,7 +130,12 @@ class _Emitter:
                 t = self.nz.tensors[o]
                 body.append(syntax.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
                                                          subst(t.dtype, self.fwd_names))))
-                body.extend(copy_loop(a, douts[o], self.fresh("idx")))
+                last = self.covering_last_store(o)
+                if last is not None:
+                    # its reverse code reads every cell first: from the incoming gradient itself
+                    self.dout_direct[id(last)] = douts[o]
+                else:
+                    body.extend(copy_loop(a, douts[o], self.fresh("idx")))
             else:
                 self.adj[o] = douts[o]
         body.extend(self.adjoint_decls(self.nz.top, skip=set(self.nz.outputs)))
@@ -546,7 +552,10 @@ class _Emitter:
                 g = name(tmp)
         else:
             tmp = self.fresh("g")
-            out.append(syntax.Assign(None, name(tmp), tgt_adj))
+            read = tgt_adj
+            if id(s) in self.dout_direct:
+                read = syntax.Subscript(None, name(self.dout_direct[id(s)]), [self.F(i) for i in s.target.indices])
+            out.append(syntax.Assign(None, name(tmp), read))
             g = name(tmp)
         # Cleared, then added to: the clear and the first increment of the same cell are one
         # assignment.  A sole store to a temporary whose one reader has already given its adjoint
@@ -577,6 +586,65 @@ class _Emitter:
             else:
                 out.append(increment(self.adjoint_of(read), coef))
         return out
+
+    def covering_last_store(self, o):
+        """The store to output ``o`` whose reverse code is the first to touch each cell of its
+        adjoint, where it writes every cell of ``o``: a plain store after every other access to
+        ``o`` (those sharing its loops reach other cells in other iterations of them), in loops
+        from 0 over the whole of each dimension of ``o``, with no branch around it.  None
+        otherwise."""
+        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == o]
+        if not stores:
+            return None
+        w = stores[-1]
+        if id(w) not in self.plan.chains or self.plan.chains[id(w)][0] or not self.clears(w):
+            return None
+        if any(isinstance(c, syntax.If) for c in self.nz.enclosing(w)):
+            return None
+        if any(isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == o
+               and unparse_expr(x) != unparse_expr(w.target) for x in value_walk(w.value)):
+            return None  # (it reads other cells of `o`: their adjoints grow before it reads them)
+        for c in walk_stmts(self.nz.top.body):
+            if isinstance(c, (syntax.For, syntax.If)) and o in self.nz.compound_reads(c):
+                return None
+        loops = self.nz.info[id(w)].block.loops
+        t = self.nz.tensors[o]
+        if len(w.target.indices) != len(loops) or t.block is not self.nz.top:
+            return None
+        for k, i in enumerate(w.target.indices):
+            lp = next((lp for lp in loops if isinstance(i, syntax.Name) and i.id == lp.var), None)
+            if lp is None or not (rules.is_num(lp.lo) and lp.lo.value == 0) or lp.step != 1:
+                return None
+            if isinstance(t.shape, syntax.Tuple):
+                if len(t.shape.elts) != len(loops):
+                    return None
+                size = unparse_expr(t.shape.elts[k])
+            else:
+                size = f"{unparse_expr(t.shape)}[{k}]"
+            if unparse_expr(lp.hi) != size:
+                return None
+        if len({i.id for i in w.target.indices}) != len(loops):
+            return None
+        for a in self.nz.assigns:
+            if a is w:
+                continue
+            subs = [x for x in value_walk(a.value) if isinstance(x, syntax.Subscript)
+                    and isinstance(x.value, syntax.Name) and x.value.id == o]
+            if isinstance(a.target, syntax.Subscript):
+                if any(o in self.nz.reads(i) for i in a.target.indices):
+                    return None
+                if a.target.value.id == o:
+                    subs.append(a.target)
+            if not subs:
+                continue
+            if self.nz.info[id(a)].first > self.nz.info[id(w)].first:
+                return None
+            for lp in self.nz.info[id(a)].block.loops:
+                if lp in loops and not any(all(len(x.indices) > p and unparse_expr(x.indices[p]) == lp.var
+                                               for x in subs) and unparse_expr(w.target.indices[p]) == lp.var
+                                           for p in range(len(w.target.indices))):
+                    return None
+        return w
 
     def sole_reader(self, t):
         """The one assignment reading tensor ``t``, where its adjoint cells all start at zero and

@@ -403,3 +403,69 @@ def test_a_branch_that_keeps_the_last_winner_is_differentiated_as_written():
     dbest = np.array([1.0, 2.0])
     np.testing.assert_allclose(both(mod.last_max, x, dbest), [[0, 0, 1, 0], [0, 0, 0, 2]])
     assert "# rule:" not in mod.last_max.compile(x).inspect("grad")
+
+
+ROWS = '''
+def rescaled(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    out = output_tensor((n, d), x.dtype)
+    for i in range(n):
+        m = x[i, 0]
+        s = x.dtype(0.0)
+        for j in range(d):
+            s += exp(x[i, j] - m)
+        m = m * 0.5
+        for j in range(d):
+            out[i, j] = exp(x[i, j] - m) / s
+    return out
+
+
+def shifted_last(x):
+    n = x.shape[0]
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        out[i] = x[i] * x[i]
+    for i in range(1, n):
+        out[i] = out[i] + out[i - 1]
+    return out
+'''
+
+
+def test_softmax_gradient_computes_each_exponential_once_and_reads_dout_itself():
+    src = MOD.softmax.grad().source
+    code = "\n".join(line for line in src.splitlines() if not line.strip().startswith("#"))
+    assert code.count("exp(") == 2  # the row's element, and the type of its allocation
+    assert "exp_row[j_3]" in src and "e = exp_row[j_2]" in src
+    assert "grid(" not in src  # no copy of dout
+    assert "g = dout[i, j_3]" in src
+
+
+def test_a_call_whose_inputs_change_after_its_loop_is_computed_again():
+    mod = hyb.compile_source(ROWS, "rows.hyb", threads=1)
+    src = mod.rescaled.grad().source
+    assert "_row" not in src
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 7))
+    dout = rng.standard_normal((3, 7))
+    got = both(mod.rescaled, x, dout)
+    eps = 1e-6
+    want = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[idx] += eps
+        xm[idx] -= eps
+        want[idx] = ((mod.rescaled(xp) - mod.rescaled(xm)) * dout).sum() / (2 * eps)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+def test_a_last_store_reading_other_cells_of_its_output_keeps_the_copy_of_dout():
+    mod = hyb.compile_source(ROWS, "rows.hyb", threads=1)
+    src = mod.shifted_last.grad().source
+    assert "d_out[idx] = dout[idx]" in src
+    x = np.array([1.0, -2.0, 3.0, 0.5])
+    dout = np.array([1.0, 2.0, 3.0, 4.0])
+    # out = cumsum(x**2) after the first element: d x_k = 2 x_k * sum(dout[max(k,1)...]) (+ dout[0] for k = 0)
+    tail = np.cumsum(dout[::-1])[::-1]
+    want = 2 * x * np.array([dout[0] + tail[1], tail[1], tail[2], tail[3]])
+    np.testing.assert_allclose(both(mod.shifted_last, x, dout), want)
