@@ -10,15 +10,21 @@ The gradient kernel has three parts:
    before they are assigned again, conditions recorded;
 2. **adjoints**: ``d_<x>`` for every active tensor and scalar (an output's adjoint starts as
    its incoming gradient; one nothing writes is the incoming gradient itself);
-3. **reverse**: the statements in reverse order, loops run backwards.  For ``x[i] = e`` it
-   takes ``t = d_x[i]``, clears ``d_x[i]`` and adds ``t * de/dr`` to the adjoint of each read
-   ``r`` of ``e``; an accumulation ``x[i] = x[i] + e`` only adds.  Saved values are written
-   back after the adjoint of the statement that overwrote them.
+3. **reverse**: the statements in reverse order, loops run backwards unless their iterations
+   share only adjoint sums (``direction.py``: then forwards).  For ``x[i] = e`` it takes
+   ``t = d_x[i]``, clears ``d_x[i]`` and adds ``t * de/dr`` to the adjoint of each read ``r``
+   of ``e`` (a clear and the first increment of the same cell are one assignment, and so is the
+   increment of the one statement reading a temporary or an input); an accumulation
+   ``x[i] = x[i] + e`` only adds.  Saved values are written back after the adjoint of the
+   statement that overwrote them.  A running maximum or minimum of the save plan's ``extrema``
+   gets its closed-form adjoint instead (``reverse_extremum``).
 
 The reverse body of a loop or branch first *replays* the forward statements of that body
 that compute values local to it (scalars, ``allocate`` temporaries), then runs backwards.
 Tapes are sized by an affine bound on the iteration count of the loops they are indexed by.
-A loop nest around one assignment may instead be turned into gathers (``gathers.py``).
+A costly call the replay computes in a loop is kept in a row for the adjoints of the same
+iteration (``rows.py``).  A loop nest around one assignment may instead be turned into gathers
+(``gathers.py``).
 """
 from __future__ import annotations
 
