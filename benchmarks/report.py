@@ -310,6 +310,15 @@ def grad_summary(rows: list) -> dict:
     return out
 
 
+def fmt_vs(v: float, bound: float) -> str:
+    """A ratio beside the bound it is judged by: more decimals where two would print the bound itself."""
+    for digits in range(2, 7):
+        text = f"{v:.{digits}f}"
+        if float(text) != bound or v == bound:
+            break
+    return text + "×"
+
+
 def grad_verdict(row: dict) -> tuple:
     """(text, met: True/False/None) of one gradient kernel against its targets."""
     g = row.get("grad") or {}
@@ -319,17 +328,17 @@ def grad_verdict(row: dict) -> tuple:
     if g.get("ratio"):
         judged += 1
         if g["ratio"] > GRAD_TARGET:
-            missed.append(f"gradient/forward {fmt_x(g['ratio'])} > {GRAD_TARGET:g}×")
+            missed.append(f"gradient/forward {fmt_vs(g['ratio'], GRAD_TARGET)} > {GRAD_TARGET:g}×")
     eager = grad_speedup(row, "torch")
     if eager:
         judged += 1
         if eager < GRAD_VS_EAGER:
-            missed.append(f"eager {fmt_x(eager)} < {GRAD_VS_EAGER:g}×")
+            missed.append(f"eager {fmt_vs(eager, GRAD_VS_EAGER)} < {GRAD_VS_EAGER:g}×")
     best = grad_best_compiled(row)
     if best:
         judged += 1
         if best < GRAD_VS_BEST:
-            missed.append(f"best compiled {fmt_x(best)} < {GRAD_VS_BEST:g}×")
+            missed.append(f"best compiled {fmt_vs(best, GRAD_VS_BEST)} < {GRAD_VS_BEST:g}×")
     if not judged:
         return "not measured", None
     return ("**missed**: " + ", ".join(missed), False) if missed else ("met", True)
@@ -462,9 +471,9 @@ def grad_targets(rows: list) -> list:
             return
         bad = sorted((v, n) for v, n in vals if (v < least if above else v > least))
         worst = (min if above else max)(vals)
-        text = f"{'lowest' if above else 'highest'} {worst[1]} {fmt_x(worst[0])}"
+        text = f"{'lowest' if above else 'highest'} {worst[1]} {fmt_vs(worst[0], least)}"
         if bad:
-            text += "; missed by " + ", ".join(f"{n} {fmt_x(v)}" for v, n in bad)
+            text += "; missed by " + ", ".join(f"{n} {fmt_vs(v, least)}" for v, n in bad)
         if failed:
             text += f"; gradient failed: {', '.join(failed)}"
         res.append((what, text, not bad and not failed))
@@ -479,7 +488,7 @@ def grad_targets(rows: list) -> list:
     for p, least in GRAD_GEOMEAN_TARGETS:
         v = s[p]
         res.append((f"gradient geomean ≥ {least:g}× {GRAD_LABELS[p]}",
-                    f"{fmt_x(v)} (n={s[p + '_n']})" if v else "not measured", (v >= least) if v else None))
+                    f"{fmt_vs(v, least)} (n={s[p + '_n']})" if v else "not measured", (v >= least) if v else None))
     return res
 
 

@@ -427,3 +427,42 @@ def test_the_call_overhead_row(tmp_path, capsys):
     assert set(doc["times"]) == expected and all(t > 0 for ts in doc["times"].values() for t in ts)
     md = (tmp_path / "calls.md").read_text()
     assert "| 4 |" in md and "| 100 |" in md and md in capsys.readouterr().out
+
+
+def _grad_row(name, forward, grad, eager=None, compiled=None, jax=None, status="ok"):
+    peers = {p: {"status": "ok", "time": t} if t else {"status": "n/a", "time": None, "error": "not installed"}
+             for p, t in (("torch", eager), ("torch-compile", compiled), ("jax", jax))}
+    return {"name": name, "group": "ml", "status": "ok", "dims": "N=1", "modes": False, "mismatch": [], "errors": {},
+            "na": {}, "time": {"hyb": forward}, "notes": [], "problems": [],
+            "grad": {"status": status, "time": grad, "forward": forward, "ratio": grad / forward, "peers": peers,
+                     "check_mini": 0.0, "check": 0.0, "error": None if status == "ok" else "it differs"}}
+
+
+def test_gradient_targets_are_judged_per_kernel_and_over_the_geometric_means():
+    from benchmarks import report
+
+    fast = _grad_row("gelu", 1.0, 2.0, eager=4.0, compiled=3.0, jax=1.7)     # 2x forward, 0.85x the best
+    slow = _grad_row("conv2d", 1.0, 3.0, eager=2.0, compiled=4.0, jax=6.0)   # 3x forward, below eager
+    assert report.grad_verdict(fast) == ("met", True)
+    text, met = report.grad_verdict(slow)
+    assert met is False and "gradient/forward 3.00× > 2.5×" in text and "eager 0.67× < 1×" in text
+    assert "best compiled" not in text                                       # 4/3 of the faster compiled peer
+    text, met = report.grad_verdict(_grad_row("gemm", 1.0, 2.0, eager=1.999))
+    assert met is False and "eager 0.9995× < 1×" in text  # not 1.00× < 1×
+    assert report.grad_verdict(_grad_row("gemm", 1.0, 2.0, status="MISMATCH"))[1] is None
+    s = report.grad_summary([fast, slow])
+    assert s["torch-compile"] == pytest.approx((1.5 * 4 / 3) ** 0.5) and s["jax_n"] == 2
+    assert s["best-compiled"] == pytest.approx((0.85 * 4 / 3) ** 0.5)
+    got = {what: met for what, _, met in report.grad_targets([fast, slow])}
+    assert got == {"gradient ≤ 2.5× its forward, every gradient kernel": False,
+                   "gradient ≥ 1× torch eager autograd, every gradient kernel": False,
+                   "gradient ≥ 0.8× the faster of torch.compile and JAX, every gradient kernel": True,
+                   "gradient geomean ≥ 1.2× torch.compile": True,
+                   "gradient geomean ≥ 1× JAX": True}
+    # one framework missing: its columns are n/a, the rest is still judged
+    only_torch = _grad_row("softmax", 1.0, 2.0, eager=3.0, compiled=2.5)
+    md = "\n".join(report.grad_markdown([only_torch], {"grad_peer_threads": 1, "grad_peers": ["torch", "torch-compile",
+                                                                                              "jax"]}))
+    line = next(x for x in md.splitlines() if x.startswith("| softmax | N=1 |"))
+    assert "| 3000 | 2500 | n/a | 1.50× | 1.25× | — | met |" in line  # times in ms
+    assert "JAX not run: not installed" in md
