@@ -37,6 +37,7 @@ from .activity import Activity
 from .affine import aff_add, aff_expr, aff_scale
 from .direction import runs_forwards
 from .rows import Frame, Rows
+from .firsts import Firsts
 from .saves import SavePlan, chain
 from .gathers import gather_nest
 from .normalise import Normalised, stmt_exprs, walk_stmts
@@ -84,6 +85,7 @@ class _Emitter:
         self.tapes = []
         self.dout_direct = {}  # id(last store of an output) -> the incoming gradient its reverse code reads
         self.rows = Rows(self)
+        self.firsts = Firsts(self)
         self.rules = []  # the idiom rules applied, in words
         self.extremum_nests = {id(x.nest): (k, x) for k, x in self.plan.extrema.items()}
         # the save plan's scalar copies -> the scalar each copies (assigned where that scalar lives)
@@ -136,7 +138,7 @@ class _Emitter:
                 t = self.nz.tensors[o]
                 body.append(syntax.Assign(None, name(a), call("allocate", subst(t.shape, self.fwd_names),
                                                          subst(t.dtype, self.fwd_names))))
-                last = self.covering_last_store(o)
+                last = self.firsts.covering_last_store(o)
                 if last is not None:
                     # its reverse code reads every cell first: from the incoming gradient itself
                     self.dout_direct[id(last)] = douts[o]
@@ -566,7 +568,7 @@ class _Emitter:
         # Cleared, then added to: the clear and the first increment of the same cell are one
         # assignment.  A sole store to a temporary whose one reader has already given its adjoint
         # needs no clear at all (nothing adds to it afterwards).
-        clear = not acc and self.clears(s) and not self.sole_store(s)
+        clear = not acc and self.clears(s) and not self.firsts.sole_store(s)
         _, pairs = self.chain(s, g)
         kept = [(read, self.F(coef)) for read, coef in pairs
                 if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
@@ -582,7 +584,7 @@ class _Emitter:
         seen = set()
         for k, (read, _) in enumerate(kept):
             text = unparse_expr(read)
-            if (isinstance(read, syntax.Subscript) and self.sole_reader(read.value.id) is s and text not in seen
+            if (isinstance(read, syntax.Subscript) and self.firsts.sole_reader(read.value.id) is s and text not in seen
                     and not isinstance(coefs[k], rules.Guard)):
                 first.add(k)
             seen.add(text)
@@ -592,129 +594,6 @@ class _Emitter:
             else:
                 out.append(increment(self.adjoint_of(read), coef))
         return out
-
-    def covering_last_store(self, o):
-        """The store to output ``o`` whose reverse code is the first to touch each cell of its
-        adjoint, where it writes every cell of ``o``: a plain store after every other access to
-        ``o`` (those sharing its loops reach other cells in other iterations of them), in loops
-        from 0 over the whole of each dimension of ``o``, with no branch around it.  None
-        otherwise."""
-        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == o]
-        if not stores:
-            return None
-        w = stores[-1]
-        if id(w) not in self.plan.chains or self.plan.chains[id(w)][0] or not self.clears(w):
-            return None
-        if any(isinstance(c, syntax.If) for c in self.nz.enclosing(w)):
-            return None
-        if any(isinstance(x, syntax.Subscript) and isinstance(x.value, syntax.Name) and x.value.id == o
-               and unparse_expr(x) != unparse_expr(w.target) for x in value_walk(w.value)):
-            return None  # (it reads other cells of `o`: their adjoints grow before it reads them)
-        for c in walk_stmts(self.nz.top.body):
-            if isinstance(c, (syntax.For, syntax.If)) and o in self.nz.compound_reads(c):
-                return None
-        loops = self.nz.info[id(w)].block.loops
-        t = self.nz.tensors[o]
-        if len(w.target.indices) != len(loops) or t.block is not self.nz.top:
-            return None
-        for k, i in enumerate(w.target.indices):
-            lp = next((lp for lp in loops if isinstance(i, syntax.Name) and i.id == lp.var), None)
-            if lp is None or not (rules.is_num(lp.lo) and lp.lo.value == 0) or lp.step != 1:
-                return None
-            if isinstance(t.shape, syntax.Tuple):
-                if len(t.shape.elts) != len(loops):
-                    return None
-                size = unparse_expr(t.shape.elts[k])
-            else:
-                size = f"{unparse_expr(t.shape)}[{k}]"
-            if unparse_expr(lp.hi) != size:
-                return None
-        if len({i.id for i in w.target.indices}) != len(loops):
-            return None
-        for a in self.nz.assigns:
-            if a is w:
-                continue
-            subs = [x for x in value_walk(a.value) if isinstance(x, syntax.Subscript)
-                    and isinstance(x.value, syntax.Name) and x.value.id == o]
-            if isinstance(a.target, syntax.Subscript):
-                if any(o in self.nz.reads(i) for i in a.target.indices):
-                    return None
-                if a.target.value.id == o:
-                    subs.append(a.target)
-            if not subs:
-                continue
-            if self.nz.info[id(a)].first > self.nz.info[id(w)].first:
-                return None
-            for lp in self.nz.info[id(a)].block.loops:
-                if lp in loops and not any(all(len(x.indices) > p and unparse_expr(x.indices[p]) == lp.var
-                                               for x in subs) and unparse_expr(w.target.indices[p]) == lp.var
-                                           for p in range(len(w.target.indices))):
-                    return None
-        return w
-
-    def sole_reader(self, t):
-        """The one assignment reading tensor ``t``, where its adjoint cells all start at zero and
-        that assignment's reverse code is the first to add to each of them (once), so that it may
-        assign them: ``t`` an input nothing writes or a temporary written by one store before it,
-        outside the store's loops; the reader reads one cell of ``t`` per iteration of its loops.
-        None otherwise."""
-        if not hasattr(self, "_sole_readers"):
-            self._sole_readers = {}
-        if t not in self._sole_readers:
-            self._sole_readers[t] = self._find_sole_reader(t)
-        return self._sole_readers[t]
-
-    def _find_sole_reader(self, t):
-        decl = self.nz.tensors.get(t)
-        if decl is None or t in self.nz.outputs or t not in self.act.active_t:
-            return None
-        readers, cells = [], set()
-        for a in self.nz.assigns:
-            subs = [x for x in value_walk(a.value) if isinstance(x, syntax.Subscript)
-                    and isinstance(x.value, syntax.Name) and x.value.id == t]
-            if any(t in self.nz.reads(i) for i in (a.target.indices if isinstance(a.target, syntax.Subscript) else [])):
-                return None
-            if subs:
-                readers.append(a)
-                cells |= {unparse_expr(x) for x in subs}
-        for c in walk_stmts(self.nz.top.body):
-            if isinstance(c, (syntax.For, syntax.If)) and t in self.nz.compound_reads(c):
-                return None
-        if len(readers) != 1 or len(cells) != 1:
-            return None
-        r = readers[0]
-        stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
-        if decl.kind == "param":
-            if stores:
-                return None
-        elif decl.kind != "temp" or len(stores) != 1 or stores[0] is r or not self.one_cell_each(stores[0], t) \
-                or self.nz.info[id(stores[0])].last >= self.nz.info[id(r)].first \
-                or any(lp in self.nz.info[id(r)].block.loops for lp in self.nz.info[id(stores[0])].block.loops):
-            return None
-        read = next(x for x in value_walk(r.value) if isinstance(x, syntax.Subscript)
-                    and isinstance(x.value, syntax.Name) and x.value.id == t)
-        depth = len(decl.block.loops)
-        for lp in self.nz.info[id(r)].block.loops[depth:]:
-            if not any(self.unit(i, lp.var) for i in read.indices):
-                return None
-        return r
-
-    def sole_store(self, s) -> bool:
-        """Whether ``s`` is the one store of a temporary whose adjoint a sole reader has given."""
-        return isinstance(s.target, syntax.Subscript) and self.nz.tensors[s.target.value.id].kind == "temp" \
-            and self.sole_reader(s.target.value.id) is not None
-
-    def unit(self, i, var) -> bool:
-        """Whether subscript ``i`` is ``var`` plus a constant."""
-        a = self.affine(i)
-        return a is not None and set(k for k in a if k is not None) == {var} and a[var] == 1
-
-    def one_cell_each(self, s, t) -> bool:
-        """Whether store ``s`` to ``t`` writes a different cell at each iteration of its loops
-        inside ``t``'s declaring block."""
-        depth = len(self.nz.tensors[t].block.loops)
-        return all(any(self.unit(i, lp.var) for i in s.target.indices)
-                   for lp in self.nz.info[id(s)].block.loops[depth:])
 
     def name_repeated_calls(self, s: syntax.Assign, coefs: list) -> tuple:
         """``(assignments, coefficients)``: a call of a built-in function that the coefficients
