@@ -26,6 +26,12 @@ def main(argv=None):
     if bad:
         p.error(f"unknown kind {bad[0]!r}; kinds: {', '.join(KINDS)}")
     c = Campaign(a.out).run(a.minutes, kinds, a.seed, a.round_size)
+    summary = c.summary()
+    print(summary)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "summary.txt"), "w") as f:
+            f.write(summary + "\n")
     print(f"done: {sum(n for (_, r), n in c.counts.items() if r != 'FAIL')} cases passed or skipped, "
           f"{len(c.failures)} distinct failures" + (f" in {a.out}/" if c.failures else ""))
     return 1 if c.failures else 0

@@ -25,7 +25,8 @@ class Campaign:
     def __init__(self, out_dir="fuzz-failures", verbose=True):
         self.out = Path(out_dir)
         self.verbose = verbose
-        self.counts = Counter()  # (kind, outcome) -> n
+        self.counts = Counter()  # (kind, outcome) -> n; for grad, outcome is "<case source> <outcome>"
+        self.forms = Counter()  # (case source, fn:form:init of a running extremum, closed form) -> n
         self.failures = {}  # signature -> path
         self.last_failing = None
         self.started = time.time()
@@ -37,7 +38,7 @@ class Campaign:
     # -------------------------------------------------------------- one round of hypothesis examples
     def _round(self, kind, n, seed_value):
         strategy = {"parity": programs.cases(), "oob": programs.cases({"oob": programs.OUT_OF_BOUNDS}),
-                    "grad": st.tuples(programs.cases({"grad": programs.GRAD}), st.integers(0, 2 ** 31))}[kind]
+                    "grad": st.tuples(programs.grad_cases(), st.integers(0, 2 ** 31))}[kind]
 
         @hseed(seed_value)
         @settings(max_examples=n, deadline=None, database=None, derandomize=False, print_blob=False,
@@ -54,20 +55,24 @@ class Campaign:
             try:
                 with oracle.time_limit(CASE_SECONDS):
                     if kind == "grad":
-                        res = oracle.check_grad(prog, s)
+                        res = oracle.check_gradient_case(name, prog, s)
                     else:
                         res = oracle.check_parity(prog, allow_index_errors=(kind == "oob"))
             except Exception as e:
-                self.last_failing = (kind, name, prog, e, traceback.format_exc())
+                seed_note = f"oracle seed: {s} (values drawn from it)" if kind == "grad" else ""
+                self.last_failing = (kind, name, prog, e, traceback.format_exc(), seed_note)
                 raise
-            self.counts[(kind, res)] += 1
+            self.counts[(kind, f"{name} {res}" if kind == "grad" else res)] += 1
+            if kind == "grad" and getattr(prog, "extremum", ""):
+                for form in prog.extremum.split(","):
+                    self.forms[(name, form, res.endswith("closed form"))] += 1
 
         try:
             run()
         except Exception:
             self.record(*self.last_failing)
 
-    def record(self, kind, config, prog, exc, tb):
+    def record(self, kind, config, prog, exc, tb, note=""):
         head = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         head = "".join(c for c in head if not c.isdigit())[:160]  # same bug, other numbers: one file
         sig = hashlib.sha1(f"{kind}:{head}".encode()).hexdigest()[:10]
@@ -76,7 +81,8 @@ class Campaign:
             return
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"{kind}-{sig}.txt"
-        path.write_text(f"# kind: {kind}, config: {config}\n# {head}\n\n{prog.describe()}\n\n{tb}")
+        path.write_text(f"# kind: {kind}, config: {config}\n# {head}\n" + (f"# {note}\n" if note else "")
+                        + f"\n{prog.describe()}\n\n{tb}")
         self.failures[sig] = path
         print(f"\n!! {kind} failure ({head}) -> {path}", flush=True)
 
@@ -135,6 +141,13 @@ class Campaign:
             if self.verbose:
                 self.progress(deadline)
         return self
+
+    def summary(self):
+        """Outcomes by kind (and, for grad, by case source), then the running extrema drawn."""
+        lines = [f"{kind}: {res}: {n}" for (kind, res), n in sorted(self.counts.items())]
+        for (name, form, closed), n in sorted(self.forms.items()):
+            lines.append(f"running extremum ({name}) {form}{' [closed form]' if closed else ''}: {n}")
+        return "\n".join(lines)
 
     def progress(self, deadline):
         by_kind = {}
