@@ -26,7 +26,7 @@ class Campaign:
         self.out = Path(out_dir)
         self.verbose = verbose
         self.counts = Counter()  # (kind, outcome) -> n; for grad, outcome is "<case source> <outcome>"
-        self.forms = Counter()  # (case source, fn:form:init of a running extremum, closed form) -> n
+        self.forms = Counter()  # (case source, fn:form:init of a running extremum, given the closed form) -> n
         self.failures = {}  # signature -> path
         self.last_failing = None
         self.started = time.time()
@@ -64,8 +64,9 @@ class Campaign:
                 raise
             self.counts[(kind, f"{name} {res}" if kind == "grad" else res)] += 1
             if kind == "grad" and getattr(prog, "extremum", ""):
-                for form in prog.extremum.split(","):
-                    self.forms[(name, form, res.endswith("closed form"))] += 1
+                for ext in prog.extremum.split(","):
+                    m, form = ext.split("=")
+                    self.forms[(name, form, m in getattr(prog, "closed", ()))] += 1
 
         try:
             run()

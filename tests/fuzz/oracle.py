@@ -169,13 +169,17 @@ def unsupported(e):
     return "skipped: unsupported (" + re.sub(r"\d+", "", text)[:90] + ")"
 
 
-def closed_form(g, args):
-    """Whether a gradient kernel applied the running maximum / minimum rule (it counts ties)."""
+def closed_form(prog, g, args):
+    """Whether a gradient kernel applied the running maximum / minimum rule (it counts the ties of
+    `m` in `m_ties`); the scalars it applied it to go to prog.closed."""
     try:
         text = g.source
     except hyb.HybridUnsupportedError:  # a `grid` loop: the source depends on the ranks of the inputs
         text = g.source_for(*args)
-    return re.search(r"\b\w+_ties\b", text) is not None
+    names = tuple(sorted(set(re.findall(r"\b(\w+)_ties\b", text))))
+    if isinstance(prog, programs.GradProgram):
+        prog.closed = names
+    return bool(names)
 
 
 def derive(k, args, douts):
@@ -221,6 +225,7 @@ def check_grad(prog, seed=0):
         g, got, emu = derive(k, args, douts)
         if g is None:
             return got
+        closed = closed_form(prog, g, args)
         length = sum_length(args)
         assert_gradients_agree(got, emu, "compiled vs emulated gradient kernel", length)
         narrow = isinstance(prog, programs.GradProgram) and any(
@@ -257,7 +262,7 @@ def check_grad(prog, seed=0):
         if KNOWN_BUG_PRODUCT_INTO_AN_ELEMENT and SELF_UPDATE.search(prog.source):
             return "known bug: product accumulated in a tensor element"
         raise
-    return "ok, closed form" if closed_form(g, args) else "ok"
+    return "ok, closed form" if closed else "ok"
 
 
 def check_ties(prog, seed=0):
@@ -278,7 +283,7 @@ def check_ties(prog, seed=0):
             return "ties: " + got
     length = sum_length(args)
     assert_gradients_agree(got, emu, "compiled vs emulated gradient kernel", length)
-    if not closed_form(g, args):
+    if not closed_form(prog, g, args):
         return "ties: skipped, not taken for a running extremum"
     want = prog.ties.gradient(args, douts[0])
     for n, (a, b) in enumerate(zip(got, want)):

@@ -107,14 +107,16 @@ TRANSCENDENTAL = re.compile(r"\b(?:exp|expm1|log|log1p|tanh|sigmoid|sin|cos|tan|
 @dataclass
 class GradProgram(kg.Program):
     """A drawn gradient program.  family: the segments of the code ("softmax+reduce", ...);
-    extremum: its running maxima and minima, each "fn:form:init" with form "idiom" or the way it
-    departs from the idiom (read_inside, assigned_again, under_if, other_stmt, operand_reads_m); values:
+    extremum: its running maxima and minima, each "name=fn:form:init" with form "idiom" or the way
+    it departs from the idiom (read_inside, assigned_again, under_if, other_stmt, operand_reads_m);
+    closed: the names the gradient kernel gave the closed form (set by the oracle); values:
     "fresh" (oracle.fresh_floats) or "grid" (small integers: ties); ties: the model of an
     exact-tie case (oracle.check_ties), or None."""
     family: str = ""
     extremum: str = ""
     values: str = "fresh"
     ties: object = None
+    closed: tuple = ()
 
 
 class Space:
@@ -157,9 +159,10 @@ def nest(loops, body):
 class IdiomGen:
     """Draws one GradProgram through hypothesis (choices shrink toward the first option)."""
 
-    def __init__(self, draw):
+    def __init__(self, draw, shift_only=False):
         self.draw = draw
         self.counter = 0
+        self.shift_only = shift_only
 
     def pick(self, options):
         options = list(options)
@@ -294,8 +297,10 @@ class IdiomGen:
         sp = self.sp
         m = self.fresh("m")
         fn = self.pick(["max", "max", "min"])
-        form = self.pick(["idiom"] * 5 + ["read_inside", "assigned_again", "under_if", "other_stmt",
-                                           "operand_reads_m"])
+        forms = ["idiom"] * 5 + ["read_inside", "assigned_again", "under_if", "other_stmt", "operand_reads_m"]
+        if self.shift_only:  # m may only shift what it stabilises: no value of m reaches an output
+            forms.remove("read_inside")
+        form = self.pick(forms)
         e = operand or self.operand()
         if KNOWN_BUG_CLOSED_FORM_OF_A_TRANSCENDENTAL and form == "idiom" and TRANSCENDENTAL.search(e):
             e = f"{self.pick(self.pool)}[{{F}}]"
@@ -349,7 +354,7 @@ class IdiomGen:
             lines = nest(loops[:1], inner)
         else:
             lines = nest(loops, body)
-        self.extrema.append(f"{fn}:{form}:{init}")
+        self.extrema.append(f"{m}={fn}:{form}:{init}")
         return [start] + lines_before + lines + after, m, e
 
     # ------------------------------------------------------------ segments
@@ -644,7 +649,7 @@ def tie_programs(draw):
     (TieModel); half of the time instead a softmax, log-softmax or logsumexp row block, which does
     not depend on the value of its stabilising maximum, so that finite differences still judge it on
     tied values."""
-    g = IdiomGen(draw)
+    g = IdiomGen(draw, shift_only=True)
     if g.chance(35):
         prog = g.program(family="rowblock", template=g.pick(["softmax", "logsoftmax", "logsumexp"]))
         prog.values = "grid"
@@ -700,7 +705,7 @@ def tie_programs(draw):
     full = tuple(shape)
     out_cells = tuple(shape[p] for p in outer)
     args = [np.zeros({"x0": full, "x1": full, "w": full[-1:], "v": out_cells}[n], dtype) for n in inputs]
-    return GradProgram(source, args, (), full, True, family="ties", extremum=f"{fn}:idiom:{init}",
+    return GradProgram(source, args, (), full, True, family="ties", extremum=f"m={fn}:idiom:{init}",
                        values="grid", ties=model)
 
 
