@@ -20,7 +20,9 @@ it all: the first one holding the maximum, ``init`` before any ``e``.  The save 
 
 An update is recognised when the scalar has no other assignment than its declaration before
 the nest, nothing in the nest but the update (and its comparison) reads it, the update sits in
-loops only (the branch form: in its one branch), and ``e`` does not read it.
+loops only (the branch form: in its one branch), ``e`` does not read it, and ``e`` is computed
+bit for bit alike wherever it is evaluated (a load, or one sum, difference or product of loads
+and numbers: the ties are found by comparing ``e`` with the result again).
 """
 from __future__ import annotations
 
@@ -152,4 +154,22 @@ def _extremum(nz: Normalised, act: Activity, s) -> Extremum | None:
         if m in nz.reads(local.value):
             return None
         operand = subst_expr(operand, {local.target.id: local.value})
+    if not _same_every_time(operand):
+        return None
     return Extremum(m, fn, operand, s, nest, decl, branch)
+
+
+def _leaf(e) -> bool:
+    return isinstance(e, (syntax.Name, syntax.Num, syntax.Subscript, syntax.Attribute)) or (
+        isinstance(e, syntax.UnaryOp) and e.op == "-" and _leaf(e.operand))
+
+
+def _same_every_time(e) -> bool:
+    """Whether ``e`` computes bit for bit the same value wherever the gradient evaluates it: the
+    ties are found by comparing it with the result again.  A load, or one sum, difference or
+    product of loads and numbers; a math function (a vector and a scalar version may differ in
+    the last place) or a longer expression (which may be contracted into fused multiply-adds in
+    one loop and not in another) is not."""
+    if _leaf(e):
+        return True
+    return isinstance(e, syntax.BinOp) and e.op in ("+", "-", "*") and _leaf(e.left) and _leaf(e.right)

@@ -149,8 +149,15 @@ class _Planner:
         others = [w for w in ws if w is not p and w not in before]
         if len(before) != 1 or others:
             return None
-        if any(w is p for w in ws) and unparse_expr(p.target) != unparse_expr(r):
-            return None
+        if any(w is p for w in ws):
+            if unparse_expr(p.target) != unparse_expr(r):
+                return None
+            # p reads the cell it then writes: the value is w0's only if p writes each cell once
+            # (otherwise an earlier iteration of p wrote it: `y[()] *= x[i]`)
+            depth = len(self.nz.tensors[r.value.id].block.loops)
+            for lp in self.nz.info[id(p)].block.loops[depth:]:
+                if not any(self.unit_in(i, lp.var) for i in p.target.indices):
+                    return None
         w0 = before[0]
         b = self.nz.info[id(w0)].block
         while not self.nz.info[id(p)].block.inside(b):
@@ -189,6 +196,11 @@ class _Planner:
         if value is None:
             return None
         return subst_expr(value, mapping)
+
+    def unit_in(self, i, var) -> bool:
+        """Whether subscript ``i`` is ``var`` plus a constant."""
+        a = affine(self.nz, self.act, i)
+        return a is not None and set(k for k in a if k is not None) == {var} and a[var] == 1
 
     def inline_locals(self, e, w0, own_vars, depth=0):
         """``e`` (read at ``w0``) with scalars local to ``w0``'s own loops replaced by their single
