@@ -112,11 +112,10 @@ def check_parity(prog, allow_index_errors=False):
 # Known hyb bugs the fuzzers step around (each pinned by an xfail(strict=True) test in tests/fuzz/test_fuzz.py):
 KNOWN_BUG_ZERO_D_INPUT_GRADIENT = False
 KNOWN_BUG_GRAD_DROPS_SCALAR = False  # test_regression_gradient_of_two_scalars_updated_in_one_inner_loop
-# test_regression_product_accumulated_in_a_tensor_element: `y[0] *= x[i]` in a loop gets a wrong gradient
-# (each iteration's old y[0] is taken as the value stored before the loop).  While set, a gradient that
-# disagrees with finite differences in a program updating a tensor element from itself is counted as
-# this bug instead of failing.
-KNOWN_BUG_PRODUCT_INTO_AN_ELEMENT = True
+# test_regression_product_accumulated_in_a_tensor_element (`y[0] *= x[i]` in a loop took each iteration's
+# old y[0] for the value stored before the loop).  While set, a gradient that disagrees with finite
+# differences in a program updating a tensor element from itself is counted as this bug instead of failing.
+KNOWN_BUG_PRODUCT_INTO_AN_ELEMENT = False
 SELF_UPDATE = re.compile(r"^\s*(\w+\[[^\]\n]*\]) (?:[*/]=|=[^\n]*\1)", re.M)
 
 def fresh_floats(args, rng):

@@ -415,16 +415,19 @@ def k(x0):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hyb bug: a product accumulated in a tensor element gets a wrong gradient")
 def test_regression_product_accumulated_in_a_tensor_element():
     # From the gradient campaign (`y0[()] *= ((x0[i, i] / x0[i, i]) + ...)` in a 2-D nest).  y = x0 * x1 * x2,
-    # so d_x = [x1 * x2, x0 * x2, x0 * x1] = [15, 10, 6]; compiled and emulated: [15, 5, 1] (the gradient
-    # kernel multiplies by the 1.0 stored before the loop instead of the product so far).  `y0[()] = y0[()] *
-    # x0[i]`, `/=`, a row product `y0[i] *= x0[i, j]` and a temporary are wrong alike; a scalar is right.
+    # so d_x = [x1 * x2, x0 * x2, x0 * x1] = [15, 10, 6]; compiled and emulated once gave [15, 5, 1]: the
+    # gradient kernel multiplied by the 1.0 stored before the loop instead of the product so far.
+    # `y0[()] = y0[()] * x0[i]`, `/=`, a row product `y0[i] *= x0[i, j]` and a temporary went wrong alike.
     k = hyb.compile_source(PRODUCT_INTO_AN_ELEMENT).k
     x = np.array([2.0, 3.0, 5.0])
     assert k(x) == 30.0
     np.testing.assert_allclose(k.grad()(x, np.array(1.0)), [15.0, 10.0, 6.0])
+    np.testing.assert_allclose(k.grad().emulate(x, np.array(1.0)), [15.0, 10.0, 6.0])
+    rows = hyb.compile_source(PRODUCT_INTO_AN_ELEMENT.replace("output_tensor((), ", "output_tensor((1,), ")
+                              .replace("y0[()]", "y0[0]").replace("*=", "/=")).k
+    np.testing.assert_allclose(rows.grad()(x, np.ones(1)), -1.0 / (x * x.prod()))  # y = 1 / prod(x)
 
 
 TRANSCENDENTAL_ROW_MAXIMUM = '''
@@ -439,12 +442,11 @@ def k(x):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="hyb bug: the closed-form running maximum of exp() loses its gradient")
 def test_regression_closed_form_maximum_of_a_transcendental():
-    # From the gradient campaign (the running maximum of exp(x0[j]) in a logsumexp).  The tie counting loop of
-    # the closed form computes exp(x[i, j]) again and compares it with m; compiled with the vector math
-    # library (the default), that exp differs from the one m was taken from by an ulp, no position ties, and
-    # the gradient at the maximum is inf here (0 for other values; right with vector_math=False and emulated).
+    # From the gradient campaign (the running maximum of exp(x0[j]) in a logsumexp).  The closed form's tie
+    # counting loop computed exp(x[i, j]) again and compared it with m; compiled with the vector math library
+    # (the default), that exp could differ from the one m was taken from in the last place, no position tied,
+    # and the gradient at the maximum came out inf here (0 for other values).
     k = hyb.compile_source(TRANSCENDENTAL_ROW_MAXIMUM).k
     x = np.array([[-1.03, 0.31, -0.42, 0.04, -0.59, 0.59, -0.33, -0.96, 0.17, 1.09, -0.55, -1.49, 1.14, 1.2,
                    1.04, 0.49, -0.53]])
