@@ -259,17 +259,10 @@ class Program:
         return f"{self.source}\nargs: {specs}\noptions: {self.options!r}\n" + "\n".join(lines)
 
 
-class Gen:
-    def __init__(self, draw, cfg: Config):
-        self.draw = draw
-        self.cfg = cfg
-        self.counter = 0
-        self.inputs, self.consts, self.stmts_left = [], {}, 0
-        self.dd = 0  # nesting of data-dependent subscripts
-        self.scalar_in_loop = False
-        self.in_guard = 0  # generating the condition of an `if` / `elif`
+class Choices:
+    """Choices drawn through hypothesis (they shrink toward the first option, and toward False)
+    and fresh names; the generators build on it."""
 
-    # ------------------------------------------------------------ choices (shrink to the first / False)
     def pick(self, options):
         options = list(options)
         return options[self.draw(st.integers(0, len(options) - 1))]
@@ -280,6 +273,17 @@ class Gen:
     def fresh(self, base):
         self.counter += 1
         return f"{base}{self.counter}"
+
+
+class Gen(Choices):
+    def __init__(self, draw, cfg: Config):
+        self.draw = draw
+        self.cfg = cfg
+        self.counter = 0
+        self.inputs, self.consts, self.stmts_left = [], {}, 0
+        self.dd = 0  # nesting of data-dependent subscripts
+        self.scalar_in_loop = False
+        self.in_guard = 0  # generating the condition of an `if` / `elif`
 
     # ------------------------------------------------------------ program
     def program(self):

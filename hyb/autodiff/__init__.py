@@ -25,10 +25,11 @@ class Derived:
 
 
 def derive(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False,
-           grid_ranks=None) -> Derived:
+           grid_ranks=None, rows: bool = True) -> Derived:
     """The gradient of ``kdef``; ``inactive`` names parameters without a gradient (integer inputs);
-    ``grid_ranks`` gives the rank of each ``grid`` loop for one signature (``TypedKernel.grid_ranks``)."""
-    g: Gradient = reverse(kdef, module, frozenset(inactive), with_outputs, grid_ranks)
+    ``grid_ranks`` gives the rank of each ``grid`` loop for one signature (``TypedKernel.grid_ranks``);
+    ``rows``: costly values may be kept in rows (a gradient that runs on one thread)."""
+    g: Gradient = reverse(kdef, module, frozenset(inactive), with_outputs, grid_ranks, rows)
     lines = [f"# Gradient of `{kdef.name}`, derived by hyb from {module.filename}.", ""]
     for n, (value, _) in module.constants.items():
         lines.append(f"{n} = {unparse.expr(value)}")

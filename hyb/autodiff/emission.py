@@ -46,10 +46,10 @@ from .tree import (Block, Gradient, Loop, Names, accumulation, attr, copy_loop, 
                    replace_expr, replace_reads, target_name, unsupported, value_walk, walk)
 
 
-def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False) -> Gradient:
+def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False, rows: bool = True) -> Gradient:
     """Pass 4: the gradient kernel of the normalised kernel ``nz`` (taking its outputs too where
     ``with_outputs``)."""
-    return _Emitter(nz, act, plan, with_outputs).run()
+    return _Emitter(nz, act, plan, with_outputs, rows).run()
 
 
 class _Emitter:
@@ -57,11 +57,12 @@ class _Emitter:
     what it decides while writing: names (adjoints, tapes, copies), the tapes and where each
     is declared.  ``gathers.py`` reads and adds to it too."""
 
-    def __init__(self, nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool):
+    def __init__(self, nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool, rows: bool = True):
         self.nz = nz
         self.act = act
         self.plan = plan
         self.with_outputs = with_outputs
+        self.keep_rows = rows  # whether costly values are kept in rows (rows.py)
         self.names = Names(plan.used)
 
     def fresh(self, base: str) -> str:
@@ -84,7 +85,7 @@ class _Emitter:
     def run(self) -> Gradient:
         self.tapes = []
         self.dout_direct = {}  # id(last store of an output) -> the incoming gradient its reverse code reads
-        self.rows = Rows(self)
+        self.rows = Rows(self, self.keep_rows)
         self.firsts = Firsts(self)
         self.rules = []  # the idiom rules applied, in words
         self.extremum_nests = {id(x.nest): (k, x) for k, x in self.plan.extrema.items()}

@@ -43,15 +43,16 @@ __all__ = ["reverse", "Gradient", "Normalised", "Activity", "SavePlan", "normali
 
 
 def reverse(kdef: syntax.KernelDef, module: syntax.Module, inactive=frozenset(), with_outputs: bool = False,
-            grid_ranks=None) -> Gradient:
+            grid_ranks=None, rows: bool = True) -> Gradient:
     """The gradient kernel of ``kdef``: the passes in order.  ``inactive`` names parameters without
     a gradient (integer inputs); ``with_outputs``: the gradient kernel also takes the outputs;
-    ``grid_ranks``: the rank of each ``grid`` loop for the signature (see ``normalise``)."""
+    ``grid_ranks``: the rank of each ``grid`` loop for the signature (see ``normalise``); ``rows``:
+    costly values may be kept in rows (``rows.py``: for a gradient that runs on one thread)."""
     nz = normalise(kdef, module, grid_ranks)
     act = activity(nz, frozenset(inactive))
     if not act.active_t:
         raise HybridUnsupportedError(f"no input of `{kdef.name}` has a gradient (no float tensor input)",
                                      kdef.span, None)
     plan = plan_saves(nz, act)
-    return prune(emit(nz, act, plan, with_outputs))
+    return prune(emit(nz, act, plan, with_outputs, rows))
 

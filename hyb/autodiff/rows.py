@@ -9,6 +9,10 @@ per iteration of the ``j`` loop, in a *row* allocated in the reverse body (one r
 iteration of the outer loop, the size of the ``j`` loop), and every later use in that reverse
 body, inside a loop over the same range, reads the row.
 
+A row is allocated in the body of the reversed loop, and the scheduler does not yet give each
+thread a row of its own: it keeps that loop off threads.  Rows are therefore kept only in
+gradients that run on one thread (``enabled``; ``runtime.kernel.GradKernel`` decides).
+
 ``Rows`` is the emitter's record of this, one ``Frame`` per reverse body being written.
 A call is kept only where its value cannot change between the replay and the uses: the
 scalars it reads are not assigned in the reverse body's block after the loop starts, and
@@ -47,8 +51,9 @@ class Frame:
 class Rows:
     """The rows of the reverse bodies being written (innermost last) and the loops being written."""
 
-    def __init__(self, em):
+    def __init__(self, em, enabled: bool = True):
         self.em = em
+        self.enabled = enabled
         self.frames: list = []
         self.loops: list = []  # nz Loop records of the loops being written, innermost last; None: none
 
@@ -69,7 +74,7 @@ class Rows:
     def keep(self, s) -> list:
         """Statements that fill rows with the costly calls of forward assignment ``s`` while the
         innermost frame's replay is written (``[]`` where none is kept)."""
-        if not self.frames or not self.frames[-1].filling:
+        if not self.enabled or not self.frames or not self.frames[-1].filling:
             return []
         fr = self.frames[-1]
         lp = self.loop_in(fr.block)

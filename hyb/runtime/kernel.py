@@ -29,6 +29,7 @@ from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, H
 from . import cache, fastcall
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 from .options import TARGETS, KernelOptions
+from ..target import thread_count
 from .generic import BoundKernel, bind, generic_specs, serves, sizes_of
 
 # isl operations a shape-generic compile may take between two analyses that keep their own limits
@@ -297,10 +298,13 @@ class GradKernel(Kernel):
         self.derived = derived
 
     def _variant(self, inactive: frozenset, ranks=None):
-        key = (inactive, tuple(sorted(ranks.items())) if ranks else ())
+        # Costly values kept in rows (autodiff/rows.py) keep the loop around them off threads: only
+        # a gradient that runs on one thread keeps them.
+        rows = thread_count(self.forward.options.threads) == 1
+        key = (inactive, tuple(sorted(ranks.items())) if ranks else (), rows)
         v = self._variants.get(key)
         if v is None:
-            d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs, ranks)
+            d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs, ranks, rows)
             filename = f"<gradient of {self.forward.name}>"
             module = parser.parse_string(d.source, filename)
             kernel = Kernel(module.kernels[d.name], module, **gradient_options(self.forward.options))

@@ -491,3 +491,14 @@ def k(x):
     want[0, 13] = np.exp(1.2)
     np.testing.assert_allclose(both(k, x, np.ones(1)), want, rtol=1e-12)
     assert "# rule:" not in k.compile(x).inspect("grad")
+
+
+def test_rows_only_where_the_gradient_runs_on_one_thread():
+    """A row allocated in a reversed loop's body keeps that loop off threads: a kernel that runs
+    on several threads computes the value again instead, and its gradient's row loop is parallel."""
+    k = hyb.compile_source(SRC, "idioms.hyb", threads=2).softmax
+    src = k.grad().source
+    assert "_row" not in src
+    x = np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32)
+    assert "parallel for" in k.grad().compile(x, x).inspect("loops")
+    np.testing.assert_allclose(k.grad()(x, x), MOD.softmax.grad()(x, x), rtol=1e-5, atol=1e-6)

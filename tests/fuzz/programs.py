@@ -152,24 +152,13 @@ def nest(loops, body):
     return lines
 
 
-class IdiomGen:
+class IdiomGen(kg.Choices):
     """Draws one GradProgram through hypothesis (choices shrink toward the first option)."""
 
     def __init__(self, draw, shift_only=False):
         self.draw = draw
         self.counter = 0
         self.shift_only = shift_only
-
-    def pick(self, options):
-        options = list(options)
-        return options[self.draw(st.integers(0, len(options) - 1))]
-
-    def chance(self, pct):
-        return self.draw(st.integers(0, 99)) >= 100 - pct
-
-    def fresh(self, base):
-        self.counter += 1
-        return f"{base}{self.counter}"
 
     # ------------------------------------------------------------ the program
     def program(self, family=None, template=None):
