@@ -81,6 +81,11 @@ def aff_expr(aff: dict):
     return add(e, num(c)) if c > 0 else (rules.sub(e, num(-c)) if c < 0 else e)
 
 
+def unit_step(aff, var) -> bool:
+    """Whether affine form ``aff`` (None: not affine) is ``var`` plus a constant."""
+    return aff is not None and set(k for k in aff if k is not None) == {var} and aff[var] == 1
+
+
 def factors(e) -> list:
     """The factors of a product (``a * b / c`` -> a, b): each is zero only if the whole is."""
     if isinstance(e, syntax.BinOp) and e.op == "*":

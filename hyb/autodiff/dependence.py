@@ -18,7 +18,7 @@ import islpy as isl
 
 from ..dsl import ast as syntax
 from .activity import Activity
-from .affine import affine_form
+from .affine import affine_form, unit_step
 from .normalise import Normalised
 from .tree import target_name, value_walk
 
@@ -56,7 +56,7 @@ def may_follow_syntax(nz: Normalised, act: Activity, w, s, sub, n) -> bool:
     for lp in shared:
         for wi, ri in zip(w.target.indices, sub.indices):
             a, b = affine(nz, act, wi), affine(nz, act, ri)
-            if a is not None and a == b and set(k for k in a if k is not None) == {lp.var} and a[lp.var] == 1:
+            if a == b and unit_step(a, lp.var):
                 break
         else:
             return True

@@ -39,11 +39,11 @@ from .direction import runs_forwards
 from .rows import Frame, Rows
 from .firsts import Firsts
 from .saves import SavePlan, chain
-from .gathers import gather_nest
+from .gathers import gather_nest, writes_each_cell_once
 from .normalise import Normalised, stmt_exprs, walk_stmts
 from .rules import add, call, name, num
 from .tree import (Block, Gradient, Loop, Names, accumulation, attr, copy_loop, increment, subscript, subst,
-                   replace_expr, replace_reads, target_name, unsupported, value_walk, walk)
+                   replace_expr, replace_reads, target_name, unconditional_calls, unsupported, value_walk, walk)
 
 
 def emit(nz: Normalised, act: Activity, plan: SavePlan, with_outputs: bool = False, rows: bool = True) -> Gradient:
@@ -213,12 +213,8 @@ class _Emitter:
         stores = [w for w in self.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
         if len(stores) > 1:
             return True
-        depth = len(self.nz.tensors[t].block.loops)
-        for lp in self.nz.info[id(s)].block.loops[depth:]:
-            if not any(self.affine(i) is not None and set(k for k in self.affine(i) if k is not None) == {lp.var}
-                       and self.affine(i)[lp.var] == 1 for i in s.target.indices):
-                return True  # the loop writes one cell more than once
-        return False
+        # a loop that writes one cell more than once
+        return not writes_each_cell_once(self, s, self.nz.info[id(s)].block.loops[len(self.nz.tensors[t].block.loops):])
 
     # ------------------------------------------------------------ tapes
     def plan_tapes(self):
@@ -602,7 +598,7 @@ class _Emitter:
         name, before them.  Only calls the forward statement itself evaluates whatever its
         conditions are: those are safe to evaluate here too (their reads are the ones it made)."""
         names, assigns = [], []  # (call text, name) of each call named so far; their assignments
-        for c in unconditional_calls(s.value):
+        for c in unconditional_calls(s.value, INTRINSICS):
             c = self.F(c)
             for text, n in names:
                 c = replace_expr(c, text, name(n))
@@ -726,29 +722,6 @@ class _Emitter:
             cond = name(self.plan.cond_snap[id(s)]) if id(s) in self.plan.cond_snap else self.F(s.cond)
         return [syntax.If(s.span, cond, branches[0], branches[1] if any(not isinstance(x, Comment) for x in branches[1])
                      else [])]
-
-
-def unconditional_calls(e) -> list:
-    """The calls of built-in functions ``e`` evaluates whatever its conditions are (not inside a
-    branch of ``x if c else y`` nor after the first operand of ``and``/``or``), inner ones first."""
-    out = []
-
-    def visit(x):
-        if isinstance(x, syntax.IfExp):
-            visit(x.cond)
-            return
-        if isinstance(x, syntax.BoolOp):
-            visit(x.values[0])
-            return
-        if isinstance(x, syntax.Node):
-            for v in vars(x).values():
-                for item in (v if isinstance(v, list) else [v]):
-                    visit(item)
-        if isinstance(x, syntax.Call) and rules.call_name(x) in INTRINSICS:
-            out.append(x)
-
-    visit(e)
-    return out
 
 
 def count_calls(e, text: str) -> int:

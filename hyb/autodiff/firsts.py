@@ -18,6 +18,8 @@ from __future__ import annotations
 from ..dsl import ast as syntax
 from ..dsl.unparse import expr as unparse_expr
 from . import rules
+from .affine import unit_step
+from .gathers import writes_each_cell_once
 from .normalise import walk_stmts
 from .tree import value_walk
 
@@ -118,18 +120,19 @@ class Firsts:
             return None
         r = readers[0]
         stores = [w for w in self.em.nz.assigns if isinstance(w.target, syntax.Subscript) and w.target.value.id == t]
-        if decl.kind == "param":
-            if stores:
-                return None
-        elif decl.kind != "temp" or len(stores) != 1 or stores[0] is r or not self.one_cell_each(stores[0], t) \
-                or self.em.nz.info[id(stores[0])].last >= self.em.nz.info[id(r)].first \
-                or any(lp in self.em.nz.info[id(r)].block.loops for lp in self.em.nz.info[id(stores[0])].block.loops):
+        if decl.kind == "param" and stores:
+            return None
+        depth = len(decl.block.loops)
+        if decl.kind != "param" and (
+                decl.kind != "temp" or len(stores) != 1 or stores[0] is r
+                or not writes_each_cell_once(self.em, stores[0], self.em.nz.info[id(stores[0])].block.loops[depth:])
+                or self.em.nz.info[id(stores[0])].last >= self.em.nz.info[id(r)].first
+                or any(lp in self.em.nz.info[id(r)].block.loops for lp in self.em.nz.info[id(stores[0])].block.loops)):
             return None
         read = next(x for x in value_walk(r.value) if isinstance(x, syntax.Subscript)
                     and isinstance(x.value, syntax.Name) and x.value.id == t)
-        depth = len(decl.block.loops)
         for lp in self.em.nz.info[id(r)].block.loops[depth:]:
-            if not any(self.unit(i, lp.var) for i in read.indices):
+            if not any(unit_step(self.em.affine(i), lp.var) for i in read.indices):
                 return None
         return r
 
@@ -137,15 +140,3 @@ class Firsts:
         """Whether ``s`` is the one store of a temporary whose adjoint a sole reader has given."""
         return isinstance(s.target, syntax.Subscript) and self.em.nz.tensors[s.target.value.id].kind == "temp" \
             and self.sole_reader(s.target.value.id) is not None
-
-    def unit(self, i, var) -> bool:
-        """Whether subscript ``i`` is ``var`` plus a constant."""
-        a = self.em.affine(i)
-        return a is not None and set(k for k in a if k is not None) == {var} and a[var] == 1
-
-    def one_cell_each(self, s, t) -> bool:
-        """Whether store ``s`` to ``t`` writes a different cell at each iteration of its loops
-        inside ``t``'s declaring block."""
-        depth = len(self.em.nz.tensors[t].block.loops)
-        return all(any(self.unit(i, lp.var) for i in s.target.indices)
-                   for lp in self.em.nz.info[id(s)].block.loops[depth:])

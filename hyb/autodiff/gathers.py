@@ -25,7 +25,7 @@ from ..dsl import ast as syntax
 from ..dsl.unparse import Comment
 from ..dsl.unparse import expr as unparse_expr
 from . import rules
-from .affine import aff_add, aff_expr, aff_scale, factors
+from .affine import aff_add, aff_expr, aff_scale, factors, unit_step
 from .rules import add, call, name, num
 from .tree import attr, increment, is_read_of, rewrite, subst_expr, walk
 
@@ -106,11 +106,7 @@ def gather_nest(em, s: syntax.For):
 
 def writes_each_cell_once(em, st, loops) -> bool:
     """Whether each iteration of ``loops`` stores ``st`` into a cell of its own."""
-    for lp in loops:
-        if not any((a := em.affine(i)) is not None and set(k for k in a if k is not None) == {lp.var}
-                   and a[lp.var] == 1 for i in st.target.indices):
-            return False
-    return True
+    return all(any(unit_step(em.affine(i), lp.var) for i in st.target.indices) for lp in loops)
 
 
 def plain_nest(em, loops, body):

@@ -28,7 +28,7 @@ from ..dsl.unparse import expr as unparse_expr
 from . import rules
 from .normalise import walk_stmts
 from .rules import call, name
-from .tree import rewrite, subscript, subst_expr, target_name, value_walk
+from .tree import rewrite, subscript, subst_expr, target_name, unconditional_calls, value_walk
 
 # Intrinsics whose value costs many instructions (a square root is one)
 _CHEAP = {"sqrt", "rsqrt"}
@@ -82,7 +82,7 @@ class Rows:
         if lp is None or em.nz.info[id(s)].block is not em.nz.blocks[id(lp.node)]:
             return []
         out = []
-        for c in _calls(s.value):
+        for c in unconditional_calls(s.value, COSTLY, outermost=True):
             c = em.F(c)
             k = self.key(c, lp)
             if k in fr.kept or not self.constant(c, lp, fr.block):
@@ -139,26 +139,3 @@ class Rows:
 
             e = rewrite(e, swap)
         return e
-
-
-def _calls(e) -> list:
-    """The costly calls ``e`` evaluates whatever its conditions are, outermost first."""
-    out = []
-
-    def visit(x):
-        if isinstance(x, syntax.IfExp):
-            visit(x.cond)
-            return
-        if isinstance(x, syntax.BoolOp):
-            visit(x.values[0])
-            return
-        if isinstance(x, syntax.Call) and rules.call_name(x) in COSTLY:
-            out.append(x)
-            return
-        if isinstance(x, syntax.Node):
-            for v in vars(x).values():
-                for item in (v if isinstance(v, list) else [v]):
-                    visit(item)
-
-    visit(e)
-    return out

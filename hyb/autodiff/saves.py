@@ -34,6 +34,7 @@ from ..dsl import ast as syntax
 from ..dsl.unparse import expr as unparse_expr
 from . import rules
 from .activity import Activity
+from .affine import unit_step
 from .dependence import affine, cells_may_meet, may_follow
 from .idioms import extrema
 from .normalise import Normalised, walk_stmts
@@ -156,7 +157,7 @@ class _Planner:
             # (otherwise an earlier iteration of p wrote it: `y[()] *= x[i]`)
             depth = len(self.nz.tensors[r.value.id].block.loops)
             for lp in self.nz.info[id(p)].block.loops[depth:]:
-                if not any(self.unit_in(i, lp.var) for i in p.target.indices):
+                if not any(unit_step(affine(self.nz, self.act, i), lp.var) for i in p.target.indices):
                     return None
         w0 = before[0]
         b = self.nz.info[id(w0)].block
@@ -196,11 +197,6 @@ class _Planner:
         if value is None:
             return None
         return subst_expr(value, mapping)
-
-    def unit_in(self, i, var) -> bool:
-        """Whether subscript ``i`` is ``var`` plus a constant."""
-        a = affine(self.nz, self.act, i)
-        return a is not None and set(k for k in a if k is not None) == {var} and a[var] == 1
 
     def inline_locals(self, e, w0, own_vars, depth=0):
         """``e`` (read at ``w0``) with scalars local to ``w0``'s own loops replaced by their single

@@ -244,6 +244,34 @@ def increment(target, coef):
     return syntax.AugAssign(None, target, "+", coef)
 
 
+def unconditional_calls(e, names, outermost: bool = False) -> list:
+    """The calls of the built-in functions ``names`` that ``e`` evaluates whatever its conditions
+    are (not inside a branch of ``x if c else y`` nor after the first operand of ``and``/``or``):
+    inner ones first, or with ``outermost`` only those no other such call holds."""
+    out = []
+
+    def visit(x):
+        if isinstance(x, syntax.IfExp):
+            visit(x.cond)
+            return
+        if isinstance(x, syntax.BoolOp):
+            visit(x.values[0])
+            return
+        hit = isinstance(x, syntax.Call) and rules.call_name(x) in names
+        if hit and outermost:
+            out.append(x)
+            return
+        if isinstance(x, syntax.Node):
+            for v in vars(x).values():
+                for item in (v if isinstance(v, list) else [v]):
+                    visit(item)
+        if hit:
+            out.append(x)
+
+    visit(e)
+    return out
+
+
 def replace_expr(e, text: str, by):
     """``e`` with every call that reads as ``text`` replaced by ``by``."""
     return rewrite(e, lambda x: by if isinstance(x, syntax.Call) and unparse_expr(x) == text else None)
