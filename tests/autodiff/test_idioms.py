@@ -471,28 +471,6 @@ def test_a_last_store_reading_other_cells_of_its_output_keeps_the_copy_of_dout()
     np.testing.assert_allclose(both(mod.shifted_last, x, dout), want)
 
 
-def test_a_maximum_of_a_math_function_is_differentiated_as_written():
-    """The ties of a closed form are found by computing the value compared again; a math function
-    may differ in its last place between its vector and scalar versions, so it keeps its tape."""
-    src = '''
-def k(x):
-    y = output_tensor((x.shape[0],), x.dtype)
-    for i in range(x.shape[0]):
-        m = x.dtype(-1.0e30)
-        for j in range(x.shape[1]):
-            m = max(m, exp(x[i, j]))
-        y[i] = m
-    return y
-'''
-    k = hyb.compile_source(src, "k.hyb").k
-    x = np.array([[-1.03, 0.31, -0.42, 0.04, -0.59, 0.59, -0.33, -0.96, 0.17, 1.09, -0.55, -1.49, 1.14, 1.2,
-                   1.04, 0.49, -0.53]])
-    want = np.zeros_like(x)
-    want[0, 13] = np.exp(1.2)
-    np.testing.assert_allclose(both(k, x, np.ones(1)), want, rtol=1e-12)
-    assert "# rule:" not in k.compile(x).inspect("grad")
-
-
 def test_rows_only_where_the_gradient_runs_on_one_thread():
     """A row allocated in a reversed loop's body keeps that loop off threads: a kernel that runs
     on several threads computes the value again instead, and its gradient's row loop is parallel."""
