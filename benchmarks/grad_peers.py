@@ -162,10 +162,12 @@ def child_env(framework: str, threads: int, workdir: Path, environ=None) -> dict
     return env
 
 
-def run_child(framework: str, spec: dict, workdir: Path, threads: int, log=None) -> dict:
+def run_child(framework: str, spec: dict, workdir: Path, threads: int, log=None,
+              module: str = "benchmarks.grad_peers") -> dict:
+    """One framework's peers in a child process (`python -m <module>`), as {peer: result}."""
     out = workdir / f"{framework}.json"
     (workdir / f"{framework}-spec.json").write_text(json.dumps(spec))
-    cmd = [sys.executable, "-m", "benchmarks.grad_peers", "--framework", framework,
+    cmd = [sys.executable, "-m", module, "--framework", framework,
            "--spec", str(workdir / f"{framework}-spec.json"), "--data", str(workdir / "data.npz"), "--out", str(out)]
     t0 = time.perf_counter()
     try:

@@ -25,12 +25,13 @@ import numpy as np
 
 from . import grad as gradbench
 from . import grad_peers
-from . import ml, ml_rows, polybench
+from . import load as loadbench
+from . import ml, ml_more, ml_peers, ml_rows, polybench
 from .gemm1024 import DIMS as GEMM_DIMS
 from .gemm1024 import DENSE, GEMM_F32
-from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, MODE_VARIANTS, VARIANTS, CCompiler, NotAvailable,
-                    build, hyb_module, hyb_options, hyb_threads_env)
-from .report import agrees, markdown, speedup, summary, write_csv, write_json, write_png
+from .peers import (DEFAULT_CFLAGS, DEFAULT_VARIANTS, LABELS, ML_PEERS, MODE_VARIANTS, VARIANTS, CCompiler,
+                    NotAvailable, build, hyb_module, hyb_options, hyb_threads_env)
+from .report import RATIO_PEERS, agrees, markdown, speedup, summary, write_csv, write_json, write_png
 from .spec import SIZES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ REFERENCE_ORDER = ("numpy", "c", "numba", "numba-par", "hyb")
 
 
 def all_benches() -> dict:
-    return {b.name: b for b in polybench.BENCHES + ml.BENCHES + ml_rows.BENCHES + DENSE}
+    return {b.name: b for b in polybench.BENCHES + ml.BENCHES + ml_rows.BENCHES + ml_more.BENCHES + DENSE}
 
 
 def log(msg: str = ""):
@@ -70,7 +71,8 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads of the parallel versions (Numba parallel, hyb's all-threads gemm)")
     ap.add_argument("--hyb-threads", type=int, default=1,
-                    help="HYB_NUM_THREADS for the hyb column of the table (default: 1, one thread)")
+                    help="HYB_NUM_THREADS for the hyb column of the table (default: 1, one thread); the PyTorch "
+                         "and JAX peers run on as many threads")
     ap.add_argument("--out", default=None, help="output directory (default: benchmarks/results/<size>)")
     ap.add_argument("--schedule", default=None,
                     help='hyb schedule option as JSON, passed through: \'"original"\', \'{"tile": [32, 64, 256]}\'')
@@ -79,8 +81,12 @@ def parse_args(argv):
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help=f"versions to run, of {','.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)}; "
                          "hyb-par is hyb with parallel loops on --threads threads; hyb-ieee and hyb-reassoc, "
-                         "run for the elementwise and row kernels only, are hyb without fast-math, and without "
-                         "fast-math but with schedule reassociate=True)")
+                         "run for the elementwise and row kernels only, are hyb without fast-math with sums in program "
+                         "order (schedule reassociate=False), and hyb's default mode (no fast-math, sums "
+                         "reassociated); torch, torch-compile and jax, run for the "
+                         "`ml` kernels only, are PyTorch eager, torch.compile and jax.jit computing the same forward "
+                         "kernel, each framework in a child process on --hyb-threads threads, checked against the "
+                         "reference before timing, n/a where the framework is not installed)")
     ap.add_argument("--cc", default=None, help="C compiler (default: $CC or gcc)")
     ap.add_argument("--cflags", default=DEFAULT_CFLAGS, help=f"C flags (default: {DEFAULT_CFLAGS})")
     ap.add_argument("--min-time", type=float, default=0.02,
@@ -106,6 +112,12 @@ def parse_args(argv):
                     help=f"the gradient peers --grad runs, of {','.join(grad_peers.PEERS)}, or `none` "
                          f"(default: {','.join(grad_peers.PEERS)}); one whose framework is not installed is "
                          "reported as not available")
+    ap.add_argument("--load", action="store_true",
+                    help="also time hyb's warm calls one by one idle and while a neighbour process per CPU spins "
+                         "(every CPU busy): idle median, loaded median and 95th percentile (target: p95 at most "
+                         f"{loadbench.TARGET:g}x the idle median)")
+    ap.add_argument("--load-seconds", type=float, default=1.0,
+                    help="seconds of calls per kernel for --load, idle and again loaded (default: 1)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     ap.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -214,6 +226,9 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
     pristine = bench.init(dims)
     # hyb's IEEE and reassociated modes only for the elementwise and row kernels
     variants = [v for v in (variants or opts.variants) if bench.hyb_modes or v not in MODE_VARIANTS]
+    # PyTorch and JAX only for the ML kernels, in child processes after hyb's timing
+    peer_variants = [v for v in variants if v in ML_PEERS] if bench.group == "ml" else []
+    variants = [v for v in variants if v not in ML_PEERS]
     seen_warnings = []
     kernel = None
     with warnings.catch_warnings(record=True) as caught:
@@ -285,6 +300,15 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
             g["ratio"] = g["time"] / g["forward"]
     if getattr(opts, "grad", False) and bench.name in gradbench.GRAD_KERNELS:
         run_grad_peers(bench, opts, dims, pristine, row)
+    # --load: every kernel of the table (the float32 gemm of the targets has no row there)
+    if getattr(opts, "load", False) and "hyb" in runners and bench.name != GEMM_NAME:
+        stage("hyb", "timing it beside busy neighbours (--load)", row)
+        try:
+            row["load"] = loadbench.measure(runners["hyb"], pristine, opts.load_seconds)
+        except Exception as e:  # noqa: BLE001 - a measurement that fails is a result to report
+            row["load"] = {"error": f"{type(e).__name__}: {e}"}
+    if peer_variants:
+        run_ml_peers(bench, opts, dims, pristine, row, results.get(ref))
     for v in row["mismatch"]:
         row["problems"].append(f"{v} results differ (error {row['check'][v]:.3g})")
     for v, e in row["errors"].items():
@@ -344,6 +368,22 @@ def run_grad_peers(bench, opts, dims: dict, pristine: dict, row: dict):
     g["vs"] = {p: r["time"] / g["time"] for p, r in g["peers"].items() if r.get("time") and g.get("time")}
 
 
+def run_ml_peers(bench, opts, dims: dict, pristine: dict, row: dict, ref):
+    """PyTorch and JAX computing the forward kernel (benchmarks/ml_peers.py), on --hyb-threads
+    threads, checked against `ref` (the reference outputs of the cross-check) before timing."""
+    peers = [p for p in ML_PEERS if p in opts.variants]
+    stage(peers[0], "running the PyTorch and JAX peers", row)
+    try:
+        results = ml_peers.run(bench, opts, dims, pristine, opts.hyb_threads, peers, ref=ref, log=log)
+    except Exception as e:  # noqa: BLE001 - peers that cannot run are a result to report
+        results = {p: grad_peers.new_peer("ERROR", error=f"{type(e).__name__}: {e}") for p in peers}
+    ml_peers.record(row, results)
+    for p, r in results.items():
+        if r["status"] == "MISMATCH":
+            log(f"!!! MISMATCH {bench.name}: {LABELS[p]} differs from the reference (largest error "
+                f"{r['check']:.3g}; tolerance rtol={bench.rtol:g}, atol={bench.atol:g}×max)")
+
+
 def progress(k: int, n: int, row: dict, seconds: float):
     parts = []
     for v in (v for v in VARIANTS if v in row["time"] or v in row["errors"] or v in row["na"]):
@@ -352,6 +392,9 @@ def progress(k: int, n: int, row: dict, seconds: float):
     comp = f"compile {row['compile_s']:.2f} s" if row["compile_s"] else "compile —"
     sp = speedup(row, "numba")
     vs = f"  hyb {sp:.2f}x Numba" if sp else ""
+    vs += "".join(f", {speedup(row, p):.2f}x {LABELS[p]}" for p in ("torch-compile", "jax") if speedup(row, p))
+    if row.get("load") and row["load"].get("ratio"):
+        vs += f"  busy neighbour: p95 {row['load']['ratio']:.2f}x idle median"
     g = row.get("grad")
     if g:
         vs += (f"  gradient {g['time'] * 1e3:.3g} ms = {g['ratio']:.2f}x forward" if g.get("ratio")
@@ -437,7 +480,9 @@ def metadata(opts, cc: CCompiler) -> dict:
             "threads": opts.threads, "hyb_threads": opts.hyb_threads, "fastmath": opts.fastmath,
             "grad": opts.grad, "grad_peers": opts.grad_peers if opts.grad else [],
             "grad_peer_threads": opts.hyb_threads if opts.grad else None,
-            **({"frameworks": grad_peers.versions()} if opts.grad else {}),
+            **({"frameworks": grad_peers.versions()} if opts.grad or set(ML_PEERS) & set(opts.variants) else {}),
+            "ml_peers": [p for p in ML_PEERS if p in opts.variants], "ml_peer_threads": opts.hyb_threads,
+            "busy_neighbours": loadbench.cpus() if opts.load else None, "load_seconds": opts.load_seconds,
             "schedule": opts.schedule, "variants": opts.variants, "load_start": _load(),
             "blas_threads": "as configured" if opts.no_isolate or opts.blas_threads == "default" else opts.blas_threads}
 
@@ -472,6 +517,8 @@ def child_args(opts, name: str, json_path: Path) -> list:
         a.append(f"--grad-peers={','.join(opts.grad_peers) or 'none'}")
     if not opts.fastmath:
         a.append("--no-fastmath")
+    if opts.load:
+        a += ["--load", f"--load-seconds={opts.load_seconds}"]
     if opts.cc:
         a.append(f"--cc={opts.cc}")
     return a
@@ -647,7 +694,7 @@ def main(argv=None) -> int:
         s = summary(rows, g)
         if s["kernels"]:
             log(f"geomean hyb speedup ({g}, {s['kernels']} kernels): "
-                + ", ".join(f"vs {LABELS[p]} {s[p]:.2f}x" for p in ("numba", "numba-par", "c", "numpy") if s[p]))
+                + ", ".join(f"vs {LABELS[p]} {s[p]:.2f}x" for p in RATIO_PEERS if s[p]))
     bad = [r["name"] for r in rows if r["status"] != "ok"]
     bad += [f"{r['name']} (gradient)" for r in rows if r.get("grad") and r["grad"]["status"] != "ok"]
     bad += [f"{r['name']} (gradient peer {grad_peers.LABELS[p]}: {pr['status']})" for r in rows if r.get("grad")

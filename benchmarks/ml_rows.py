@@ -7,7 +7,7 @@ peers are the same loops (float32 constants, so that Numba computes in float32 a
 the C peers the same loops for gcc -O3, and the NumPy peers the natural array expressions.
 The figures reported are the medium size, 2048 rows of 1024 (the LSTM cell: a batch of 2048,
 1024 hidden units). Each benchmark has ``hyb_modes`` set: the harness also times hyb in IEEE
-mode and in IEEE mode with reassociated sums (see ``peers.MODE_VARIANTS``).
+mode with sums in program order and in its default mode (see ``peers.MODE_VARIANTS``).
 """
 import numpy as np
 

@@ -18,15 +18,21 @@ import numpy as np
 
 from .spec import Bench
 
-VARIANTS = ("hyb", "hyb-generic", "hyb-par", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
+VARIANTS = ("hyb", "hyb-generic", "hyb-par", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc", "torch",
+            "torch-compile", "jax")
 # hyb's code-generation modes, timed only for the elementwise and row kernels (Bench.hyb_modes), on
-# --hyb-threads threads like the hyb column: IEEE arithmetic (fastmath=False), and IEEE arithmetic
-# with schedule={"reassociate": True} (sums may be reassociated, so that reductions vectorise;
-# fast-math implies it, so the hyb column has it already when it runs with fast-math)
+# --hyb-threads threads like the hyb column: IEEE arithmetic with every sum in the program's order
+# (fastmath=False, schedule={"reassociate": False}), and hyb's default mode, IEEE arithmetic with
+# reassociated sums (fastmath=False), which the hyb column is when the run says --no-fastmath
 MODE_VARIANTS = ("hyb-ieee", "hyb-reassoc")
-DEFAULT_VARIANTS = ("hyb", "hyb-generic", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc")
+# PyTorch eager, torch.compile and jax.jit computing the forward kernels of the `ml` group, timed only
+# for those, each framework in a child process of its own on --hyb-threads threads like the hyb column
+# (benchmarks/ml_peers.py); a framework that is not installed is reported as not available
+ML_PEERS = ("torch", "torch-compile", "jax")
+DEFAULT_VARIANTS = ("hyb", "hyb-generic", "numba", "numba-par", "numpy", "c", "hyb-ieee", "hyb-reassoc") + ML_PEERS
 LABELS = {"hyb": "hyb", "hyb-generic": "hyb shape-generic", "hyb-par": "hyb parallel", "numba": "Numba", "numba-par": "Numba parallel",
-          "numpy": "NumPy", "c": "C (gcc -O3)", "hyb-ieee": "hyb IEEE", "hyb-reassoc": "hyb IEEE+reassociate"}
+          "numpy": "NumPy", "c": "C (gcc -O3)", "hyb-ieee": "hyb in order", "hyb-reassoc": "hyb default",
+          "torch": "torch eager", "torch-compile": "torch.compile", "jax": "JAX"}
 DEFAULT_CFLAGS = "-O3 -march=native -shared -fPIC -std=gnu11"
 
 
@@ -116,13 +122,14 @@ def hyb_options(fastmath: bool, schedule, threads) -> dict:
     return options
 
 
-def schedule_with(schedule, key: str):
-    """The user's schedule option with the switch ``key`` on; NotAvailable if that cannot be said."""
+def schedule_with(schedule, key: str, value: bool = True):
+    """The user's schedule option with the switch ``key`` set to ``value``; NotAvailable if that
+    cannot be said."""
     if schedule in (None, "auto"):
-        return {key: True}
+        return {key: value}
     if isinstance(schedule, dict):
-        return {**schedule, key: True}
-    raise NotAvailable(f"schedule={schedule!r} cannot be combined with {key}=True")
+        return {**schedule, key: value}
+    raise NotAvailable(f"schedule={schedule!r} cannot be combined with {key}={value}")
 
 
 def hyb_runner_or_unavailable(bench: Bench, dims: dict, pristine: dict, options: dict, threads) -> Runner:
@@ -136,8 +143,9 @@ def hyb_runner_or_unavailable(bench: Bench, dims: dict, pristine: dict, options:
 
 
 def hyb_mode_runner(variant: str, bench: Bench, dims: dict, pristine: dict, schedule, threads) -> Runner:
-    """hyb in IEEE mode (`hyb-ieee`), or in IEEE mode with reassociated sums (`hyb-reassoc`)."""
-    sched = schedule_with(schedule, "reassociate") if variant == "hyb-reassoc" else schedule
+    """hyb in IEEE mode with sums in program order (`hyb-ieee`), or in its default mode, IEEE
+    arithmetic with reassociated sums (`hyb-reassoc`)."""
+    sched = schedule_with(schedule, "reassociate", False) if variant == "hyb-ieee" else schedule
     return hyb_runner_or_unavailable(bench, dims, pristine, hyb_options(False, sched, threads), threads)
 
 
@@ -316,4 +324,6 @@ def build(variant: str, bench: Bench, dims: dict, pristine: dict, *, opts, cc: C
         return numpy_runner(bench, pristine)
     if variant == "c":
         return c_runner(bench, dims, pristine, cc)
+    if variant in ML_PEERS:
+        raise ValueError(f"{variant} runs in a child process of its own (benchmarks/ml_peers.py), not as a runner")
     raise ValueError(f"unknown variant {variant!r}")

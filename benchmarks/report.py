@@ -10,9 +10,10 @@ import numpy as np
 from .grad_peers import INSTALL as GRAD_INSTALL
 from .grad_peers import LABELS as GRAD_LABELS
 from .grad_peers import PEERS as GRAD_PEERS
-from .peers import LABELS, MODE_VARIANTS, VARIANTS
+from .peers import LABELS, ML_PEERS, MODE_VARIANTS, VARIANTS
 
-RATIO_PEERS = ("numba", "numba-par", "c", "numpy")  # speedup of hyb = t_peer / t_hyb
+# speedup of hyb = t_peer / t_hyb; torch.compile and JAX run for the ML kernels only
+RATIO_PEERS = ("numba", "numba-par", "c", "numpy", "torch-compile", "jax")
 
 
 # ------------------------------------------------------------------ checking
@@ -114,6 +115,10 @@ def cell(row: dict, variant: str) -> str:
         return f"**{s}** ✗" if variant in row["mismatch"] else s
     if variant in row["errors"]:
         return "error"
+    if variant in row["mismatch"]:  # a peer found to differ before it was timed
+        return "**MISMATCH**"
+    if variant in ML_PEERS and row.get("group") != "ml":
+        return "—"
     return "—" if row["status"] == "CRASH" else "n/a"
 
 
@@ -126,11 +131,17 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
                f"at the start, {meta.get('load_end', '?')} at the end (the machine is shared)")
     out.append(f"- hyb: commit {meta['commit']}{' (hyb/ has uncommitted changes)' if meta.get('dirty') else ''}")
     out.append(f"- versions: Python {meta['python']}, NumPy {meta['numpy']}, Numba {meta['numba']}, "
-               f"llvmlite {meta['llvmlite']}, {meta['cc_version']}")
+               f"llvmlite {meta['llvmlite']}, {meta['cc_version']}"
+               + "".join(f", {k} {v}" for k, v in (meta.get("frameworks") or {}).items()))
     out.append(f"- hyb options: fastmath={meta['fastmath']}, schedule={meta['schedule']!r}, "
                f"HYB_NUM_THREADS={meta['hyb_threads']}")
     out.append(f"- Numba: @njit(fastmath={meta['fastmath']}); parallel=True with prange on {meta['threads']} threads")
     out.append(f"- C: `{meta['cc']} {meta['cflags']}`, PolyBench's loops with `restrict`, called through ctypes")
+    if meta.get("ml_peers"):
+        threads = meta.get("ml_peer_threads", meta["hyb_threads"])
+        out.append(f"- PyTorch and JAX (ML kernels only): {', '.join(LABELS[p] for p in meta['ml_peers'])}, each "
+                   f"framework in a child process on {threads} thread{'s' if threads != 1 else ''} "
+                   "(benchmarks/ml_peers.py)")
     out.append(f"- NumPy: vectorised where natural; BLAS threads: {meta.get('blas_threads', 'as configured')}; "
                f"BLAS: {meta.get('blas', 'not recorded')}")
     out.append(f"- times: median of per-call samples after warm-up ({meta['repeat']} rounds, versions "
@@ -184,6 +195,11 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
         out.extend(f"- {n}" for n in notes)
         out.append("")
     out.extend(rows_markdown(meta, rows))
+    from . import load as loadbench
+    from . import ml_peers
+
+    out.extend(ml_peers.markdown(meta, rows))
+    out.extend(loadbench.markdown(meta, rows))
     if any(r.get("grad") for r in rows):
         out.extend(grad_markdown(rows, meta))
     if gemm:
@@ -240,12 +256,13 @@ def rows_markdown(meta: dict, rows: list) -> list:
     goals = "; ".join(f"{n} ≥ {a:g}× Numba and ≥ {b:g}× NumPy" for n, a, b in ROW_TARGETS)
     out = ["## Elementwise and row kernels", "",
            f"hyb on {threads} thread{'s' if threads != 1 else ''} in three modes: with the run's options "
-           f"({fm}), in IEEE mode (`fastmath=False`), and in IEEE mode with `schedule={{\"reassociate\": True}}` "
-           "(sums may be reassociated so that reductions vectorise; fast-math implies it). Numba runs the same "
+           f"({fm}), in IEEE mode with every sum in the program's order (`fastmath=False, "
+           "schedule={\"reassociate\": False}`), and in the default mode (`fastmath=False`: IEEE arithmetic, "
+           "sums reassociated so that reductions vectorise). Numba runs the same "
            f"loops, `@njit(fastmath={meta.get('fastmath', True)})`, one thread; NumPy one thread. Speedups are of "
            f"the hyb ({fm}) column. Targets, one thread, fast-math on both sides: {goals}.", "",
-           f"| kernel | dims | check | hyb {fm} ms | hyb IEEE ms | hyb IEEE+reassociate ms | Numba ms | NumPy ms "
-           "| C (gcc -O3) ms | vs Numba | vs NumPy | IEEE vs Numba | IEEE+reassociate vs Numba | targets |",
+           f"| kernel | dims | check | hyb {fm} ms | hyb in order ms | hyb default ms | Numba ms | NumPy ms "
+           "| C (gcc -O3) ms | vs Numba | vs NumPy | in order vs Numba | default vs Numba | targets |",
            "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in mine:
         check = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
@@ -563,6 +580,11 @@ def targets(rows: list, gemm: dict | None, meta: dict | None = None) -> list:
                     f"median {med:.3f} s, max {max(comp):.3f} s" + (f"; over 0.8 s: {', '.join(over)}" if over else ""),
                     med <= 0.3 and max(comp) <= 0.8))
     res += grad_targets(rows)
+    from . import load as loadbench
+    from . import ml_peers
+
+    res += ml_peers.targets(rows, meta or {})
+    res += loadbench.targets(rows)
     return res
 
 
@@ -581,7 +603,9 @@ def write_csv(path, rows: list):
     cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s"] + [f"{v}_s" for v in VARIANTS]
             + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS]
             + ["hyb_grad_s", "grad_over_forward"] + [f"grad_{p}_s" for p in GRAD_PEERS]
-            + [f"grad_speedup_vs_{p}" for p in GRAD_PEERS] + ["problems"])
+            + [f"grad_speedup_vs_{p}" for p in GRAD_PEERS]
+            + ["hyb_idle_median_s", "hyb_loaded_median_s", "hyb_loaded_p95_s", "loaded_p95_over_idle_median"]
+            + ["problems"])
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([c.replace("-", "_") for c in cols])
@@ -593,6 +617,8 @@ def write_csv(path, rows: list):
                        + [_num((r.get("grad") or {}).get("time")), _num((r.get("grad") or {}).get("ratio"))]
                        + [_num(grad_peer_time(r, p)) for p in GRAD_PEERS]
                        + [_num(grad_speedup(r, p)) for p in GRAD_PEERS]
+                       + [_num((r.get("load") or {}).get(k)) for k in ("idle_median", "loaded_median", "loaded_p95",
+                                                                       "ratio")]
                        + ["; ".join(r["problems"])])
 
 

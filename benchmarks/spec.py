@@ -43,8 +43,8 @@ class Bench:
     flops: Callable | None = None  # dims -> floating-point operations (for GFLOP/s), optional
     notes: list = field(default_factory=list)
     entry_name: str = ""           # the hybrid kernel's name, if not kernel_<name>
-    hyb_modes: bool = False        # an elementwise or row kernel: hyb is also timed in IEEE mode and with
-                                   # reassociated sums (peers.MODE_VARIANTS), and it has row-kernel targets
+    hyb_modes: bool = False        # an elementwise or row kernel: hyb is also timed with sums in program
+                                   # order and in its default mode (peers.MODE_VARIANTS), and it has row-kernel targets
 
     @property
     def entry(self) -> str:

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ sits
 
 import benchmarks  # noqa: E402
 from benchmarks import harness  # noqa: E402
+from benchmarks.peers import DEFAULT_VARIANTS, ML_PEERS  # noqa: E402
 
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
@@ -24,7 +25,9 @@ KERNELS = ("gemm", "atax", "jacobi-2d", "softmax")
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(KERNELS), "--repeat", "1",
+    # the default versions but the PyTorch and JAX peers (tests/test_bench_peers.py has theirs)
+    variants = ",".join(v for v in DEFAULT_VARIANTS if v not in ML_PEERS)
+    rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(KERNELS), "--repeat", "1", "--variants", variants,
                           "--compile-repeat", "1", "--min-time", "0.001", "--out", str(out)])
     return rc, out
 
@@ -108,15 +111,18 @@ def test_the_dense_group_is_selected_by_name():
 # ------------------------------------------------------------------ elementwise and row kernels
 
 ROW_KERNELS = ("gelu", "silu-chain", "rmsnorm", "log-softmax", "lstm-cell", "quantize-int8")
+MORE_ROW_KERNELS = ("argmax-rows", "bias-silu-t", "add-rmsnorm")  # benchmarks/ml_more.py
 
 
 def test_the_rows_group_is_the_elementwise_and_row_kernels():
     chosen, gemm = harness.select("rows")
     names = [b.name for b in chosen]
-    assert set(ROW_KERNELS) | {"softmax", "layernorm", "elementwise-chain"} == set(names) and not gemm
+    assert set(ROW_KERNELS) | {"softmax", "layernorm", "elementwise-chain"} | set(MORE_ROW_KERNELS) == set(names)
+    assert not gemm
     for b in chosen:
         assert b.group == "ml" and b.hyb_modes, b.name
-        assert b.dims("medium") in ({"N": 2048, "D": 1024}, {"N": 2048, "M": 1024}, {"N": 2048, "H": 1024}), b.name
+        assert b.dims("medium") in ({"N": 2048, "D": 1024}, {"N": 2048, "M": 1024}, {"N": 2048, "H": 1024},
+                                    {"N": 4096, "D": 512}), b.name
 
 
 @pytest.mark.parametrize("size", ["mini", "small"])
@@ -466,3 +472,87 @@ def test_gradient_targets_are_judged_per_kernel_and_over_the_geometric_means():
     line = next(x for x in md.splitlines() if x.startswith("| softmax | N=1 |"))
     assert "| 3000 | 2500 | n/a | 1.50× | 1.25× | — | met |" in line  # times in ms
     assert "JAX not run: not installed" in md
+
+
+# ------------------------------------------------------------------ benchmarks/ml_more.py
+
+MORE_KERNELS = ("argmax-rows", "bias-silu-t", "bmm-small-t", "add-rmsnorm")
+
+
+def test_the_more_ml_kernels_belong_to_the_ml_group():
+    chosen, _ = harness.select("ml")
+    assert set(MORE_KERNELS) <= {b.name for b in chosen}
+    rows = {b.name for b in harness.select("rows")[0]}
+    assert set(MORE_ROW_KERNELS) <= rows and "bmm-small-t" not in rows
+    dims = {name: harness.all_benches()[name].dims("medium") for name in MORE_KERNELS}
+    assert dims == {"argmax-rows": {"N": 4096, "D": 512}, "bias-silu-t": {"N": 2048, "D": 1024},
+                    "bmm-small-t": {"Z": 64, "M": 32, "N": 40, "K": 48}, "add-rmsnorm": {"N": 2048, "D": 1024}}
+    for name in MORE_ROW_KERNELS:  # rows whose length is no multiple of a vector at the checked sizes
+        for size in ("mini", "small"):
+            assert harness.all_benches()[name].dims(size)["D"] % 8 != 0, (name, size)
+
+
+@pytest.mark.parametrize("size", ["mini", "small"])
+def test_the_more_ml_kernels_plain_loops_agree_with_numpy(size):
+    from benchmarks.report import agrees
+
+    for name in MORE_KERNELS:
+        b = harness.all_benches()[name]
+        dims = b.dims(size)
+        if size == "small":  # the plain-Python loops are slow: a few rows (batches) of the small size
+            dims = {**dims, **({"Z": 2} if "Z" in dims else {"N": 5})}
+        got, ref = b.init(dims), b.init(dims)
+        b.loops(*[got[p] for p in b.params])
+        b.numpy(*[ref[p] for p in b.params])
+        ok, err = agrees([got[o] for o in b.outputs], [ref[o] for o in b.outputs], b.rtol, b.atol)
+        assert ok, (name, size, err)
+
+
+def test_the_more_ml_kernels_agree_in_every_version(tmp_path):
+    variants = "hyb,hyb-ieee,hyb-reassoc,numpy,c" + (",numba" if HAS_NUMBA else "")
+    rc = benchmarks.main(["--size", "mini", "--kernels", ",".join(MORE_KERNELS), "--no-isolate",
+                          "--variants", variants, "--repeat", "1", "--compile-repeat", "1",
+                          "--min-time", "0.001", "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["name"]: r for r in doc["kernels"]}
+    assert list(rows) == list(MORE_KERNELS)
+    for name, r in rows.items():
+        assert r["status"] == "ok" and r["mismatch"] == [] and r["errors"] == {}, (name, r["problems"])
+        assert r["time"]["hyb"] > 0 and r["time"]["numpy"] > 0, name
+        assert r["time"].get("c", 1.0) > 0 and ("c" in r["time"] or "c" in r["na"]), name
+        modes = {"hyb-ieee", "hyb-reassoc"} & set(r["time"])
+        assert modes == ({"hyb-ieee", "hyb-reassoc"} if name in MORE_ROW_KERNELS else set()), name
+    assert rows["argmax-rows"]["check"]["hyb"] == 0.0
+    assert rc == 0
+
+
+def test_the_argmax_rows_data_has_ties_and_the_first_index_wins():
+    """Most rows hold their maximum more than once; some answers are 0 with a later tie, and the
+    answers are spread over the row, so keeping the last equal value or stopping early is caught."""
+    b = harness.all_benches()["argmax-rows"]
+    for size in ("mini", "small"):
+        dims = b.dims(size)
+        data = b.init(dims)
+        x, idx = data["x"], data["idx"]
+        assert x.dtype == np.float32 and idx.dtype == np.int32 and idx.shape == (dims["N"],)
+        ref = np.argmax(x, axis=1)
+        ties = (x == x.max(axis=1, keepdims=True)).sum(axis=1)
+        assert (ties > 1).mean() > 0.5, size
+        last = dims["D"] - 1 - np.argmax(x[:, ::-1], axis=1)
+        assert np.any(ref != last) and np.any((ref == 0) & (ties > 1)), size
+        assert len(np.unique(ref)) > dims["N"] // 4 and ref.max() > dims["D"] // 2, size
+        b.numpy(x, idx)
+        assert np.array_equal(idx, ref)
+
+
+def test_bias_silu_is_stored_transposed_and_add_rmsnorm_returns_only_y():
+    benches = harness.all_benches()
+    b = benches["bias-silu-t"]
+    data = b.init(b.dims("mini"))
+    b.numpy(*[data[p] for p in b.params])
+    t = data["x"].astype(np.float64) + data["b"]
+    assert data["y"].shape == data["x"].shape[::-1]
+    assert np.allclose(data["y"], (t / (1.0 + np.exp(-t))).T, rtol=1e-5, atol=1e-6)
+    r = benches["add-rmsnorm"]
+    assert r.outputs == ("y",) and "t" in r.params and "t" not in r.hyb_params
+    assert "allocate((n, d)" in r.hyb and (r.rtol, r.atol) == (benches["rmsnorm"].rtol, benches["rmsnorm"].atol)

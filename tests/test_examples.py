@@ -4,6 +4,7 @@ script exits cleanly, and a kernel gives the same result from a .hyb file and as
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,10 @@ def check_three_ways(kernel, args, want):
                                        err_msg=what)
         else:
             np.testing.assert_array_equal(r, want, err_msg=what)
-    np.testing.assert_allclose(got, emu, rtol=1e-6 if want.dtype == np.float32 else 1e-14)
+    # the compiled kernel reassociates sums: within what a different order of additions explains
+    tol = 2e-6 if want.dtype == np.float32 else 1e-14
+    scale = max(1.0, float(np.abs(want).max(initial=0))) if want.dtype.kind == "f" else 0.0
+    np.testing.assert_allclose(got, emu, rtol=tol, atol=tol * scale)
     return got
 
 
@@ -239,7 +243,7 @@ def test_inspect_loops(compiled_matmul, compiled_square_grad):
 def test_inspect_llvm(compiled_matmul):
     text = compiled_matmul.inspect("llvm")
     assert "define i32 @" in text and "hyb_matmul" in text
-    assert "fmul float" in text and "noalias" in text
+    assert re.search(r"fmul (reassoc )?float", text) and "noalias" in text
 
 
 def test_inspect_llvm_opt(compiled_matmul):

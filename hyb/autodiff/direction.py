@@ -3,7 +3,7 @@
 Reverse mode runs a loop's adjoint backwards, from its last iteration to its first.  Most
 reverse loops need no order at all: each iteration reads and writes cells of its own, and what
 the iterations share are adjoint sums (``d_s += ...``), which may be added in any order (a
-gradient kernel's sums are reassociated, see ``runtime.kernel.gradient_options``).  Such a loop
+kernel's sums are reassociated unless its ``schedule=`` says ``reassociate=False``).  Such a loop
 is written forwards, as the user wrote it, so that it vectorises and runs on threads like any
 other loop.
 

@@ -43,7 +43,8 @@ The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.ti
 * ``Prim("copysign", x, y)``: the magnitude of ``x`` with the sign of ``y``;
 * ``Prim("ipow", a, n)``: ``a ** n`` wrapping, for ``n >= 0`` read as unsigned;
 * ``Prim("maximum" | "minimum", x, y)``: IEEE 754's maximum and minimum of float32/float64 (NaN
-  if either is NaN; -0.0 below 0.0), made only when asked for (``legalise(nest, relaxed=True)``);
+  if either is NaN; -0.0 below 0.0), made only when asked for (``legalise(nest, relaxed=True)``, or
+  ``accumulate=True`` for a running extremum);
 * ``Prim("odd", n)``: the lowest bit of an integer, as bool (LLVM's trunc to i1);
 * ``Prim("bitcast", x)``: the bits of ``x`` read as the Prim's dtype, of the same width
   (float32 <-> uint32, bfloat16 <-> uint16);
@@ -73,13 +74,16 @@ F32 = "float32"
 BF16, U16, U32 = "bfloat16", "uint16", "uint32"
 
 
-def legalise(nest: loops.LoopNest, relaxed: bool = False) -> loops.LoopNest:
+def legalise(nest: loops.LoopNest, relaxed: bool = False, accumulate: bool = False) -> loops.LoopNest:
     """``nest`` with every statement and guard in primitive operations (see the module doc).
-    ``relaxed`` (a back end that renders them, where the kernel allows reassociation): float32 and
-    float64 max/min as ``Prim("maximum" | "minimum")``, IEEE 754's operations, which differ from
-    NumPy's only in taking -0.0 below 0.0 (NumPy returns the second of two equal zeros) and which
-    LLVM vectorises as reductions."""
-    lg = _Legaliser(relaxed)
+    ``relaxed`` (a back end that renders them, under fast-math): float32 and float64 max/min as
+    ``Prim("maximum" | "minimum")``, IEEE 754's operations, which differ from NumPy's only in
+    taking -0.0 below 0.0 (NumPy returns the second of two equal zeros) and which LLVM vectorises
+    as reductions.  ``accumulate`` (where the kernel's sums may be reassociated): the same, only
+    for a max/min stored into a cell it reads (``m = max(m, e)``): a running extremum, whose zero's
+    sign depends on the order its values come in, which reassociation leaves open anyway; every
+    other max/min keeps NumPy's answer bit for bit."""
+    lg = _Legaliser(relaxed, accumulate)
     statements = {name: replace(st, stmt=lg.stmt(st.stmt), guards=[lg.expr(g) for g in st.guards])
                   for name, st in nest.statements.items()}
     # a shape-generic kernel's shapes computed from its sizes (`a.shape[0] // 2`), for its addresses
@@ -125,13 +129,20 @@ def _bf16_const_value(e: tir.TExpr):
 
 
 class _Legaliser:
-    def __init__(self, relaxed: bool = False):
+    def __init__(self, relaxed: bool = False, accumulate: bool = False):
         self.relaxed = relaxed
+        self.accumulate = accumulate
+        self.running = None  # the max/min node being lowered as a running extremum
         self.count = 0
 
     # ------------------------------------------------------------- statements
     def stmt(self, s):
         if isinstance(s, tir.Store):
+            v = s.value
+            if (self.accumulate and isinstance(v, tir.Intrinsic) and v.name in ("max", "min")
+                    and any(isinstance(a, tir.Load) and a.tensor == s.tensor and a.indices == s.indices
+                            for a in v.args)):
+                self.running = v
             return replace(s, indices=[self.expr(i) for i in s.indices], value=self.expr(s.value))
         if isinstance(s, tir.If):
             return replace(s, cond=self.expr(s.cond), body=[self.stmt(x) for x in s.body],
@@ -377,7 +388,7 @@ class _Legaliser:
     def intrinsic(self, name: str, args: list, e: tir.Intrinsic):
         dt = types.concrete(e.args[0].dtype)
         if name in ("max", "min"):
-            return self.extremum(name, args[0], args[1], e.dtype, e.span)
+            return self.extremum(name, args[0], args[1], e.dtype, e.span, running=e is self.running)
         if name == "ceil_div":
             return self.lets(args, lambda v: tir.Bin(e.dtype, "+", self.bin("//", v[0], v[1], e.dtype, e), tir.Cast(
                 e.dtype, tir.Cmp("bool", "!=", self.bin("%", v[0], v[1], e.dtype, e), _const(0, e.dtype))),
@@ -403,13 +414,13 @@ class _Legaliser:
 
         return self.lets(args, computed)
 
-    def extremum(self, name: str, a, b, dtype: str, span):
+    def extremum(self, name: str, a, b, dtype: str, span, running: bool = False):
         """NumPy's maximum/minimum: x if x beats y or x is nan, else y (so a nan y wins too).  Of two
         equal values (-0.0 and 0.0) NumPy returns y, but x for float16, whose loop compares with >=
         (ml_dtypes' bfloat16 loop compares strictly, as float32's)."""
         dt = types.concrete(dtype)
         op = ">" if name == "max" else "<"
-        if self.relaxed and dt in ("float32", "float64"):
+        if (self.relaxed or running) and dt in ("float32", "float64"):
             return tir.Prim(dtype, "maximum" if name == "max" else "minimum", [a, b], span=span)
 
         def lower(x, y):

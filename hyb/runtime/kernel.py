@@ -6,7 +6,6 @@ for the signature of the call (shapes and dtypes of the arguments), caches the
 """
 from __future__ import annotations
 
-import dataclasses
 
 import difflib
 import inspect
@@ -294,7 +293,7 @@ class GradKernel(Kernel):
         # grid loop at the smallest rank its text allows gives them
         ranks = {w: r for w, (r, _) in self._grids.items()} if self._grids else None
         derived, module, _ = self._variant(frozenset(), ranks)
-        super().__init__(module.kernels[derived.name], module, **gradient_options(forward.options))
+        super().__init__(module.kernels[derived.name], module, **_public_options(forward.options))
         self.derived = derived
 
     def _variant(self, inactive: frozenset, ranks=None):
@@ -307,7 +306,7 @@ class GradKernel(Kernel):
             d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs, ranks, rows)
             filename = f"<gradient of {self.forward.name}>"
             module = parser.parse_string(d.source, filename)
-            kernel = Kernel(module.kernels[d.name], module, **gradient_options(self.forward.options))
+            kernel = Kernel(module.kernels[d.name], module, **_public_options(self.forward.options))
             v = self._variants[key] = (d, module, kernel)
         return v
 
@@ -409,17 +408,6 @@ class GradKernel(Kernel):
 
 def _public_options(options: KernelOptions) -> dict:
     return {k: v for k, v in options.items() if v is not None}
-
-
-def gradient_options(options: KernelOptions) -> dict:
-    """The options of a gradient kernel: its forward kernel's, with sums that may be reassociated
-    (a derivative's adjoints are sums in an order differentiation chose, and every autodiff
-    framework reassociates them), unless the forward kernel's ``schedule=`` says
-    ``reassociate=False``."""
-    sched = options.schedule
-    if sched.reassociate is None:
-        options = options.with_schedule(dataclasses.replace(sched, reassociate=True))
-    return _public_options(options)
 
 
 def bind_arguments(name: str, params: list, args: tuple, kwargs: dict) -> tuple:

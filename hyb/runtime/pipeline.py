@@ -183,7 +183,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), diagnose(poly, d),
-                     legalise(nest, plan_opts.reassociate),
+                     legalise(nest, options.fastmath and target.kind == "cpu", plan_opts.reassociate),
                      deps.written_before_read(poly, d) if target.kind == "cpu" else {})
 
 

@@ -74,7 +74,8 @@ class ScheduleOptions:
     # math functions in vectorised loops as vector calls (codegen.vecmath; False: one libm call a lane)
     vector_math: bool | None = None
     # sums and products may be reassociated (LLVM's `reassoc` flag), so that a reduction into one cell
-    # or scalar runs as vector partial sums; fast-math implies it; False keeps IEEE program order
+    # or scalar runs as vector partial sums: the CPU's default; fast-math implies it; False keeps
+    # IEEE program order
     reassociate: bool | None = None
     max_operations: int | None = None  # isl operations the scheduler may take
     timeout: float | None = None  # seconds for isl's scheduler (0: no limit)
@@ -91,7 +92,8 @@ class ScheduleOptions:
     def resolve(self, target, fastmath: bool = False) -> "ScheduleOptions":
         """Every field the user left to the target, decided for ``target`` (a ``hyb.target``
         record whose ``kind`` is ``"cpu"`` or ``"cuda"``).  The CPU: the machine model's tiles and
-        register blocks, the target's ``min_parallel_work``, sums reassociated under fast-math.
+        register blocks, the target's ``min_parallel_work``, sums reassociated unless the kernel says
+        ``reassociate=False`` (fast-math reassociates them whatever it says).
         The GPU: no tiling (the grid's blocks are the tiles), isl's loop order, no register
         blocks (a thread of the grid keeps its one cell in a register anyway), no minimum work
         for a parallel loop, and sums in program order (the CUDA back end never reassociates)."""
@@ -105,8 +107,9 @@ class ScheduleOptions:
         if self.original:
             policy.update(tile=False, parallel=False, interchange=False)
         filled = {k: v for k, v in policy.items() if getattr(self, k) is None}
-        # fast-math implies reassociated sums; the CUDA back end keeps them in program order
-        filled["reassociate"] = bool(self.reassociate or fastmath) if cpu else False
+        # the CPU reassociates sums unless the kernel says reassociate=False (fast-math implies it); the
+        # CUDA back end keeps them in program order
+        filled["reassociate"] = bool(self.reassociate is not False or fastmath) if cpu else False
         return replace(self, **filled, machine=target if isinstance(target, CpuTarget) else None)
 
     def for_loop_stages(self, target, fastmath: bool = False) -> "ScheduleOptions":

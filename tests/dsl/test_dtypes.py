@@ -357,8 +357,8 @@ def total(a):
     for i in range(a.shape[0]):
         s[0] += a[i]
     return s
-''').total
-    a = np.full(3000, 1.0, np.float16)  # past 2048, 1 + 2048 rounds back to 2048
+''', schedule={"reassociate": False}).total
+    a = np.full(3000, 1.0, np.float16)  # past 2048, 1 + 2048 rounds back to 2048 (in program order)
     (got,), (emu,) = run3(k, a)
     same(got, np.array([2048], np.float16))
     same(emu, got)

@@ -1,4 +1,6 @@
 """The scheduler and its options: loop order, tiling, parallel loops on threads, fallbacks."""
+import re
+
 import numpy as np
 import pytest
 
@@ -167,7 +169,7 @@ def test_vectorised_ir_for_elementwise_kernel():
                              "    for i in range(a.shape[0]):\n        c[i] = a[i] + b[i]\n    return c\n")
     x = np.ones(1000, dtype=np.float32)
     text = mod.add.compile(x, x).inspect("llvm-opt")
-    assert "fadd <" in text and "x float>" in text  # the loop vectoriser reached the loop
+    assert re.search(r"fadd (reassoc )?<\d+ x float>", text)  # the loop vectoriser reached the loop
 
 
 def test_out_of_bounds_inside_a_parallel_loop():
@@ -431,7 +433,7 @@ def test_accumulator_stays_in_a_register():
     # running sum is a phi (scalar replacement, done by LLVM's LICM thanks to noalias arguments).
     mod = hyb.compile_source("def rowsum(a):\n    c = output_tensor((a.shape[0],), a.dtype)\n"
                              "    for i in range(a.shape[0]):\n        for k in range(a.shape[1]):\n"
-                             "            c[i] += a[i, k] * a[i, k]\n    return c\n")
+                             "            c[i] += a[i, k] * a[i, k]\n    return c\n", schedule={"reassociate": False})
     a = np.random.default_rng(0).random((300, 700))
     ck = mod.rowsum.compile(a)
     inner = _self_loops(ck.inspect("llvm-opt"))
