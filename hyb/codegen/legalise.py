@@ -45,6 +45,10 @@ The primitives the output may hold besides the checker's nodes (:mod:`hyb.dsl.ti
 * ``Prim("maximum" | "minimum", x, y)``: IEEE 754's maximum and minimum of float32/float64 (NaN
   if either is NaN; -0.0 below 0.0), made only when asked for (``legalise(nest, relaxed=True)``, or
   ``accumulate=True`` for a running extremum);
+* ``Prim("maxnum" | "minnum", x, y)``: the larger (smaller) of two float32/float64 values, the
+  other where one is NaN, either of two equal zeros: what the internal intrinsics ``fmax`` and
+  ``fmin`` (NumPy's ``fmax``/``fmin`` but for the zeros) become; only the CPU's
+  :mod:`hyb.schedule.argext` makes them, never a kernel's text;
 * ``Prim("odd", n)``: the lowest bit of an integer, as bool (LLVM's trunc to i1);
 * ``Prim("bitcast", x)``: the bits of ``x`` read as the Prim's dtype, of the same width
   (float32 <-> uint32, bfloat16 <-> uint16);
@@ -387,6 +391,8 @@ class _Legaliser:
     # ------------------------------------------------------------- intrinsics
     def intrinsic(self, name: str, args: list, e: tir.Intrinsic):
         dt = types.concrete(e.args[0].dtype)
+        if name in ("fmax", "fmin") and dt in ("float32", "float64"):
+            return tir.Prim(e.dtype, "maxnum" if name == "fmax" else "minnum", args, span=e.span)
         if name in ("max", "min"):
             return self.extremum(name, args[0], args[1], e.dtype, e.span, running=e is self.running)
         if name == "ceil_div":

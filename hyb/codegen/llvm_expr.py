@@ -147,6 +147,12 @@ class LlvmExpressions:
     def p_minimum(self, dt, x, y):
         return self.b.call(self.declare(f"llvm.minimum.f{float_bits(dt)}", x.type, [x.type] * 2), [x, y])
 
+    def p_maxnum(self, dt, x, y):
+        return self.b.call(self.declare(f"llvm.maxnum.f{float_bits(dt)}", x.type, [x.type] * 2), [x, y])
+
+    def p_minnum(self, dt, x, y):
+        return self.b.call(self.declare(f"llvm.minnum.f{float_bits(dt)}", x.type, [x.type] * 2), [x, y])
+
     def p_odd(self, dt, n):
         return self.b.trunc(n, I1)
 

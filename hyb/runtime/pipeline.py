@@ -33,7 +33,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
-from ..schedule import astgen, contract, deps, extract, gpu, promote, vector, verify
+from ..schedule import argext, astgen, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -155,6 +155,9 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     # option on both targets
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
+    searched = ()
+    if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
+        typed, searched = argext.rewrite(typed)  # running extrema with their index, as vector passes
     poly = extract.extract(typed, size_hint)
     budget = plan_opts.analysis_operations
     d = deps.compute(poly, budget=budget)
@@ -166,7 +169,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
                                        "(schedule={'analysis_operations': ...} changes it): dependences "
                                        "over-approximated, original order",))
     nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
-    decisions = followed.decisions
+    decisions = searched + tuple(followed.decisions)
     nest, more = mark_escaping(poly, nest, budget, d.exact)
     decisions += more
     nest, more = mark_vectors(poly, nest, loop_opts)

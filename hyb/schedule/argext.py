@@ -1,0 +1,273 @@
+"""Running extrema with their index, as passes LLVM vectorises.
+
+A user finds the index of a row's maximum with a branch::
+
+    best = x[i, 0]
+    k = 0
+    for j in range(1, d):
+        if x[i, j] > best:
+            best = x[i, j]
+            k = j
+
+Each iteration's branch depends on the one before, so the loop runs one element at a time.
+Where the kernel's sums may be reassociated (the CPU's default), this stage rewrites such a loop
+on the typed kernel, before extraction, into passes with no branch between iterations::
+
+    m = best
+    for j in range(1, d):            # a running maximum: a vector reduction
+        m = max(m, x[i, j])
+    if m == m:                       # no NaN met
+        if m > best:                 # some element beat the initial value
+            kk = d
+            for j in range(1, d):    # the first index holding it: a vector min of indices
+                kk = min(kk, j if x[i, j] == m else d)
+            best = x[i, kk]
+            k = kk
+    else:                            # a NaN: the loop as written (a NaN never wins a comparison)
+        for j in range(1, d): ...
+
+The result is the written loop's bit for bit: the maximum of the values is the same in any
+order (of two equal zeros the index pass takes the first, as the branch does, and ``best`` is
+read back from that element); ``>=`` takes the last index (a max of indices, any element equal
+to the initial value counting), ``<`` and ``<=`` the first and last index of the minimum.
+
+The loop is rewritten only when all of this holds:
+
+* its step is 1 and its body is one ``if`` with no ``else``, comparing a scalar ``best`` with an
+  expression ``e`` (either side) by ``>``, ``<``, ``>=`` or ``<=``;
+* the ``if`` body is two stores: ``best = e`` (the same expression, of ``best``'s dtype) and
+  ``k = j`` (another scalar; ``j`` the loop variable, cast to ``k``'s dtype or not);
+* ``e`` is recomputed bit for bit in each pass: a load, or one ``+``, ``-``, ``*`` of loads and
+  numbers, reading neither ``best`` nor ``k`` (a math function's vector and scalar versions
+  may differ by an ulp);
+* ``best`` is a float32, float64 or integer scalar (integers skip the NaN test), ``k`` a signed
+  integer one.
+
+``rewrite(typed)`` returns the new typed kernel and one decision per loop rewritten.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..dsl import tir, types
+
+# the iterations LLVM's vectoriser takes at a time in the passes (16 float32 lanes of AVX-512,
+# interleaved 4 times; a multiple of narrower machines' and of float64's)
+CHUNK = 64
+_FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
+_ARITH = ("+", "-", "*")
+
+
+def rewrite(typed: tir.TypedKernel) -> tuple:
+    """``(typed kernel, decisions)``: every running extremum with its index rewritten (see the
+    module doc); the kernel itself where there is none."""
+    r = _Rewriter(typed)
+    body = r.stmts(typed.body)
+    if not r.decisions:
+        return typed, ()
+    return replace(typed, body=body, tensors=r.tensors), tuple(r.decisions)
+
+
+class _Rewriter:
+    def __init__(self, typed: tir.TypedKernel):
+        self.tensors = dict(typed.tensors)
+        self.used = set(typed.tensors) | _loop_vars(typed.body)
+        self.loops = []  # the loop variables around the statement being rewritten
+        self.decisions = []
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.used:
+            name, n = f"{base}_{n}", n + 1
+        self.used.add(name)
+        return name
+
+    def scalar(self, base: str, dtype: str, span) -> str:
+        name = self.fresh(base)
+        self.tensors[name] = tir.Tensor(name, (), dtype, "scalar", span, name, private_to=tuple(self.loops))
+        return name
+
+    def stmts(self, body: list) -> list:
+        out = []
+        for s in body:
+            if isinstance(s, tir.Loop):
+                found = _match(s, self.tensors)
+                if found is not None:
+                    out += self.passes(s, *found)
+                    continue
+                self.loops.append(s.var)
+                out.append(replace(s, body=self.stmts(s.body)))
+                self.loops.pop()
+            elif isinstance(s, tir.If):
+                out.append(replace(s, body=self.stmts(s.body), orelse=self.stmts(s.orelse)))
+            else:
+                out.append(s)
+        return out
+
+    def over(self, loop: tir.Loop, suffix: str, step) -> list:
+        """Loops running ``step(var)`` over the iterations of ``loop``.  Both passes are idempotent
+        (a max, a min of indices), so a trip count known now that is no multiple of ``CHUNK`` runs
+        as its whole chunks and then the last ``CHUNK`` iterations again, overlapping: every
+        iteration on vectors, none in a scalar remainder (a row of 511 took 2.7 times as long as
+        one of 512 with one)."""
+        lo, hi = loop.start, loop.stop
+        spans = [(lo, hi)]
+        if isinstance(lo, tir.Const) and isinstance(hi, tir.Const):
+            n = hi.value - lo.value
+            if n > CHUNK and n % CHUNK:
+                whole = lo.value + n // CHUNK * CHUNK
+                spans = [(lo, tir.Const(hi.dtype, whole, span=hi.span)),
+                         (tir.Const(lo.dtype, hi.value - CHUNK, span=lo.span), hi)]
+        out = []
+        for a, b in spans:
+            var = self.fresh(f"{loop.var}_{suffix}")
+            out.append(replace(loop, var=var, start=a, stop=b, step=1, body=[step(var)]))
+        return out
+
+    def passes(self, loop: tir.Loop, op: str, best: str, e: tir.TExpr, k: str, k_value: tir.TExpr) -> list:
+        """The written loop as the passes of the module doc."""
+        span = loop.span
+        dt = self.tensors[best].dtype
+        maximum = op in (">", ">=")
+        first = op in (">", "<")
+        m = self.scalar(f"{best}_{'max' if maximum else 'min'}", dt, span)
+        # the index pass's lanes as narrow as the loop's bounds allow (int32 lanes: twice as many)
+        it = "int32" if _fits_int32(loop.start) and _fits_int32(loop.stop) else "int64"
+        kk = self.scalar(f"{k}_at", it, span)
+
+        def load(name):
+            return tir.Load(self.tensors[name].dtype, name, [], span=span)
+
+        def at(var):  # e and the stored index with the loop variable renamed
+            return _substitute(e, loop.var, tir.Var("int", var, span=span))
+
+        start64 = tir.Cast(it, loop.start, span=span)
+        stop64 = tir.Cast(it, loop.stop, span=span)
+        # the first index: a min of indices, `stop` where the element is not the extremum; the last:
+        # a max of indices, `start - 1` where it is not
+        none = stop64 if first else tir.Bin(it, "-", start64, tir.Const(it, 1), span=span)
+
+        def index_step(jk):
+            hit = tir.Cmp("bool", "==", at(jk), load(m), span=span)
+            index = tir.Select(it, hit, tir.Cast(it, tir.Var("int", jk, span=span), span=span), none, span=span)
+            return tir.Store(kk, [], tir.Intrinsic(it, "min" if first else "max", [load(kk), index], span=span),
+                             span=span)
+
+        found = tir.Load(it, kk, [], span=span)
+        chosen = tir.Var("int", loop.var, span=span)
+        write_back = [tir.Store(best, [], _substitute(e, loop.var, found), span=span),
+                      tir.Store(k, [], _substitute(k_value, chosen.name, found), span=span)]
+        index_pass = [tir.Store(kk, [], none, span=span)] + self.over(loop, "k", index_step)
+        floats = types.concrete(dt) in ("float32", "float64")
+        if first:  # an element strictly beyond the initial value (never so where that is NaN)
+            taken = tir.Cmp("bool", ">" if maximum else "<", load(m), load(best), span=span)
+        else:  # any element equal to the extremum, the initial value's equals included
+            taken = tir.Cmp("bool", ">=", found, start64, span=span)
+            if floats:  # a NaN initial value: no comparison takes anything
+                taken = tir.Logic("bool", "and", taken, tir.Cmp("bool", "==", load(best), load(best), span=span),
+                                  span=span)
+        # floats: NaN elements left out, as no comparison takes them (fmax, fmin: LLVM's maxnum, minnum)
+        reduce = ("f" if floats else "") + ("max" if maximum else "min")
+        extremum = [tir.Store(m, [], load(best), span=span)] + self.over(
+            loop, "m", lambda jm: tir.Store(m, [], tir.Intrinsic(dt, reduce, [load(m), at(jm)], span=span), span=span))
+        # every pass a loop of its own at this level, so that the polyhedral stages see each one;
+        # only the write-back is conditional
+        out = extremum + index_pass + [tir.If(taken, write_back, [], span=span)]
+        line = f" (line {span.line})" if span is not None else ""
+        self.decisions.append(
+            f"running {'maximum' if maximum else 'minimum'} of `{self.tensors[best].source_name or best}` with its "
+            f"{'first' if first else 'last'} index `{self.tensors[k].source_name or k}`{line}: a vector "
+            f"{'max' if maximum else 'min'} pass, then a vector pass for the index")
+        return out
+
+
+def _match(loop: tir.Loop, tensors: dict):
+    """``(op, best, e, k, k's stored value)`` of a running extremum with its index (op as
+    ``e op best``), or None."""
+    if loop.step != 1 or len(loop.body) != 1 or not isinstance(loop.body[0], tir.If):
+        return None
+    branch = loop.body[0]
+    cond = branch.cond
+    if branch.orelse or len(branch.body) != 2 or not isinstance(cond, tir.Cmp) or cond.op not in _FLIP:
+        return None
+    if _scalar_load(cond.b, tensors):
+        op, e, best = cond.op, cond.a, cond.b.tensor
+    elif _scalar_load(cond.a, tensors):
+        op, e, best = _FLIP[cond.op], cond.b, cond.a.tensor
+    else:
+        return None
+    stores = branch.body
+    if not all(isinstance(s, tir.Store) and not s.indices for s in stores):
+        return None
+    by = {s.tensor: s.value for s in stores}
+    if best not in by or len(by) != 2:
+        return None
+    (k,) = [t for t in by if t != best]
+    dt = tensors[best].dtype
+    kt = tensors.get(k)
+    if (by[best] != e or e.dtype != dt or kt is None or kt.kind != "scalar"
+            or types.concrete(dt) not in ("float32", "float64") + types.SIGNED + types.UNSIGNED):
+        return None
+    value = by[k]
+    if not (_is_var(value, loop.var) or (isinstance(value, tir.Cast) and _is_var(value.a, loop.var)
+                                         and types.concrete(value.dtype) in types.SIGNED)):
+        return None
+    if not _recomputable(e, loop.var, {best, k}, tensors):
+        return None
+    return op, best, e, k, value
+
+
+def _fits_int32(e) -> bool:
+    """A loop bound known now, an int32 with room for one more (``start - 1``, ``stop``)."""
+    return isinstance(e, tir.Const) and isinstance(e.value, int) and -(2 ** 31) < e.value < 2 ** 31 - 1
+
+
+def _scalar_load(e, tensors) -> bool:
+    return (isinstance(e, tir.Load) and not e.indices and e.tensor in tensors
+            and tensors[e.tensor].kind == "scalar")
+
+
+def _is_var(e, name: str) -> bool:
+    return isinstance(e, tir.Var) and e.name == name
+
+
+def _recomputable(e, var: str, scalars: set, tensors: dict) -> bool:
+    """A load, or one +, -, * of loads and numbers, none of them of ``scalars``."""
+    def leaf(x):
+        if isinstance(x, tir.Const):
+            return True
+        return (isinstance(x, tir.Load) and x.tensor not in scalars
+                and all(_index_only(i, scalars) for i in x.indices))
+
+    if isinstance(e, tir.Bin) and e.op in _ARITH:
+        return leaf(e.a) and leaf(e.b)
+    return isinstance(e, tir.Load) and leaf(e)
+
+
+def _index_only(e, scalars: set) -> bool:
+    """A subscript that reads none of ``scalars``."""
+    bad = []
+
+    def visit(n):
+        if isinstance(n, tir.Load) and n.tensor in scalars:
+            bad.append(n)
+        return None
+
+    tir.rewrite(e, visit)
+    return not bad
+
+
+def _substitute(e, var: str, by: tir.TExpr):
+    """``e`` with the loop variable ``var`` read as ``by``."""
+    return tir.rewrite(e, lambda n: by if isinstance(n, tir.Var) and n.name == var else None)
+
+
+def _loop_vars(body: list) -> set:
+    out = set()
+    for s in body:
+        if isinstance(s, tir.Loop):
+            out.add(s.var)
+            out |= _loop_vars(s.body)
+        elif isinstance(s, tir.If):
+            out |= _loop_vars(s.body) | _loop_vars(s.orelse)
+    return out
