@@ -283,6 +283,18 @@ class TypedKernel:
         return out
 
 
+def loop_vars(body: list) -> set:
+    """The variables of every loop in ``body``, at any depth."""
+    out = set()
+    for s in body:
+        if isinstance(s, Loop):
+            out.add(s.var)
+            out |= loop_vars(s.body)
+        elif isinstance(s, If):
+            out |= loop_vars(s.body) | loop_vars(s.orelse)
+    return out
+
+
 def rewrite(node, by):
     """``node`` (an expression or a statement) with each node ``n`` for which ``by(n)`` is not None
     replaced by that, outermost first (``by`` may call :func:`rewrite_children` to go on below);

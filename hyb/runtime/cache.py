@@ -214,5 +214,7 @@ _CODECS = {
     "tuned": (lambda v: v, _tuned_from_json),
     "parallel_work": _PAIRS, "unfilled_when": _PAIRS,
     "min_parallel_work": (int, _count),
+    "staged": (lambda v: [[n, list(shape), dt] for n, shape, dt in v],
+               lambda v: tuple((str(n), tuple(int(d) for d in shape), str(dt)) for n, shape, dt in v)),
 }
 NOT_STORED = ("object", "llvm_ir")

@@ -66,8 +66,10 @@ class CompiledKernel:
         self._in_place = any(n in self._written for n in typed.inputs)
         made = self.buffers[len(typed.inputs):]
         # (every element of an `unfilled` buffer is written before it is read: np.empty will do)
-        self._made = [(typed.tensors[n].shape, types.numpy_dtype(typed.tensors[n].dtype),
-                       np.empty if n in code.unfilled else np.zeros) for n in made]
+        shapes = {n: (shape, dtype) for n, shape, dtype in code.staged}
+        shapes.update({n: (typed.tensors[n].shape, typed.tensors[n].dtype) for n in made if n in typed.tensors})
+        self._made = [(shapes[n][0], types.numpy_dtype(shapes[n][1]), np.empty if n in code.unfilled else np.zeros)
+                      for n in made]
         # shape-generic code: sizes known when it runs (its made shapes are expressions of them)
         self.generic = bool(code.sizes)
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)

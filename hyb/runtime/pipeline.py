@@ -33,7 +33,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
-from ..schedule import argext, astgen, contract, deps, extract, gpu, promote, vector, verify
+from ..schedule import argext, astgen, transpose, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -81,6 +81,9 @@ class NativeCode:
     parallel_work: tuple = ()
     min_parallel_work: int = 0
     unfilled_when: tuple = ()  # (buffer, isl set text of the sizes at which it needs no zeros)
+    # the temporaries of constant shape, (name, shape, dtype) each: those a middle-end stage added
+    # (schedule.transpose's tiles) are not in the checker's typed kernel
+    staged: tuple = ()
 
 
 def diagnose(poly: extract.PolyProgram, d: deps.Dependences) -> tuple:
@@ -158,6 +161,9 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     searched = ()
     if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
         typed, searched = argext.rewrite(typed)  # running extrema with their index, as vector passes
+    if target.kind == "cpu" and not plan_opts.original and plan_opts.tile is not False:
+        typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions
+        searched += staged
     poly = extract.extract(typed, size_hint)
     budget = plan_opts.analysis_operations
     d = deps.compute(poly, budget=budget)
@@ -205,8 +211,11 @@ def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple
     module = jit.optimize(generated.ir)
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
-    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), tuple(abi.buffer_order(nest.kernel)),
-                      generated.ir, sizes=tuple(tir.size_symbols(nest.kernel))), loaded
+    buffers = tuple(abi.buffer_order(nest.kernel))
+    staged = tuple((n, nest.kernel.tensors[n].shape, nest.kernel.tensors[n].dtype) for n in buffers
+                   if nest.kernel.tensors[n].kind == "temp" and not nest.kernel.tensors[n].generic)
+    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), buffers,
+                      generated.ir, sizes=tuple(tir.size_symbols(nest.kernel)), staged=staged), loaded
 
 
 def shape_checks(middle: MiddleEnd, options: KernelOptions, target) -> dict:

@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..dsl import tir, types
+from ..dsl.desugar import Names
 
 # the iterations LLVM's vectoriser takes at a time in the passes (16 float32 lanes of AVX-512,
 # interleaved 4 times; a multiple of narrower machines' and of float64's)
@@ -71,16 +72,12 @@ def rewrite(typed: tir.TypedKernel) -> tuple:
 class _Rewriter:
     def __init__(self, typed: tir.TypedKernel):
         self.tensors = dict(typed.tensors)
-        self.used = set(typed.tensors) | _loop_vars(typed.body)
+        self.names = Names(set(typed.tensors) | tir.loop_vars(typed.body))
         self.loops = []  # the loop variables around the statement being rewritten
         self.decisions = []
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.used:
-            name, n = f"{base}_{n}", n + 1
-        self.used.add(name)
-        return name
+        return self.names.fresh(base)
 
     def scalar(self, base: str, dtype: str, span) -> str:
         name = self.fresh(base)
@@ -261,13 +258,3 @@ def _substitute(e, var: str, by: tir.TExpr):
     """``e`` with the loop variable ``var`` read as ``by``."""
     return tir.rewrite(e, lambda n: by if isinstance(n, tir.Var) and n.name == var else None)
 
-
-def _loop_vars(body: list) -> set:
-    out = set()
-    for s in body:
-        if isinstance(s, tir.Loop):
-            out.add(s.var)
-            out |= _loop_vars(s.body)
-        elif isinstance(s, tir.If):
-            out |= _loop_vars(s.body) | _loop_vars(s.orelse)
-    return out
