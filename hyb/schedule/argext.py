@@ -43,6 +43,10 @@ The loop is rewritten only when all of this holds:
 * ``best`` is a float32, float64 or integer scalar (integers skip the NaN test), ``k`` a signed
   integer one.
 
+A loop that is only a running extremum, ``m = max(m, e)`` (a softmax's row maximum), needs no
+index pass; it gets the chunking of the passes alone (see ``_Rewriter.over``): LLVM vectorises
+it, but leaves the iterations past its last whole chunk of 64 to a scalar loop (a row of 1023).
+
 ``rewrite(typed)`` returns the new typed kernel and one decision per loop rewritten.
 """
 from __future__ import annotations
@@ -92,6 +96,15 @@ class _Rewriter:
                 if found is not None:
                     out += self.passes(s, *found)
                     continue
+                running = _running(s, self.tensors)
+                if running is not None and _chunked(s):
+                    out += self.over(s, "r", lambda var, st=running, v=s.var: _substitute(
+                        st, v, tir.Var("int", var, span=st.span)))
+                    name = self.tensors[running.tensor].source_name or running.tensor
+                    self.decisions.append(f"running {running.value.name} of `{name}`{_line(s.span)}: whole "
+                                          f"chunks of {CHUNK}, then the last {CHUNK} iterations again (no scalar "
+                                          "remainder)")
+                    continue
                 self.loops.append(s.var)
                 out.append(replace(s, body=self.stmts(s.body)))
                 self.loops.pop()
@@ -109,12 +122,11 @@ class _Rewriter:
         one of 512 with one)."""
         lo, hi = loop.start, loop.stop
         spans = [(lo, hi)]
-        if isinstance(lo, tir.Const) and isinstance(hi, tir.Const):
+        if _chunked(loop):
             n = hi.value - lo.value
-            if n > CHUNK and n % CHUNK:
-                whole = lo.value + n // CHUNK * CHUNK
-                spans = [(lo, tir.Const(hi.dtype, whole, span=hi.span)),
-                         (tir.Const(lo.dtype, hi.value - CHUNK, span=lo.span), hi)]
+            whole = lo.value + n // CHUNK * CHUNK
+            spans = [(lo, tir.Const(hi.dtype, whole, span=hi.span)),
+                     (tir.Const(lo.dtype, hi.value - CHUNK, span=lo.span), hi)]
         out = []
         for a, b in spans:
             var = self.fresh(f"{loop.var}_{suffix}")
@@ -170,7 +182,7 @@ class _Rewriter:
         # every pass a loop of its own at this level, so that the polyhedral stages see each one;
         # only the write-back is conditional
         out = extremum + index_pass + [tir.If(taken, write_back, [], span=span)]
-        line = f" (line {span.line})" if span is not None else ""
+        line = _line(span)
         self.decisions.append(
             f"running {'maximum' if maximum else 'minimum'} of `{self.tensors[best].source_name or best}` with its "
             f"{'first' if first else 'last'} index `{self.tensors[k].source_name or k}`{line}: a vector "
@@ -212,6 +224,41 @@ def _match(loop: tir.Loop, tensors: dict):
     if not _recomputable(e, loop.var, {best, k}, tensors):
         return None
     return op, best, e, k, value
+
+
+def _line(span) -> str:
+    return f" (line {span.line})" if span is not None else ""
+
+
+def _chunked(loop: tir.Loop) -> bool:
+    """Whether the loop's trip count is known now, over ``CHUNK`` and no multiple of it."""
+    lo, hi = loop.start, loop.stop
+    if not (isinstance(lo, tir.Const) and isinstance(hi, tir.Const) and loop.step == 1):
+        return False
+    n = hi.value - lo.value
+    return n > CHUNK and n % CHUNK != 0
+
+
+def _running(loop: tir.Loop, tensors: dict):
+    """The store of a loop whose body is one running extremum of a float scalar, ``m = max(m, e)``
+    (or min, either order) with ``e`` reading neither ``m`` nor anything the loop writes: the
+    store, or None.  Running it again for some iterations changes nothing."""
+    if loop.step != 1 or len(loop.body) != 1 or not isinstance(loop.body[0], tir.Store):
+        return None
+    st = loop.body[0]
+    v = st.value
+    if st.indices or not isinstance(v, tir.Intrinsic) or v.name not in ("max", "min") or len(v.args) != 2:
+        return None
+    t = tensors.get(st.tensor)
+    if t is None or t.kind != "scalar" or types.concrete(t.dtype) not in ("float32", "float64"):
+        return None
+    mine = [isinstance(a, tir.Load) and a.tensor == st.tensor and not a.indices for a in v.args]
+    if sum(mine) != 1:
+        return None
+    other = v.args[mine.index(False)]
+    if not _index_only(other, {st.tensor}):
+        return None
+    return st
 
 
 def _fits_int32(e) -> bool:

@@ -103,3 +103,27 @@ def test_program_order_and_other_bodies_are_left_as_written():
         assert "with its" not in kernel.compile(x, start).inspect("schedule"), src
         for g, w in zip(kernel(x, start), kernel.emulate(x, start)):
             same_bits(g, w)
+
+
+def test_a_running_maximum_runs_in_whole_chunks_and_an_overlapping_last_one():
+    src = '''
+def row_max(x):
+    out = output_tensor((x.shape[0],), x.dtype)
+    for i in range(x.shape[0]):
+        m = x[i, 0]
+        for j in range(1, x.shape[1]):
+            m = max(m, x[i, j])
+        out[i] = m
+    return out
+'''
+    rng = np.random.default_rng(0)
+    for d in (2, 64, 65, 66, 129, 1024):
+        k = hyb.compile_source(src).row_max
+        x = rng.standard_normal((5, d)).astype(np.float32)
+        x[1, d // 2] = np.nan
+        x[2] = -0.0
+        got = k(x)
+        same_bits(got[[0, 1, 3, 4]], x.max(axis=1)[[0, 1, 3, 4]])
+        assert got[2] == 0.0
+        chunked = "running max of `m` (line 6): whole chunks of 64" in k.compile(x).inspect("schedule")
+        assert chunked == (d - 1 > 64 and (d - 1) % 64 != 0), d
