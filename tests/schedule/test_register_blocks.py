@@ -330,7 +330,14 @@ def test_block_shape_from_the_register_budget():
         assert nr % lanes == 0 and mr * (nr // lanes) + nr // lanes + 1 <= machine.vector_registers
     assert block_shape(avx512, 4, 1000, 8) is None  # shorter than one vector
     assert block_shape(avx512, 4, 1, 1000) is None
-    assert block_shape(avx512, 4, 3, 40) == (3, 32)
+    # J shorter than four vectors and no multiple of them: one block across all of it, of 4 rows
+    # (blocks of 32 would leave 8 columns to the scalar edge code)
+    assert block_shape(avx512, 4, 3, 40) == (3, 40)
+    assert block_shape(avx512, 4, 32, 40) == (4, 40)
+    assert block_shape(avx512, 4, 64, 20) == (4, 20)
+    assert block_shape(avx512, 4, 32, 48) == (8, 48)  # a multiple: as before
+    assert block_shape(avx512, 8, 32, 40) == (6, 32)  # five float64 vectors: as before
+    assert block_shape(avx512, 4, 1000, 1100) == (6, 64)
     mc, nc, kc = cache_tiles(avx512, 4, 6, 64, (1000, 1000, 1000))
     assert mc % 6 == 0 and nc % 64 == 0 and 6 * kc * 4 <= avx512.l1d_bytes // 2
     assert kc * nc * 4 <= avx512.l2_bytes // 2
@@ -436,3 +443,25 @@ def test_a_subscript_that_moves_through_a_floor_is_no_reduction(schedule):
     k = hyb.compile_source(FLOORED, schedule=schedule).halves
     np.testing.assert_array_equal(k(x), k.emulate(x))
     assert "register block" not in k.compile(x).inspect("schedule")
+
+
+@pytest.mark.parametrize("n", [17, 20, 37, 40, 50, 63])
+def test_blocks_across_a_short_j_with_a_vector_in_part(n):
+    src = """
+def bmm_t(a, b):
+    c = output_tensor((a.shape[0], a.shape[1], b.shape[1]), a.dtype)
+    for z in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            for j in range(b.shape[1]):
+                for k in range(a.shape[2]):
+                    c[z, i, j] += a[z, i, k] * b[z, j, k]
+    return c
+"""
+    a, b = rnd((5, 34, 29), "float32"), rnd((5, n, 29), "float32")
+    k = hyb.compile_source(src, threads=1).bmm_t
+    np.testing.assert_allclose(k(a, b), a @ b.transpose(0, 2, 1), rtol=2e-5, atol=2e-5)
+    from hyb.target import host_cpu
+
+    shape = block_shape(host_cpu(1), 4, 34, n)
+    if shape is not None:  # the block the machine model chose is the one made
+        assert f"register block {shape[0]}x{shape[1]}" in k.compile(a, b).inspect("schedule")
