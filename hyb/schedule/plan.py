@@ -101,6 +101,14 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
         if result.tree is not None and _respects(result.tree, cell_deps.all):
             return result.noted("scalar locals privatised; loops neither reordered nor tiled, which "
                                 "would interleave their lifetimes", 1)
+    # Each scalar's lifetimes kept in order (its one-cell dependences as validity constraints),
+    # while parallelism is judged on the expanded dependences: the statements that share a scalar
+    # stay in one iteration of its loops (a row's sum and the loop that reads it), and those loops
+    # may still run on threads, each with its own cell.
+    kept = _plan(p, d, opts, solved, cell_deps)
+    if kept.tree is not None and _respects(kept.tree, cell_deps.all):
+        return kept.noted("scalar locals privatised, each kept in one iteration of the loops around "
+                          "its lifetimes", 1)
     again = _plan(p, cell_deps, opts, solved)
     return again.noted("scalar locals kept as single cells (privatising them would interleave "
                        "their lifetimes)", 1)
@@ -165,7 +173,10 @@ def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
     return sched
 
 
-def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | None = None) -> Plan:
+def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | None = None,
+          cells: Dependences | None = None) -> Plan:
+    """One schedule of ``p`` for ``d``; ``cells``: one-cell dependences of the private scalars,
+    added to the validity constraints only (see :func:`plan`)."""
     decisions = []
     dom = p.union("domain")
     deps_all = d.all
@@ -173,12 +184,13 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     if not serial.is_empty():
         deps_all = deps_all.union(serial)
         decisions.append("`serial` loops kept in order and off the threads")
-    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(deps_all).set_proximity(d.all)
+    validity = deps_all if cells is None else deps_all.union(cells.all)
+    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(validity).set_proximity(d.all)
     sc = sc.set_coincidence(deps_all)
     solved = {} if solved is None else solved
 
     def solve(apart):
-        key = (id(d), apart)
+        key = (id(d), id(cells), apart)
         if key not in solved:
             solved[key] = _solve(sc, opts, apart)
         return solved[key]

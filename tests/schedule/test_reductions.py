@@ -142,3 +142,29 @@ def both(a, b):
             assert np.isnan(m[0])
     ordered = hyb.compile_source(src, schedule={"reassociate": False}).both
     assert "llvm.maximum" not in ordered.compile(a, b).inspect("llvm")
+
+
+def test_row_kernels_with_scalars_run_their_rows_on_threads():
+    """A row's sum and the loop that reads it share a scalar: the schedule keeps them in one
+    iteration of the row loop, which still runs on threads (each thread its own scalar)."""
+    src = '''
+def rmsnorm(x, gamma, eps):
+    out = output_tensor(x.shape, x.dtype)
+    for i in range(x.shape[0]):
+        ss = float32(0.0)
+        for j in range(x.shape[1]):
+            ss += x[i, j] * x[i, j]
+        r = 1.0 / sqrt(ss / x.shape[1] + eps)
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * r * gamma[j]
+    return out
+'''
+    rng = np.random.default_rng(1)
+    for shape in ((1, 1), (3, 5), (67, 33), (300, 130)):
+        k = hyb.compile_source(src, threads=2, schedule={"min_parallel_work": 0, "reassociate": False}).rmsnorm
+        x = rng.standard_normal(shape).astype(np.float32)
+        g = rng.standard_normal(shape[1]).astype(np.float32)
+        np.testing.assert_array_equal(k(x, g, 1e-5), k.emulate(x, g, 1e-5))
+    ck = k.compile(x, g, 1e-5)
+    assert ck.inspect("loops").startswith("parallel for")
+    assert "scalar locals privatised, each kept in one iteration" in ck.inspect("schedule")
