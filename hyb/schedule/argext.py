@@ -181,7 +181,11 @@ class _Rewriter:
             loop, "m", lambda jm: tir.Store(m, [], tir.Intrinsic(dt, reduce, [load(m), at(jm)], span=span), span=span))
         # every pass a loop of its own at this level, so that the polyhedral stages see each one;
         # only the write-back is conditional
-        out = extremum + index_pass + [tir.If(taken, write_back, [], span=span)]
+        # (the test in a flag of its own: an `if` whose body writes what its condition reads is
+        # one opaque statement to the polyhedral stages, whose scalars then tie the rows together)
+        flag = self.scalar(f"{best}_taken", "bool", span)
+        out = extremum + index_pass + [tir.Store(flag, [], taken, span=span),
+                                       tir.If(load(flag), write_back, [], span=span)]
         line = _line(span)
         self.decisions.append(
             f"running {'maximum' if maximum else 'minimum'} of `{self.tensors[best].source_name or best}` with its "
