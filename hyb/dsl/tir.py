@@ -283,6 +283,11 @@ class TypedKernel:
         return out
 
 
+def is_var(e, name: str) -> bool:
+    """Whether ``e`` reads the variable ``name`` and nothing else."""
+    return isinstance(e, Var) and e.name == name
+
+
 def loop_vars(body: list) -> set:
     """The variables of every loop in ``body``, at any depth."""
     out = set()

@@ -158,12 +158,12 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     # option on both targets
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
-    searched = ()
+    rewritten = ()  # the decisions of the typed-kernel rewrites
     if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
-        typed, searched = argext.rewrite(typed)  # running extrema with their index, as vector passes
+        typed, rewritten = argext.rewrite(typed)  # running extrema with their index, as vector passes
     if target.kind == "cpu" and not plan_opts.original and plan_opts.tile is not False:
         typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions
-        searched += staged
+        rewritten += staged
     poly = extract.extract(typed, size_hint)
     budget = plan_opts.analysis_operations
     d = deps.compute(poly, budget=budget)
@@ -175,7 +175,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
                                        "(schedule={'analysis_operations': ...} changes it): dependences "
                                        "over-approximated, original order",))
     nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
-    decisions = searched + tuple(followed.decisions)
+    decisions = rewritten + tuple(followed.decisions)
     nest, more = mark_escaping(poly, nest, budget, d.exact)
     decisions += more
     nest, more = mark_vectors(poly, nest, loop_opts)

@@ -150,11 +150,10 @@ class _Rewriter:
         def at(var):  # e and the stored index with the loop variable renamed
             return _substitute(e, loop.var, tir.Var("int", var, span=span))
 
-        start64 = tir.Cast(it, loop.start, span=span)
-        stop64 = tir.Cast(it, loop.stop, span=span)
+        start = tir.Cast(it, loop.start, span=span)
         # the first index: a min of indices, `stop` where the element is not the extremum; the last:
         # a max of indices, `start - 1` where it is not
-        none = stop64 if first else tir.Bin(it, "-", start64, tir.Const(it, 1), span=span)
+        none = tir.Cast(it, loop.stop, span=span) if first else tir.Bin(it, "-", start, tir.Const(it, 1), span=span)
 
         def index_step(jk):
             hit = tir.Cmp("bool", "==", at(jk), load(m), span=span)
@@ -163,15 +162,14 @@ class _Rewriter:
                              span=span)
 
         found = tir.Load(it, kk, [], span=span)
-        chosen = tir.Var("int", loop.var, span=span)
         write_back = [tir.Store(best, [], _substitute(e, loop.var, found), span=span),
-                      tir.Store(k, [], _substitute(k_value, chosen.name, found), span=span)]
+                      tir.Store(k, [], _substitute(k_value, loop.var, found), span=span)]
         index_pass = [tir.Store(kk, [], none, span=span)] + self.over(loop, "k", index_step)
         floats = types.concrete(dt) in ("float32", "float64")
         if first:  # an element strictly beyond the initial value (never so where that is NaN)
             taken = tir.Cmp("bool", ">" if maximum else "<", load(m), load(best), span=span)
         else:  # any element equal to the extremum, the initial value's equals included
-            taken = tir.Cmp("bool", ">=", found, start64, span=span)
+            taken = tir.Cmp("bool", ">=", found, start, span=span)
             if floats:  # a NaN initial value: no comparison takes anything
                 taken = tir.Logic("bool", "and", taken, tir.Cmp("bool", "==", load(best), load(best), span=span),
                                   span=span)
@@ -222,10 +220,10 @@ def _match(loop: tir.Loop, tensors: dict):
             or types.concrete(dt) not in ("float32", "float64") + types.SIGNED + types.UNSIGNED):
         return None
     value = by[k]
-    if not (_is_var(value, loop.var) or (isinstance(value, tir.Cast) and _is_var(value.a, loop.var)
+    if not (tir.is_var(value, loop.var) or (isinstance(value, tir.Cast) and tir.is_var(value.a, loop.var)
                                          and types.concrete(value.dtype) in types.SIGNED)):
         return None
-    if not _recomputable(e, loop.var, {best, k}, tensors):
+    if not _recomputable(e, {best, k}):
         return None
     return op, best, e, k, value
 
@@ -275,11 +273,7 @@ def _scalar_load(e, tensors) -> bool:
             and tensors[e.tensor].kind == "scalar")
 
 
-def _is_var(e, name: str) -> bool:
-    return isinstance(e, tir.Var) and e.name == name
-
-
-def _recomputable(e, var: str, scalars: set, tensors: dict) -> bool:
+def _recomputable(e, scalars: set) -> bool:
     """A load, or one +, -, * of loads and numbers, none of them of ``scalars``."""
     def leaf(x):
         if isinstance(x, tir.Const):
@@ -293,16 +287,8 @@ def _recomputable(e, var: str, scalars: set, tensors: dict) -> bool:
 
 
 def _index_only(e, scalars: set) -> bool:
-    """A subscript that reads none of ``scalars``."""
-    bad = []
-
-    def visit(n):
-        if isinstance(n, tir.Load) and n.tensor in scalars:
-            bad.append(n)
-        return None
-
-    tir.rewrite(e, visit)
-    return not bad
+    """An expression that reads none of ``scalars``."""
+    return not any(isinstance(n, tir.Load) and n.tensor in scalars for n in tir.walk_expr(e))
 
 
 def _substitute(e, var: str, by: tir.TExpr):

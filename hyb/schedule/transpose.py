@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..dsl import tir, types
+from ..dsl import tir
 from ..dsl.desugar import Names
 
 # the tile's side: a float32 tile of 16 KiB stays in L1; on 2048x1024 float32 the bias-SiLU nest of
@@ -58,7 +58,7 @@ T = 64
 def rewrite(typed: tir.TypedKernel) -> tuple:
     """``(typed kernel, decisions)`` with every nest of the module doc staged through a tile."""
     r = _Stager(typed)
-    body = r.stmts(typed.body, ())
+    body = r.stmts(typed.body, outermost=True)
     if not r.decisions:
         return typed, ()
     return replace(typed, body=body, tensors=r.tensors), tuple(r.decisions)
@@ -73,22 +73,24 @@ class _Stager:
     def fresh(self, base: str) -> str:
         return self.names.fresh(base)
 
-    def stmts(self, body: list, around: tuple) -> list:
+    def stmts(self, body: list, outermost: bool) -> list:
+        """``body`` with its nests staged; ``outermost``: in no loop."""
         out = []
         for s in body:
             if isinstance(s, tir.Loop):
-                found = None if around else _match(s, self.tensors)
-                if found is not None:
-                    out += self.stage(s, *found)
+                store = _match(s, self.tensors) if outermost else None
+                if store is not None:
+                    out += self.stage(s, store)
                 else:
-                    out.append(replace(s, body=self.stmts(s.body, around + (s.var,))))
+                    out.append(replace(s, body=self.stmts(s.body, False)))
             elif isinstance(s, tir.If):
-                out.append(replace(s, body=self.stmts(s.body, around), orelse=self.stmts(s.orelse, around)))
+                out.append(replace(s, body=self.stmts(s.body, outermost), orelse=self.stmts(s.orelse, outermost)))
             else:
                 out.append(s)
         return out
 
     def stage(self, outer: tir.Loop, store: tir.Store) -> list:
+        """The nest ``outer`` in tiles through a tile buffer, ``store`` to it and then out of it."""
         inner = outer.body[0]
         span = store.span
         a, b = outer.var, inner.var
@@ -114,7 +116,7 @@ class _Stager:
         body = [tir.Store(tile, cell(a, b), s.value, span=s.span) if s is store else s for s in inner.body]
         compute = replace(outer, start=var(a0), stop=upto(a0, hi_a),
                           body=[replace(inner, start=var(b0), stop=upto(b0, hi_b), body=body)])
-        out_index = [var(b2) if _is_var(i, b) else var(a2) if _is_var(i, a) else i for i in store.indices]
+        out_index = [var(b2) if tir.is_var(i, b) else var(a2) if tir.is_var(i, a) else i for i in store.indices]
         copy = replace(inner, var=b2, start=var(b0), stop=upto(b0, hi_b), body=[replace(
             outer, var=a2, start=var(a0), stop=upto(a0, hi_a), body=[tir.Store(
                 store.tensor, out_index, tir.Load(y.dtype, tile, cell(a2, b2), span=span), span=span)])])
@@ -146,39 +148,19 @@ def _match(outer: tir.Loop, tensors: dict):
     (store,) = arrays
     y = tensors[store.tensor]
     idx = store.indices
-    if (y.kind not in ("output", "temp") or len(idx) < 2 or not _is_var(idx[-1], a)
-            or sum(_is_var(i, b) for i in idx) != 1
-            or any(_reads_var(i, {a, b}) for i in idx if not (_is_var(i, a) or _is_var(i, b)))):
+    if (y.kind not in ("output", "temp") or len(idx) < 2 or not tir.is_var(idx[-1], a)
+            or sum(tir.is_var(i, b) for i in idx) != 1
+            or any(_reads_var(i, {a, b}) for i in idx if not (tir.is_var(i, a) or tir.is_var(i, b)))):
         return None
     written = {s.tensor for s in inner.body}
-    loads = [n for s in inner.body for n in _loads(s)]
+    loads = [n for s in inner.body for e in s.indices + [s.value] for n in tir.walk_expr(e)
+             if isinstance(n, tir.Load)]
     if any(ld.tensor in written and tensors[ld.tensor].kind != "scalar" for ld in loads):
         return None
-    if not any(ld.indices and _is_var(ld.indices[-1], b) for ld in loads):
+    if not any(ld.indices and tir.is_var(ld.indices[-1], b) for ld in loads):
         return None
-    if types.concrete(y.dtype) not in types.ALL_DTYPES:
-        return None
-    return (store,)
-
-
-def _is_var(e, name: str) -> bool:
-    return isinstance(e, tir.Var) and e.name == name
+    return store
 
 
 def _reads_var(e, names: set) -> bool:
-    found = []
-    tir.rewrite(e, lambda n: found.append(n) if isinstance(n, tir.Var) and n.name in names else None)
-    return bool(found)
-
-
-def _loads(s) -> list:
-    found = []
-
-    def visit(n):
-        if isinstance(n, tir.Load):
-            found.append(n)
-        return None
-
-    tir.rewrite(s, visit)
-    return found
-
+    return any(isinstance(n, tir.Var) and n.name in names for n in tir.walk_expr(e))
