@@ -355,10 +355,10 @@ def agree(got, want, rtol, atol) -> tuple:
     return agrees([np.asarray(g) for g in got], want, rtol, atol)
 
 
-def child(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.grad_peers",
-                                 description="One framework's gradient peers for one kernel (started by the "
-                                             "benchmark harness with --grad).")
+def child_setup(ap: argparse.ArgumentParser, argv) -> tuple:
+    """A peer child's arguments, read with ``ap``: ``(args, spec, threads, thread setting so
+    far)``; a JAX child is confined to its CPUs here, before jax is imported (XLA sizes its pools
+    from the CPUs allowed)."""
     ap.add_argument("--framework", choices=("torch", "jax"), required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--data", required=True)
@@ -367,8 +367,32 @@ def child(argv=None) -> int:
     spec = json.loads(Path(a.spec).read_text())
     threads = int(spec["threads"])
     setting = ""
-    if a.framework == "jax":  # before jax is imported: XLA sizes its pools from the CPUs allowed
+    if a.framework == "jax":
         setting = f"{confine(threads)}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
+    return a, spec, threads, setting
+
+
+def time_peers(runners: dict, results: dict, spec: dict):
+    """Time the peers that passed their check (``runners``: peer -> call) and record it in
+    ``results``."""
+    if not runners:
+        return
+    from .harness import time_runners
+
+    opts = argparse.Namespace(min_time=spec["min_time"], budget=spec["budget"])
+    times, samples = time_runners({p: _Timed(c) for p, c in runners.items()}, {}, opts, spec["repeat"])
+    for p in runners:
+        results[p]["time"] = times.get(p)
+        results[p]["samples"] = samples.get(p, 0)
+        results[p]["cpu_per_wall"] = cpu_per_wall(runners[p])
+        results[p]["os_threads"] = _os_threads()
+
+
+def child(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.grad_peers",
+                                 description="One framework's gradient peers for one kernel (started by the "
+                                             "benchmark harness with --grad).")
+    a, spec, threads, setting = child_setup(ap, argv)
     with np.load(a.data) as z:
         arrays = [z[f"in_{k}"] for k in range(spec["n_inputs"])]
         douts = [z[f"dout_{k}"] for k in range(spec["n_douts"])]
@@ -446,16 +470,7 @@ def child(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             r["status"] = "ERROR"
             r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-    if runners:
-        from .harness import time_runners
-
-        opts = argparse.Namespace(min_time=spec["min_time"], budget=spec["budget"])
-        times, samples = time_runners({p: _Timed(c) for p, c in runners.items()}, {}, opts, spec["repeat"])
-        for p in runners:
-            results[p]["time"] = times.get(p)
-            results[p]["samples"] = samples.get(p, 0)
-            results[p]["cpu_per_wall"] = cpu_per_wall(runners[p])
-            results[p]["os_threads"] = _os_threads()
+    time_peers(runners, results, spec)
     Path(a.out).write_text(json.dumps(results))
     return 0
 

@@ -45,8 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .grad_peers import (FRAMEWORK, INSTALL, LABELS, PEERS, _os_threads, _Timed, agree, confine, cpu_per_wall,
-                         installed, new_peer, run_child, versions)
+from .grad_peers import (FRAMEWORK, INSTALL, LABELS, PEERS, agree, child_setup, installed, new_peer, run_child,
+                         time_peers, versions)
 
 MODULE = "benchmarks.ml_peers"
 # the kernels of the `ml` group, each with a PyTorch and a JAX function below
@@ -260,16 +260,7 @@ def child(argv=None) -> int:
     ap = argparse.ArgumentParser(prog=f"python -m {MODULE}",
                                  description="One framework's forward peers for one ML kernel (started by the "
                                              "benchmark harness for the torch, torch-compile and jax variants).")
-    ap.add_argument("--framework", choices=("torch", "jax"), required=True)
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
-    spec = json.loads(Path(a.spec).read_text())
-    threads = int(spec["threads"])
-    setting = ""
-    if a.framework == "jax":  # before jax is imported: XLA sizes its pools from the CPUs allowed
-        setting = f"{confine(threads)}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
+    a, spec, threads, setting = child_setup(ap, argv)
     with np.load(a.data) as z:
         arrays = [z[f"in_{k}"] for k in range(spec["n_inputs"])]
         refs = [z[f"ref_{k}"] for k in range(spec["n_outputs"])]
@@ -308,16 +299,7 @@ def child(argv=None) -> int:
                            refs, spec, r)
         if call:
             runners["jax"] = call
-    if runners:
-        from .harness import time_runners
-
-        opts = argparse.Namespace(min_time=spec["min_time"], budget=spec["budget"])
-        times, samples = time_runners({p: _Timed(c) for p, c in runners.items()}, {}, opts, spec["repeat"])
-        for p in runners:
-            results[p]["time"] = times.get(p)
-            results[p]["samples"] = samples.get(p, 0)
-            results[p]["cpu_per_wall"] = cpu_per_wall(runners[p])
-            results[p]["os_threads"] = _os_threads()
+    time_peers(runners, results, spec)
     Path(a.out).write_text(json.dumps(results))
     return 0
 
