@@ -15,7 +15,8 @@ from ..dsl import tir
 from ..dsl import types
 from ..errors import HybridInternalError, HybridUnsupportedError
 from .llvm_types import F16, F32, F64, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
-from . import vecmath
+from . import inline_math, vecmath
+from ..target import host_cpu
 
 # Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
 # _LIBM, calls to the C library (resolved from the process by MCJIT; Python has libm loaded).
@@ -332,11 +333,16 @@ class LlvmExpressions:
         return fn
 
     def math(self, name: str, dtype: str, args: list):
-        """A math function of float32 or float64 values: an LLVM intrinsic or a libm call, or,
-        where libmvec has vector variants of it (:mod:`hyb.codegen.vecmath`), a call of hyb's
-        own name for the libm function that the loop vectoriser turns into vector calls."""
+        """A math function of float32 or float64 values: inline arithmetic where
+        :mod:`hyb.codegen.inline_math` has it (float32 exp), else an LLVM intrinsic or a libm
+        call, or, where libmvec has vector variants of it (:mod:`hyb.codegen.vecmath`), a call of
+        hyb's own name for the libm function that the loop vectoriser turns into vector calls.
+        ``vector_math`` off keeps the C library's functions throughout."""
         dt = types.concrete(dtype)
         t = value_type(dt)
+        if (name, dt) in inline_math.INLINE and self.opt.vector_math and not all(
+                isinstance(a, ir.Constant) for a in args):
+            return inline_math.exp32(self.b, self.module, args[0], (self.opt.target or host_cpu()).avx512)
         found = self.vector_variants(name, dt, args)
         if found:
             row = vecmath.TABLE[name]
