@@ -40,21 +40,19 @@ _EXP32_Q = tuple(float.fromhex(c) for c in ("0x1.fffff8p-2", "0x1.555486p-3", "0
 INLINE = {("exp", "float32")}  # (function, dtype) pairs this module emits
 
 
-def _fma(b: ir.IRBuilder, module: ir.Module, x, y, z):
-    name = "llvm.fma.f32"
-    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(F32, [F32, F32, F32]), name)
-    return b.call(fn, [x, y, z])
-
-
 def _intrinsic(b: ir.IRBuilder, module: ir.Module, name: str, ret, args):
     fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name)
     return b.call(fn, args)
 
 
+def _fma(b: ir.IRBuilder, module: ir.Module, x, y, z):
+    return _intrinsic(b, module, "llvm.fma.f32", F32, [x, y, z])
+
+
 def exp32(b: ir.IRBuilder, module: ir.Module, x, scalef: bool):
     """exp of a float32 value ``x``; ``scalef``: the target has AVX-512's ``vscalefps`` (LLVM's
     ``ldexp`` becomes one instruction), else the scaling is made of integer operations."""
-    c = lambda v: ir.Constant(F32, v)  # noqa: E731
+    c = lambda v: ir.Constant(F32, v)
     x = b.select(b.fcmp_ordered(">", x, c(_EXP32_HIGH)), c(_EXP32_HIGH), x)
     x = b.select(b.fcmp_ordered("<", x, c(_EXP32_LOW)), c(_EXP32_LOW), x)
     k = _intrinsic(b, module, "llvm.rint.f32", F32, [b.fmul(x, c(_LOG2E))])
@@ -69,5 +67,5 @@ def exp32(b: ir.IRBuilder, module: ir.Module, x, scalef: bool):
         return _intrinsic(b, module, "llvm.ldexp.f32.i32", F32, [p, n])
     half = b.ashr(n, ir.Constant(I32, 1))
     rest = b.sub(n, half)
-    power = lambda e: b.bitcast(b.shl(b.add(e, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)  # noqa: E731
+    power = lambda e: b.bitcast(b.shl(b.add(e, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
     return b.fmul(b.fmul(p, power(half)), power(rest))

@@ -11,9 +11,9 @@ import pytest
 from llvmlite import ir
 
 import hyb
+from benchmarks.vecmath_accuracy import ulps
 from hyb.codegen import inline_math, jit
 from hyb.codegen.llvm_types import F32, I64
-from benchmarks.vecmath_accuracy import ulps
 from tests.codegen.test_vecmath import arguments
 
 EXP = '''def k(x):

@@ -102,7 +102,10 @@ def test_program_order_and_other_bodies_are_left_as_written():
         kernel = hyb.compile_source(src).arg
         assert "with its" not in kernel.compile(x, start).inspect("schedule"), src
         for g, w in zip(kernel(x, start), kernel.emulate(x, start)):
-            same_bits(g, w)
+            if "exp" in body and g.dtype.kind == "f":  # hyb's exp and NumPy's may be an ulp apart
+                np.testing.assert_allclose(g, w, rtol=2.4e-7)
+            else:
+                same_bits(g, w)
 
 
 def test_a_running_maximum_runs_in_whole_chunks_and_an_overlapping_last_one():
