@@ -8,6 +8,10 @@ import tempfile
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _CACHE_DIR = tempfile.mkdtemp(prefix=f"hyb-test-cache-{_WORKER}-")
 os.environ["HYB_CACHE_DIR"] = _CACHE_DIR
+# Parallel code runs on its threads however busy the test workers keep the machine (a busy machine
+# would otherwise run every call on one thread: hyb.runtime.busy); tests/runtime/test_busy.py
+# turns the check on where it tests it.
+os.environ["HYB_ADAPT_THREADS"] = "0"
 
 # ml_dtypes (the test extra) registers "bfloat16" with NumPy, which the dtype-parametrised suites
 # name as a string (np.dtype("bfloat16"), a.astype("bfloat16")).  hyb itself imports it only when

@@ -13,10 +13,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_BUFFERS 32 /* a native function with more buffer arguments takes the Python path */
 #define SMALL_BLOCK 32 /* runtime blocks of up to this many int64 are kept on the stack */
@@ -28,6 +32,106 @@ static PyTypeObject *ndarray_type; /* numpy.ndarray */
 static PyTypeObject *generic_type; /* numpy.generic */
 static PyObject *MISS;             /* what `call` returns when the table has no entry for the key */
 static PyObject *str_shape, *str_dtype, *str_run;
+
+/* ------------------------------------------------------------------ threads on a busy machine */
+
+/* hyb/runtime/busy.py in C (its module doc says why and how): the threads a call given `wanted`
+ * runs on, from the runnable tasks of the system less this process's own.  The state is touched
+ * with the GIL held only. */
+#define CHECK_NS 2000000LL /* busy.CHECK_SECONDS */
+#define SPIN_NS 5000000LL  /* busy.SPIN_SECONDS */
+static char loadavg_path[256] = "/proc/loadavg";
+static int adapt_threads = 1;
+static int64_t checked_ns = INT64_MIN / 2, ended_ns = INT64_MIN / 2, free_cpus = -1;
+static int64_t last_threads = 1;
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int64_t runnable_tasks(void)
+{
+    char buf[256];
+    int fd = open(loadavg_path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *p = buf;
+    for (int field = 0; field < 3; field++) {
+        p = strchr(p, ' ');
+        if (p == NULL)
+            return -1;
+        p++;
+    }
+    char *end;
+    long v = strtol(p, &end, 10);
+    return end == p || *end != '/' ? -1 : v;
+}
+
+static int64_t threads_now(int64_t wanted)
+{
+    if (wanted <= 1 || !adapt_threads)
+        return wanted;
+    int64_t t = now_ns();
+    if (t - checked_ns >= CHECK_NS) {
+        int64_t running = runnable_tasks();
+        int64_t mine = 1 + (t - ended_ns < SPIN_NS ? last_threads - 1 : 0);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int64_t others = running - mine > 0 ? running - mine : 0;
+        int64_t left = (cpus > 0 ? cpus : 1) - others;
+        free_cpus = running < 0 ? -1 : (left > 0 ? left : 0);
+        checked_ns = t;
+    }
+    if (free_cpus < 0)
+        return wanted;
+    return free_cpus < 1 ? 1 : (free_cpus < wanted ? free_cpus : wanted);
+}
+
+static void ran(int64_t threads)
+{
+    if (threads > 1) {
+        ended_ns = now_ns();
+        last_threads = threads;
+    }
+}
+
+static PyObject *fc_threads_now(PyObject *module, PyObject *arg)
+{
+    long long wanted = PyLong_AsLongLong(arg);
+    if (wanted == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong(threads_now(wanted));
+}
+
+/* configure(enabled, path): turn the check on or off and read the runnable tasks from `path`
+ * (for tests); the previous state is forgotten. */
+static PyObject *fc_configure(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "configure(enabled, loadavg path)");
+        return NULL;
+    }
+    int enabled = PyObject_IsTrue(argv[0]);
+    const char *path = PyUnicode_AsUTF8(argv[1]);
+    if (enabled < 0 || path == NULL)
+        return NULL;
+    if (strlen(path) >= sizeof(loadavg_path)) {
+        PyErr_SetString(PyExc_ValueError, "path too long");
+        return NULL;
+    }
+    strcpy(loadavg_path, path);
+    adapt_threads = enabled;
+    checked_ns = ended_ns = INT64_MIN / 2;
+    last_threads = 1;
+    Py_RETURN_NONE;
+}
 
 /* The native function, called with its n buffer pointers and the runtime block. */
 /* T<n>: n `void *` parameter types; P<n>(k): the n arguments p[k], ..., p[k + n - 1]. */
@@ -583,6 +687,7 @@ static PyObject *run_entry(Entry *e, PyObject *args, PyObject *key)
         }
     }
     memcpy(block, e->block, sizeof(int64_t) * (size_t)e->n_block);
+    block[3] = threads_now(block[3]); /* abi.RT_THREADS */
 
     int32_t code;
     Py_ssize_t n_buffers = n_in + n_made;
@@ -590,6 +695,7 @@ static PyObject *run_entry(Entry *e, PyObject *args, PyObject *key)
     Py_BEGIN_ALLOW_THREADS
     code = invoke(address, n_buffers, ptr, block);
     Py_END_ALLOW_THREADS
+    ran(block[3]);
 
     fallback = 0;
     if (code != 0) {
@@ -736,6 +842,10 @@ static PyMethodDef fc_methods[] = {
      "call(table, values_of, args): run the entry of the call's signature, or return MISS"},
     {"key", (PyCFunction)(void (*)(void))fc_key, METH_FASTCALL,
      "key(args, values_of): the signature key `call` looks up (None for a foreign argument)"},
+    {"threads_now", (PyCFunction)fc_threads_now, METH_O,
+     "threads_now(wanted): the threads a call given `wanted` runs on now (hyb.runtime.busy)"},
+    {"configure", (PyCFunction)(void (*)(void))fc_configure, METH_FASTCALL,
+     "configure(enabled, loadavg path): the busy-machine check on or off, and where it reads"},
     {NULL},
 };
 
@@ -766,6 +876,8 @@ PyMODINIT_FUNC PyInit__fastcall(void)
         return NULL;
     if (PyType_Ready(&EntryType) < 0)
         return NULL;
+    const char *adapt = getenv("HYB_ADAPT_THREADS");
+    adapt_threads = !(adapt != NULL && strcmp(adapt, "0") == 0);
     PyObject *m = PyModule_Create(&fc_module);
     if (m == NULL)
         return NULL;

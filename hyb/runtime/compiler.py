@@ -20,7 +20,7 @@ from ..errors import HybridArgumentError, HybridInternalError
 from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
-from . import fastcall, pipeline
+from . import busy, fastcall, pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
@@ -271,9 +271,9 @@ class CompiledKernel:
         if binding is None:
             if self.generic:
                 raise HybridInternalError("shape-generic code run without the sizes of a shape", "runtime")
-            block, sites = abi.runtime_block(self.threads), self.check_sites
+            block, sites = abi.runtime_block(busy.threads_now(self.threads)), self.check_sites
         else:
-            block, sites = abi.runtime_block(binding.threads, binding.sizes), binding.sites
+            block, sites = abi.runtime_block(busy.threads_now(binding.threads), binding.sizes), binding.sites
         err = (ctypes.c_int64 * len(block))(*block)
         addresses = [b.__array_interface__["data"][0] for b in ptrs] + [b.__array_interface__["data"][0] for b in made]
         if self._prints:  # its print sites are found through the runtime block while it runs
@@ -281,6 +281,7 @@ class CompiledKernel:
                 code = self._cfunc(*addresses, err)
         else:
             code = self._cfunc(*addresses, err)
+        busy.ran(block[abi.RT_THREADS])
         if code:
             raise site_error(self.name, sites[code - 1], int(err[abi.RT_INDEX]), int(err[abi.RT_AXIS]))
         for orig, work in copy_back:

@@ -159,7 +159,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
     rewritten = ()  # the decisions of the typed-kernel rewrites
-    if target.kind == "cpu" and plan_opts.fuse and not plan_opts.original:
+    if target.kind == "cpu" and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
         typed, rewritten = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
     if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
         typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes

@@ -22,7 +22,7 @@ Each key has one meaning:
     packed panels of a register block's vector operand: ``None`` only where the operand is
     transposed (on AMD Zen 4 packing others measured no gain, see README), ``True`` every block's,
     ``False`` none (a transposed operand's contraction then gets no block);
-``parallel``, ``interchange``, ``fuse``, ``vectorize``, ``vector_math``, ``reassociate``
+``parallel``, ``interchange``, ``fuse``, ``recompute``, ``vectorize``, ``vector_math``, ``reassociate``
     switches (see the field comments);
 ``max_operations``, ``timeout``, ``analysis_operations``, ``min_parallel_work``
     the limits of isl's scheduler and of the dependence analysis, and the work a loop needs to run
@@ -41,7 +41,7 @@ PARALLEL_TILES = 8
 DEFAULT_TILES = {2: (32, 512), 3: (32, 64, 512)}
 
 
-OPTION_KEYS = ("tile", "cache_tile", "register", "pack", "parallel", "interchange", "fuse", "vectorize",
+OPTION_KEYS = ("tile", "cache_tile", "register", "pack", "parallel", "interchange", "fuse", "recompute", "vectorize",
                "vector_math", "reassociate", "max_operations", "timeout", "min_parallel_work",
                "analysis_operations")
 
@@ -53,7 +53,7 @@ def fit_sizes(sizes: tuple, n: int) -> tuple:
     return tuple(sizes[-n:]) if len(sizes) >= n else (sizes[0],) * (n - len(sizes)) + tuple(sizes)
 
 
-_SWITCHES = ("parallel", "interchange", "fuse", "vectorize", "vector_math", "reassociate", "pack")
+_SWITCHES = ("parallel", "interchange", "fuse", "recompute", "vectorize", "vector_math", "reassociate", "pack")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,9 @@ class ScheduleOptions:
     parallel: bool | None = None
     interchange: bool | None = None
     fuse: bool | None = None  # let isl fuse loops (False: keep strongly connected components apart)
+    # cheap elementwise temporaries computed where they are read (schedule.recompute; False, or fuse
+    # False: kept in memory)
+    recompute: bool | None = None
     vectorize: bool | None = None  # mark the loops LLVM's loop vectoriser should get whole (schedule.vector)
     # math functions in vectorised loops as vector calls (codegen.vecmath; False: one libm call a lane)
     vector_math: bool | None = None
@@ -98,7 +101,7 @@ class ScheduleOptions:
         blocks (a thread of the grid keeps its one cell in a register anyway), no minimum work
         for a parallel loop, and sums in program order (the CUDA back end never reassociates)."""
         cpu = target.kind == "cpu"
-        policy = dict(parallel=True, fuse=True, vectorize=True, vector_math=True,
+        policy = dict(parallel=True, fuse=True, recompute=True, vectorize=True, vector_math=True,
                       max_operations=300_000, timeout=0.35, analysis_operations=1_000_000)
         if cpu:
             policy.update(tile=True, register=True, interchange=True, min_parallel_work=target.min_parallel_work)

@@ -32,7 +32,7 @@ MIX = '''\
 def mix(alpha, x, idx, acc):
     t = allocate(x.shape, x.dtype)
     for i in range(x.shape[0]):
-        t[i] = alpha * x[i]
+        t[x.shape[0] - 1 - i] = alpha * x[x.shape[0] - 1 - i]
     for i in range(x.shape[0]):
         acc[idx[i]] += t[i]
     out = output_tensor(x.shape, x.dtype)

@@ -153,7 +153,7 @@ def _module(**options):
     return hyb.compile_source(CHAIN, "contract.hyb", **options)
 
 
-MOD = _module()
+MOD = _module(schedule={"recompute": False})  # contraction, not computing temporaries at their reads
 APART = _module(schedule={"fuse": False})
 ORIGINAL = _module(schedule="original")
 
@@ -230,7 +230,7 @@ def test_fuse_off_keeps_buffers(shape, dtype):
 
 
 def test_temporary_in_a_parallel_loop():
-    mod = _module(schedule={"min_parallel_work": 0}, threads=3)
+    mod = _module(schedule={"min_parallel_work": 0, "recompute": False}, threads=3)
     args = _arrays((67, 515), np.float32, 3)
     _check(mod.chain, args, chain_ref, np.float32)
     ck = mod.chain.compile(*args)
