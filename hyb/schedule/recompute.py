@@ -27,7 +27,7 @@ of this holds:
   loops, in no other loop or branch, of step 1 from 0 to ``t``'s extents, its subscripts the
   loops' variables, each once (every cell written once, and only there);
 * ``e`` reads only tensors nothing writes (inputs, parameters), the nest's variables and
-  constants, and calls no function that may fail; ``t``'s dtype is ``e``'s and not a 16-bit float;
+  constants; ``t``'s dtype is ``e``'s and not a 16-bit float;
 * every read of ``t`` is in a statement after the nest, in a store's value or subscripts or a
   branch's condition, and its subscripts are variables of the loops around it, each once and
   every one of those loops' variables used (each read of a cell happens once per statement);
@@ -49,8 +49,6 @@ from ..dsl import tir
 # repeated arithmetic a temporary may cost, per extra reading statement, and a math call's weight
 MAX_EXTRA = 8
 CALL_COST = 8
-# functions whose call may not simply be repeated (none today fails or has effects)
-_NOT_REPEATED = frozenset()
 
 
 def rewrite(typed: tir.TypedKernel) -> tuple:
@@ -103,7 +101,7 @@ def _statements(body: list):
 def _producer(typed: tir.TypedKernel, t: tir.Tensor, written: dict):
     """``(position in the body, the store, the nest's variables)`` of ``t``'s one producer, or None."""
     stores = written.get(t.name, [])
-    if len(stores) != 1 or types_16(t.dtype):
+    if len(stores) != 1 or t.dtype in ("float16", "bfloat16"):
         return None
     for index, s in enumerate(typed.body):
         nest, store = _perfect_nest(s)
@@ -119,10 +117,6 @@ def _producer(typed: tir.TypedKernel, t: tir.Tensor, written: dict):
             return None
         return index, store, vars_
     return None
-
-
-def types_16(dtype: str) -> bool:
-    return dtype in ("float16", "bfloat16")
 
 
 def _is_zero(e) -> bool:
@@ -146,8 +140,6 @@ def _pure(e, typed: tir.TypedKernel, written: dict, vars_: set) -> bool:
         if isinstance(sub, tir.Var) and sub.name not in vars_:
             return False
         if isinstance(sub, tir.Let):
-            return False
-        if isinstance(sub, tir.Intrinsic) and sub.name in _NOT_REPEATED:
             return False
     return True
 
