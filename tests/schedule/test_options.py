@@ -51,6 +51,7 @@ def test_none_means_the_target_decides():
     ({"analysis_operations": True}, "analysis_operations=True must be a count >= 0"),
     ({"timeout": "long"}, "timeout='long' must be a number of seconds"),
     ({"pack": None}, "pack=None must be True or False"),
+    ({"recompute": "yes"}, "recompute='yes' must be True or False"),
 ])
 def test_each_bad_value_is_named(given, words):
     with pytest.raises(HybridArgumentError) as info:
