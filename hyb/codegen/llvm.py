@@ -37,6 +37,7 @@ from ..schedule import loops
 from .abi import PRINT_FUNCTION, RT_AXIS, RT_CODE, RT_INDEX, RT_SIZES, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
+from .llvm_extremum import ExtremumLoops
 from .llvm_parallel import ParallelOutlining
 from .walker import LoopWalker
 from . import vecmath
@@ -62,7 +63,7 @@ class Generated:
     sites: list  # CheckSite, numbered from 1
 
 
-class _FunctionBuilder(LoopWalker, ParallelOutlining, LlvmExpressions):
+class _FunctionBuilder(ExtremumLoops, LoopWalker, ParallelOutlining, LlvmExpressions):
     """The LLVM back end's hooks on the shared walk (:class:`~hyb.codegen.walker.LoopWalker`):
     loops with phi counters, branches between basic blocks, ``gep`` addresses, and checks that
     leave the function with the site's code."""

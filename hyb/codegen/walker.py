@@ -107,8 +107,19 @@ class LoopWalker:
                 raise HybridInternalError(f"typed IR statement {type(s).__name__}", "codegen")
 
     def tir_loop(self, s: tir.Loop):
+        if s.form is not None:
+            self.loop_form(s)
+            return
+        self.written_loop(s)
+
+    def written_loop(self, s: tir.Loop):
         start, stop = self.index(s.start), self.index(s.stop)
         self.tir_loop_emit(s, start, stop, lambda: self.tir_block(s.body))
+
+    def loop_form(self, s: tir.Loop):
+        """A loop a schedule stage gave a form of its own (``tir.Loop.form``): a back end with
+        code for that form overrides this; the loop as written is always correct."""
+        self.written_loop(s)
 
     def assertion(self, s: tir.Assert):
         """Leave with a new site's code where the condition does not hold."""

@@ -213,6 +213,10 @@ class Loop:
     body: list
     kind: str = "range"  # the loop hint the user wrote: range, serial, parallel, ...
     span: Optional[Span] = field(default=None, repr=False, compare=False)
+    # A schedule stage's instruction to the code generators for this loop, which then runs as one
+    # opaque statement (schedule.argext.Extremum); None: the loop as written.  A back end that
+    # has no form for it runs the loop as written, which is always correct.
+    form: Optional[object] = None
 
 
 @dataclass(frozen=True)

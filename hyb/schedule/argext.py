@@ -1,4 +1,4 @@
-"""Running extrema with their index, as passes LLVM vectorises.
+"""Running extrema with their index, as one vector pass or as passes LLVM vectorises.
 
 A user finds the index of a row's maximum with a branch::
 
@@ -11,7 +11,13 @@ A user finds the index of a row's maximum with a branch::
 
 Each iteration's branch depends on the one before, so the loop runs one element at a time.
 Where the kernel's sums may be reassociated (the CPU's default), this stage rewrites such a loop
-on the typed kernel, before extraction, into passes with no branch between iterations::
+on the typed kernel, before extraction.
+
+Where the comparison is strict (``>``, ``<``: the first index) and every load of ``e`` moves along
+its last axis with ``j`` or not at all, the loop is kept as written and given the form
+:class:`Extremum` (``tir.Loop.form``): extraction makes it one opaque statement and the LLVM back
+end runs it as one pass on vector lanes (:mod:`hyb.codegen.llvm_extremum`).  Any other such loop
+becomes passes with no branch between iterations::
 
     m = best
     for j in range(1, d):            # a running maximum: a vector reduction
@@ -51,7 +57,7 @@ it, but leaves the iterations past its last whole chunk of 64 to a scalar loop (
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..dsl import tir, types
 from ..dsl.desugar import Names
@@ -134,8 +140,18 @@ class _Rewriter:
         return out
 
     def passes(self, loop: tir.Loop, op: str, best: str, e: tir.TExpr, k: str, k_value: tir.TExpr) -> list:
-        """The written loop as the passes of the module doc."""
+        """The written loop as one lane pass (a first index of an extremum whose elements are
+        contiguous along the loop), or as the two passes of the module doc."""
         span = loop.span
+        name, k_name = self.tensors[best].source_name or best, self.tensors[k].source_name or k
+        if op in (">", "<") and _contiguous(e, loop.var):
+            cond = loop.body[0].cond
+            form = Extremum(op, best, e_left=not (isinstance(cond.a, tir.Load) and cond.a.tensor == best))
+            self.decisions.append(
+                f"running {'maximum' if op == '>' else 'minimum'} of `{name}` with its first index `{k_name}`"
+                f"{_line(span)}: one vector pass, each lane keeping its own {'maximum' if op == '>' else 'minimum'} "
+                "and first index")
+            return [replace(loop, form=form)]
         dt = self.tensors[best].dtype
         maximum = op in (">", ">=")
         first = op in (">", "<")
@@ -184,12 +200,64 @@ class _Rewriter:
         flag = self.scalar(f"{best}_taken", "bool", span)
         out = extremum + index_pass + [tir.Store(flag, [], taken, span=span),
                                        tir.If(load(flag), write_back, [], span=span)]
-        line = _line(span)
         self.decisions.append(
-            f"running {'maximum' if maximum else 'minimum'} of `{self.tensors[best].source_name or best}` with its "
-            f"{'first' if first else 'last'} index `{self.tensors[k].source_name or k}`{line}: a vector "
-            f"{'max' if maximum else 'min'} pass, then a vector pass for the index")
+            f"running {'maximum' if maximum else 'minimum'} of `{name}` with its {'first' if first else 'last'} "
+            f"index `{k_name}`{_line(span)}: a vector {'max' if maximum else 'min'} pass, then a vector pass "
+            "for the index")
         return out
+
+
+@dataclass(frozen=True)
+class Extremum:
+    """The form of a loop ``for j: if e op best: best = e; k = j`` whose first index of the
+    extremum is found in one vector pass (``tir.Loop.form``; the loop's body is kept as written).
+    ``op`` is ``>`` (a maximum) or ``<`` (a minimum) with ``e`` on its left; ``e_left`` says where
+    the written condition has ``e``.  Every load in ``e`` reads either nothing that depends on
+    ``j`` or, along its last axis, ``j`` plus something that does not (contiguous lanes).
+
+    The code generator keeps in each vector lane the extremum of the elements the lane meets and
+    the first index that reached it strictly (a sentinel where none beat ``best``); the lanes'
+    extremum ``M`` and the least index among lanes holding ``M`` give the loop's result, which
+    does not depend on the order the lanes met the elements (a strict comparison keeps the first
+    of equal values), so the last, partial block runs as a whole block ending at the loop's end,
+    overlapping the one before.  ``best`` and ``k`` are then written by the loop's own ``if`` body
+    with ``j`` at that index; no lane beating ``best`` leaves them as they were.  NaN elements
+    never win a comparison, as in the loop as written, and a NaN ``best`` takes nothing."""
+
+    op: str
+    best: str
+    e_left: bool
+
+
+def _contiguous(e, var: str) -> bool:
+    """Whether every load in ``e`` has subscripts that load nothing and that depend on ``var``
+    only along its last axis, as ``var`` plus or minus a term free of it."""
+    for n in tir.walk_expr(e):
+        if not isinstance(n, tir.Load):
+            continue
+        if any(isinstance(x, tir.Load) for i in n.indices for x in tir.walk_expr(i)):
+            return False  # (a subscript that loads: its check could fail before another's)
+        dep = [_reads_var(i, var) for i in n.indices]
+        if not any(dep):
+            continue
+        if any(dep[:-1]) or not _shifted(n.indices[-1], var):
+            return False
+    return True
+
+
+def _reads_var(e, var: str) -> bool:
+    return any(tir.is_var(n, var) for n in tir.walk_expr(e))
+
+
+def _shifted(e, var: str) -> bool:
+    """Whether ``e`` is ``var``, or ``var`` plus or minus a term free of it."""
+    if tir.is_var(e, var):
+        return True
+    if isinstance(e, tir.Bin) and e.op in ("+", "-"):
+        if tir.is_var(e.a, var) and not _reads_var(e.b, var):
+            return True
+        return e.op == "+" and tir.is_var(e.b, var) and not _reads_var(e.a, var)
+    return False
 
 
 def _match(loop: tir.Loop, tensors: dict):

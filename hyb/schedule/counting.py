@@ -19,7 +19,8 @@ NOMINAL_SIZE = 512
 
 
 def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
-    """An upper bound on the statement instances in ``domain`` (bounding boxes); ``nominal``: with
+    """An upper bound on the statement instances in ``domain`` (bounding boxes; an opaque loop's
+    instance counts its iterations, :attr:`Statement.weight`); ``nominal``: with
     each run-time size taken as NOMINAL_SIZE (else an extent that depends on one is unknown: large)."""
     total = 0
     for st in p.statements:
@@ -30,7 +31,7 @@ def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
         box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
         if box is None:
             return 1 << 62
-        total += box
+        total += box * st.weight
     return total
 
 

@@ -65,6 +65,28 @@ class Statement:
     def span(self):
         return self.stmt.span
 
+    @property
+    def weight(self) -> int:
+        """The elementary statements one instance runs: 1, or, for an opaque loop, the product
+        of its loops' trip counts where they are constants (1 for a loop whose count is not)."""
+        return _weight([self.stmt]) if self.opaque else 1
+
+
+def _weight(stmts: list) -> int:
+    total = 0
+    for st in stmts:
+        if isinstance(st, tir.Loop):
+            trips = 1
+            if isinstance(st.start, tir.Const) and isinstance(st.stop, tir.Const):
+                trips = max(0, -(-(st.stop.value - st.start.value) // st.step)) if st.step > 0 else \
+                    max(0, -(-(st.start.value - st.stop.value) // -st.step))
+            total += trips * _weight(st.body)
+        elif isinstance(st, tir.If):
+            total += max(_weight(st.body), _weight(st.orelse))
+        else:
+            total += 1
+    return max(total, 1)
+
 
 @dataclass(frozen=True)
 class PolyProgram:
@@ -346,7 +368,11 @@ class _Extractor:
 
     def block(self, body: list, ctx: _Ctx):
         for st in body:
-            if isinstance(st, tir.Loop):
+            if isinstance(st, tir.Loop) and st.form is not None:
+                # a loop the code generator runs in a form of its own: one statement
+                self.opaque(st, ctx)
+                ctx.position[-1] += 1
+            elif isinstance(st, tir.Loop):
                 self.depth = max(self.depth, len(ctx.iters) + 1)
                 v = iname(st.var)
                 up = st.step > 0
@@ -520,7 +546,13 @@ class _Extractor:
         return tensor_box(self.k, tensor, self.params)
 
     def whole(self, name, iters, domain: isl.Set, tensor: str, span) -> Access:
-        """An access that may touch any element of ``tensor``."""
+        """An access that may touch any element of ``tensor`` (of a private scalar: its copy of
+        this iteration of the loops it is private to, as :meth:`access` models it)."""
+        t = self.k.tensors.get(tensor)
+        if t is not None and t.kind == "scalar" and set(t.private_to) <= set(iters):
+            idx = ", ".join(iname(v) for v in t.private_to)
+            rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{idx}] }}"))
+            return Access(tensor, rel.intersect_domain(domain), False, span)
         rel = isl.Map.from_domain_and_range(domain, self.box(tensor))
         return Access(tensor, rel, False, span)
 

@@ -130,3 +130,92 @@ def row_max(x):
         assert got[2] == 0.0
         chunked = "running max of `m` (line 6): whole chunks of 64" in k.compile(x).inspect("schedule")
         assert chunked == (d - 1 > 64 and (d - 1) % 64 != 0), d
+
+
+LANES = '''
+def lanes(x, y, s):
+    n = x.shape[0]
+    d = x.shape[1]
+    idx = output_tensor((n,), "int64")
+    val = output_tensor((n,), x.dtype)
+    for i in range(n):
+        best = x[i, 0]
+        k = 0
+        for j in range(LO, HI):
+            if COND:
+                best = E
+                k = j
+        idx[i] = k
+        val[i] = best
+    return idx, val
+'''
+# values that move with j along the last axis, shifted, and ones that do not (a row's, a scalar's)
+VALUES = {"plain": ("1", "d", "x[i, j]"), "shifted": ("1", "d", "x[i, j - 1]"),
+          "a row's bias": ("0", "d", "x[i, j] + y[i, 0]"), "scaled": ("0", "d", "x[i, j] * s"),
+          "a difference": ("0", "d - 3", "x[i, j + 3] - y[i, j]")}
+
+
+def lanes_kernel(value, op, **options):
+    lo, hi, e = VALUES[value]
+    cond = f"{e} {op} best" if op in (">", "<") else f"best {'<' if op == 'flipped >' else '>'} {e}"
+    src = LANES.replace("LO", lo).replace("HI", hi).replace("COND", cond).replace("E", e)
+    return hyb.compile_source(src, **options).lanes
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint8", "int16", "uint32", "int64"])
+@pytest.mark.parametrize("value", list(VALUES))
+def test_one_lane_pass_is_the_written_loop_bit_for_bit(value, dtype):
+    """The first index of a maximum or minimum whose elements lie along the loop: one vector
+    pass (lanes of every width), the loop as written where the row is shorter than a vector."""
+    rng = np.random.default_rng(len(value))
+    for op in (">", "<", "flipped >"):
+        k = lanes_kernel(value, op, threads=1)
+        for d in (4, 9, 16, 17, 33, 64, 100, 257):
+            x, _ = data(6, d, dtype, d)
+            y, _ = data(6, d, dtype, d + 1)
+            s = np.array(rng.integers(-2, 3) or 1).astype(dtype)[()]
+            got, want = k(x, y, s), k.emulate(x, y, s)
+            for g, w in zip(got, want):
+                same_bits(g, w)
+        text = k.compile(x, y, s).inspect("schedule")
+        assert "one vector pass, each lane keeping its own" in text, text
+
+
+def test_one_lane_pass_on_threads_and_for_every_shape():
+    x, _ = data(300, 130, "float32", 4)
+    y, _ = data(300, 130, "float32", 5)
+    s = np.float32(1.5)
+    for options in ({"threads": 2}, {"shapes": "generic"}):
+        k = lanes_kernel("a row's bias", ">", **options)
+        for rows, d in ((300, 130), (7, 65), (3, 5)):
+            a, b = np.ascontiguousarray(x[:rows, :d]), np.ascontiguousarray(y[:rows, :d])
+            for g, w in zip(k(a, b, s), k.emulate(a, b, s)):
+                same_bits(g, w)
+
+
+def test_a_subscript_past_the_end_is_reported_as_the_loop_reports_it():
+    src = LANES.replace("LO", "0").replace("HI", "d").replace("COND", "x[i, j + 1] > best").replace(
+        "E", "x[i, j + 1]")
+    k = hyb.compile_source(src).lanes
+    x = np.arange(2 * 40, dtype=np.float32).reshape(2, 40)
+    with pytest.raises(hyb.HybridIndexError) as got:
+        k(x, x, np.float32(1))
+    with pytest.raises(hyb.HybridIndexError) as want:
+        k.emulate(x, x, np.float32(1))
+    assert str(got.value) == str(want.value)
+    assert "x[i, j + 1]" in str(got.value) and "40" in str(got.value)
+
+
+def test_the_last_index_and_strided_values_keep_two_passes():
+    src = TEMPLATE.replace("COND", "x[i, j] >= best")
+    x, start = data(3, 70, "float32", 1)
+    text = hyb.compile_source(src).arg.compile(x, start).inspect("schedule")
+    assert "then a vector pass for the index" in text, text
+    strided = TEMPLATE.replace("COND", FORMS["first max"]).replace("x[i, j]", "x[j, i]").replace("(n,)", "(d,)").replace(
+        "for i in range(n)", "for i in range(d)").replace("for j in range(d)", "for j in range(n)")
+    x = np.random.default_rng(2).integers(-3, 4, (90, 90)).astype(np.float32)
+    start = np.zeros(90, np.float32)
+    k = hyb.compile_source(strided).arg
+    assert "one vector pass" not in k.compile(x, start).inspect("schedule")
+    for g, w in zip(k(x, start), k.emulate(x, start)):
+        same_bits(g, w)

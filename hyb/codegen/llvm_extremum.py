@@ -1,0 +1,245 @@
+"""Running extrema with their first index, on vector lanes, for :mod:`hyb.codegen.llvm`.
+
+A loop that :mod:`hyb.schedule.argext` gave the form :class:`~hyb.schedule.argext.Extremum`,
+``for j: if e > best: best = e; k = j`` (or ``<``), runs as one pass over its elements::
+
+    lanes: the extremum each lane met and the first index that reached it strictly
+           (a sentinel where none beat `best`), BLOCKS independent sets of them
+    for each whole block of BLOCKS vectors:   compare, select the value and the index
+    for each whole vector left:               the same, on the first set
+    the last vector of the loop, again:       the same (it may overlap the ones before)
+    M = the lanes' extremum; c = the least index among lanes holding M
+    if c is no sentinel: the loop's own `if` body with j = c  (best = e at c, k = c)
+
+which is the loop's result in any order of the elements (see the form's doc).  The loop as
+written runs instead where it has fewer iterations than a vector's lanes, or where a subscript
+of ``e`` would leave its tensor at the first or the last iteration: its checks then report the
+first bad subscript exactly as the loop as written does.  (Every load of ``e`` moves along its
+last axis with ``j`` or not at all, so the two ends bound every iteration.)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from llvmlite import ir
+
+from ..dsl import tir, types
+from ..errors import HybridInternalError
+from ..schedule.argext import Extremum
+from .llvm_types import I1, I32, I64, is_unsigned, value_type
+from .walker import SLOT_KINDS
+
+# the bytes of one vector of lanes (an AVX-512 register; LLVM splits it on narrower machines)
+VECTOR_BYTES = 64
+# independent sets of lanes in the main loop: a compare and a select each wait for the one before
+BLOCKS = 4
+
+
+class ExtremumLoops:
+    """The vector form of a running extremum with its first index.  Mixed into the LLVM function
+    builder (the walker's ``loop_form`` hook)."""
+
+    def loop_form(self, s: tir.Loop):
+        if not isinstance(s.form, Extremum):
+            self.written_loop(s)
+            return
+        form = s.form
+        branch = s.body[0]
+        e = branch.cond.a if form.e_left else branch.cond.b
+        dt = types.concrete(self.k.tensors[form.best].dtype)
+        scalar_t = value_type(dt)
+        lanes = max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dt).itemsize))
+        it = I32 if _fits_int32(s.start) and _fits_int32(s.stop) else I64
+        b = self.b
+        start, stop = self.index(s.start), self.index(s.stop)
+        enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
+        last = b.sub(stop, ir.Constant(I64, 1))
+        ok = b.and_(enough, b.and_(self._within(e, s.var, start), self._within(e, s.var, last)))
+        lanes_of = _Lanes(self, s.var, e, dt, scalar_t, lanes, it, form.op)
+        self.branch(ok, lambda: lanes_of.run(start, stop, form.best, branch.body), lambda: self.written_loop(s))
+
+    def _within(self, e, var: str, at):
+        """i1: every subscript of every load in ``e``, with ``var`` at ``at``, inside its tensor
+        (nothing is loaded: the subscripts read no tensor)."""
+        ok = ir.Constant(I1, 1)
+        with _bound(self.env, var, at):
+            for n in tir.walk_expr(e):
+                if not isinstance(n, tir.Load) or self.k.tensors[n.tensor].kind in SLOT_KINDS:
+                    continue
+                t = self.k.tensors[n.tensor]
+                for dim, idx in zip(t.code_shape or t.shape, n.indices):
+                    size = ir.Constant(I64, dim) if isinstance(dim, int) else self.index(dim)
+                    ok = self.b.and_(ok, self.b.icmp_unsigned("<", self.index(idx), size))
+        return ok
+
+
+class _Lanes:
+    """The vector pass of one loop: its values, its lanes' state and the reduction at its end."""
+
+    def __init__(self, fb, var: str, e, dt: str, scalar_t, lanes: int, it, op: str):
+        self.fb, self.b, self.var, self.e = fb, fb.b, var, e
+        self.dt, self.lanes, self.it, self.op = dt, lanes, it, op
+        self.float = types.is_float(dt)
+        self.vt = ir.VectorType(scalar_t, lanes)
+        self.kt = ir.VectorType(it, lanes)
+        self.sentinel = ir.Constant(it, (1 << (it.width - 1)) - 1)
+        self.iota = ir.Constant(self.kt, [ir.Constant(it, i) for i in range(lanes)])
+        self.fixed = {}  # id(sub-expression free of the loop variable) -> its lanes
+
+    # ------------------------------------------------------------------ the pass
+    def run(self, start, stop, best: str, body: list):
+        fb, b, n = self.fb, self.b, self.lanes
+        self.fix(self.e)
+        b0 = self.splat(fb.expr(tir.Load(self.dt, best, [])))
+        state = [b0, self.splat(self.sentinel)] * BLOCKS
+        whole = ir.Constant(I64, n * BLOCKS)
+
+        def blocks(j, st):
+            out = []
+            for u in range(BLOCKS):
+                out += self.step(b.add(j, ir.Constant(I64, u * n)), st[2 * u], st[2 * u + 1])
+            return out
+
+        j, state = self.loop(start, whole, lambda j: b.icmp_signed("<=", b.add(j, whole), stop), state, blocks)
+        one = ir.Constant(I64, n)
+        j, first = self.loop(j, one, lambda j: b.icmp_signed("<=", b.add(j, one), stop), state[:2],
+                             lambda j, st: self.step(j, *st))
+        first = self.step(b.sub(stop, one), *first)  # the last vector, overlapping or not
+        state = first + state[2:]
+        values, indices = state[0::2], state[1::2]
+        top = values[0]
+        for v in values[1:]:
+            top = b.select(self.beats(v, top), v, top)
+        m = self.splat(self.reduce("fmax" if self.op == ">" else "fmin", top) if self.float else
+                       self.reduce(("u" if is_unsigned(self.dt) else "s") + ("max" if self.op == ">" else "min"), top))
+        least = self.splat(self.sentinel)
+        for v, k in zip(values, indices):
+            equal = b.fcmp_ordered("==", v, m) if self.float else b.icmp_signed("==", v, m)
+            pick = b.select(equal, k, self.splat(self.sentinel))
+            least = b.select(b.icmp_signed("<", pick, least), pick, least)
+        found = self.reduce("smin", least)
+
+        def write_back():
+            with _bound(fb.env, self.var, b.sext(found, I64) if self.it is I32 else found):
+                fb.tir_block(body)
+
+        fb.branch(b.icmp_signed("!=", found, self.sentinel), write_back)
+
+    def step(self, j, best, index) -> list:
+        """One vector of elements from ``j`` taken into the lanes ``(best, index)``."""
+        b = self.b
+        with _bound(self.fb.env, self.var, j):
+            v = self.lanes_of(self.e)
+        win = self.beats(v, best)
+        at = b.add(self.splat(b.trunc(j, self.it) if self.it is I32 else j), self.iota)
+        return [b.select(win, v, best), b.select(win, at, index)]
+
+    def beats(self, v, best):
+        """Lanes where ``v op best`` (ordered: a NaN never beats, nor is beaten)."""
+        if self.float:
+            return self.b.fcmp_ordered(self.op, v, best)
+        cmp = self.b.icmp_unsigned if is_unsigned(self.dt) else self.b.icmp_signed
+        return cmp(self.op, v, best)
+
+    # ------------------------------------------------------------------ values on lanes
+    def fix(self, e):
+        """The parts of ``e`` that do not move with the loop, computed once before it."""
+        if not _moves(e, self.var):
+            self.fixed[id(e)] = self.splat(self.fb.expr(_unchecked(e)))
+        elif isinstance(e, tir.Bin):
+            self.fix(e.a)
+            self.fix(e.b)
+
+    def lanes_of(self, e):
+        if id(e) in self.fixed:
+            return self.fixed[id(e)]
+        b, fb = self.b, self.fb
+        if isinstance(e, tir.Load):  # moves with the loop along its last axis: one vector load
+            address = fb.address(e.tensor, e.indices, None)
+            return b.load(address, typ=self.vt, align=types.numpy_dtype(self.dt).itemsize)
+        if isinstance(e, tir.Bin) and e.op in ("+", "-", "*"):
+            x, y = self.lanes_of(e.a), self.lanes_of(e.b)
+            if self.float:
+                return fb.farith(e.op, x, y)
+            return {"+": b.add, "-": b.sub, "*": b.mul}[e.op](x, y)
+        raise HybridInternalError(f"{type(e).__name__} on the lanes of a running extremum", "llvm")
+
+    def splat(self, v):
+        vt = ir.VectorType(v.type, self.lanes)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vt, [v] * self.lanes)
+        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
+    def reduce(self, kind: str, v):
+        """``llvm.vector.reduce.<kind>`` of the lanes of ``v``."""
+        el = v.type.element
+        suffix = f"v{self.lanes}" + (f"i{el.width}" if isinstance(el, ir.IntType) else
+                                      ("f32" if isinstance(el, ir.FloatType) else "f64"))
+        name = f"llvm.vector.reduce.{kind}.{suffix}"
+        fn = self.fb.module.globals.get(name) or ir.Function(self.fb.module, ir.FunctionType(el, [v.type]), name)
+        return self.b.call(fn, [v])
+
+    def loop(self, start, stride, cond, state: list, body):
+        """A loop from ``start`` by ``stride`` while ``cond(counter)``, carrying ``state`` (values
+        that ``body(counter, state)`` replaces): ``(the counter at the exit, the state there)``."""
+        b, fn = self.b, self.fb.fn
+        pre = b.block
+        header = fn.append_basic_block("lanes.for")
+        body_bb = fn.append_basic_block("lanes.body")
+        exit_ = fn.append_basic_block("lanes.end")
+        b.branch(header)
+        b.position_at_end(header)
+        j = b.phi(I64)
+        j.add_incoming(start, pre)
+        phis = []
+        for v in state:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            phis.append(p)
+        b.cbranch(cond(j), body_bb, exit_)
+        b.position_at_end(body_bb)
+        new = body(j, phis)
+        latch = b.block
+        j.add_incoming(b.add(j, stride, flags=("nsw",)), latch)
+        for p, v in zip(phis, new):
+            p.add_incoming(v, latch)
+        b.branch(header)
+        b.position_at_end(exit_)
+        return j, phis
+
+
+class _bound:
+    """``env[var] = value`` within a ``with`` block, the old binding back after it."""
+
+    def __init__(self, env: dict, var: str, value):
+        self.env, self.var, self.value = env, var, value
+
+    def __enter__(self):
+        self.old = self.env.get(self.var, _bound)
+        self.env[self.var] = self.value
+
+    def __exit__(self, *exc):
+        if self.old is _bound:
+            del self.env[self.var]
+        else:
+            self.env[self.var] = self.old
+
+
+def _moves(e, var: str) -> bool:
+    return any(tir.is_var(n, var) for n in tir.walk_expr(e))
+
+
+def _unchecked(e):
+    """``e`` with its loads' run-time checks left out (the pass runs only where they hold)."""
+    def drop(n):
+        if isinstance(n, tir.Load) and n.checked:
+            return replace(tir.rewrite_children(n, drop), checked=False)
+        return None
+
+    return tir.rewrite(e, drop)
+
+
+def _fits_int32(e) -> bool:
+    return isinstance(e, tir.Const) and isinstance(e.value, int) and -(2 ** 31) < e.value < 2 ** 31 - 1
