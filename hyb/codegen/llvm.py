@@ -34,10 +34,13 @@ from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
+from ..schedule.argext import Extremum
+from ..schedule.transpose import Transposed
 from .abi import PRINT_FUNCTION, RT_AXIS, RT_CODE, RT_INDEX, RT_SIZES, buffer_order, function_name
 from .jit import openmp_available, target_machine
 from .llvm_expr import LlvmExpressions
 from .llvm_extremum import ExtremumLoops
+from .llvm_transpose import TransposedCopies
 from .llvm_parallel import ParallelOutlining
 from .walker import LoopWalker
 from . import vecmath
@@ -63,7 +66,7 @@ class Generated:
     sites: list  # CheckSite, numbered from 1
 
 
-class _FunctionBuilder(ExtremumLoops, LoopWalker, ParallelOutlining, LlvmExpressions):
+class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutlining, LlvmExpressions):
     """The LLVM back end's hooks on the shared walk (:class:`~hyb.codegen.walker.LoopWalker`):
     loops with phi counters, branches between basic blocks, ``gep`` addresses, and checks that
     leave the function with the site's code."""
@@ -268,6 +271,14 @@ class _FunctionBuilder(ExtremumLoops, LoopWalker, ParallelOutlining, LlvmExpress
         if op == "or":
             return b.or_(args[0], args[1])
         raise HybridInternalError(f"loop expression {op}", "codegen")
+
+    def loop_form(self, s: tir.Loop):
+        if isinstance(s.form, Extremum):
+            self.extremum_loop(s)
+        elif isinstance(s.form, Transposed):
+            self.transposed_copy(s)
+        else:
+            self.written_loop(s)
 
     # ---------------------------------------------------------- statements
     def bind_statement(self, st, call: loops.StmtCall, body):

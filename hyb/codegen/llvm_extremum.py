@@ -25,7 +25,6 @@ from llvmlite import ir
 
 from ..dsl import tir, types
 from ..errors import HybridInternalError
-from ..schedule.argext import Extremum
 from .llvm_types import I1, I32, I64, is_unsigned, value_type
 from .walker import SLOT_KINDS
 
@@ -37,12 +36,9 @@ BLOCKS = 4
 
 class ExtremumLoops:
     """The vector form of a running extremum with its first index.  Mixed into the LLVM function
-    builder (the walker's ``loop_form`` hook)."""
+    builder, whose ``loop_form`` calls :meth:`extremum_loop` for a loop of this form."""
 
-    def loop_form(self, s: tir.Loop):
-        if not isinstance(s.form, Extremum):
-            self.written_loop(s)
-            return
+    def extremum_loop(self, s: tir.Loop):
         form = s.form
         branch = s.body[0]
         e = branch.cond.a if form.e_left else branch.cond.b
@@ -54,22 +50,29 @@ class ExtremumLoops:
         start, stop = self.index(s.start), self.index(s.stop)
         enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
         last = b.sub(stop, ir.Constant(I64, 1))
-        ok = b.and_(enough, b.and_(self._within(e, s.var, start), self._within(e, s.var, last)))
+        ok = b.and_(enough, b.and_(self.within(e, s.var, start), self.within(e, s.var, last)))
         lanes_of = _Lanes(self, s.var, e, dt, scalar_t, lanes, it, form.op)
         self.branch(ok, lambda: lanes_of.run(start, stop, form.best, branch.body), lambda: self.written_loop(s))
 
-    def _within(self, e, var: str, at):
+    def within(self, e, var: str, at):
         """i1: every subscript of every load in ``e``, with ``var`` at ``at``, inside its tensor
         (nothing is loaded: the subscripts read no tensor)."""
         ok = ir.Constant(I1, 1)
-        with _bound(self.env, var, at):
+        with bound(self.env, var, at):
             for n in tir.walk_expr(e):
-                if not isinstance(n, tir.Load) or self.k.tensors[n.tensor].kind in SLOT_KINDS:
-                    continue
-                t = self.k.tensors[n.tensor]
-                for dim, idx in zip(t.code_shape or t.shape, n.indices):
-                    size = ir.Constant(I64, dim) if isinstance(dim, int) else self.index(dim)
-                    ok = self.b.and_(ok, self.b.icmp_unsigned("<", self.index(idx), size))
+                if isinstance(n, tir.Load):
+                    ok = self.b.and_(ok, self.inside(n.tensor, n.indices))
+        return ok
+
+    def inside(self, tensor: str, indices: list):
+        """i1: ``tensor[indices]`` (subscripts that load nothing) is an element of the tensor."""
+        t = self.k.tensors[tensor]
+        ok = ir.Constant(I1, 1)
+        if t.kind in SLOT_KINDS:
+            return ok
+        for dim, idx in zip(t.code_shape or t.shape, indices):
+            size = ir.Constant(I64, dim) if isinstance(dim, int) else self.index(dim)
+            ok = self.b.and_(ok, self.b.icmp_unsigned("<", self.index(idx), size))
         return ok
 
 
@@ -120,7 +123,7 @@ class _Lanes:
         found = self.reduce("smin", least)
 
         def write_back():
-            with _bound(fb.env, self.var, b.sext(found, I64) if self.it is I32 else found):
+            with bound(fb.env, self.var, b.sext(found, I64) if self.it is I32 else found):
                 fb.tir_block(body)
 
         fb.branch(b.icmp_signed("!=", found, self.sentinel), write_back)
@@ -128,7 +131,7 @@ class _Lanes:
     def step(self, j, best, index) -> list:
         """One vector of elements from ``j`` taken into the lanes ``(best, index)``."""
         b = self.b
-        with _bound(self.fb.env, self.var, j):
+        with bound(self.fb.env, self.var, j):
             v = self.lanes_of(self.e)
         win = self.beats(v, best)
         at = b.add(self.splat(b.trunc(j, self.it) if self.it is I32 else j), self.iota)
@@ -182,46 +185,50 @@ class _Lanes:
         return self.b.call(fn, [v])
 
     def loop(self, start, stride, cond, state: list, body):
-        """A loop from ``start`` by ``stride`` while ``cond(counter)``, carrying ``state`` (values
-        that ``body(counter, state)`` replaces): ``(the counter at the exit, the state there)``."""
-        b, fn = self.b, self.fb.fn
-        pre = b.block
-        header = fn.append_basic_block("lanes.for")
-        body_bb = fn.append_basic_block("lanes.body")
-        exit_ = fn.append_basic_block("lanes.end")
-        b.branch(header)
-        b.position_at_end(header)
-        j = b.phi(I64)
-        j.add_incoming(start, pre)
-        phis = []
-        for v in state:
-            p = b.phi(v.type)
-            p.add_incoming(v, pre)
-            phis.append(p)
-        b.cbranch(cond(j), body_bb, exit_)
-        b.position_at_end(body_bb)
-        new = body(j, phis)
-        latch = b.block
-        j.add_incoming(b.add(j, stride, flags=("nsw",)), latch)
-        for p, v in zip(phis, new):
-            p.add_incoming(v, latch)
-        b.branch(header)
-        b.position_at_end(exit_)
-        return j, phis
+        return phi_loop(self.fb, start, stride, cond, state, body)
 
 
-class _bound:
+def phi_loop(fb, start, stride, cond, state: list, body):
+    """A loop from ``start`` by ``stride`` while ``cond(counter)``, carrying ``state`` (values that
+    ``body(counter, state)`` replaces): ``(the counter at the exit, the state there)``."""
+    b, fn = fb.b, fb.fn
+    pre = b.block
+    header = fn.append_basic_block("lanes.for")
+    body_bb = fn.append_basic_block("lanes.body")
+    exit_ = fn.append_basic_block("lanes.end")
+    b.branch(header)
+    b.position_at_end(header)
+    j = b.phi(I64)
+    j.add_incoming(start, pre)
+    phis = []
+    for v in state:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    b.cbranch(cond(j), body_bb, exit_)
+    b.position_at_end(body_bb)
+    new = body(j, phis)
+    latch = b.block
+    j.add_incoming(b.add(j, stride, flags=("nsw",)), latch)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+    return j, phis
+
+
+class bound:
     """``env[var] = value`` within a ``with`` block, the old binding back after it."""
 
     def __init__(self, env: dict, var: str, value):
         self.env, self.var, self.value = env, var, value
 
     def __enter__(self):
-        self.old = self.env.get(self.var, _bound)
+        self.old = self.env.get(self.var, bound)
         self.env[self.var] = self.value
 
     def __exit__(self, *exc):
-        if self.old is _bound:
+        if self.old is bound:
             del self.env[self.var]
         else:
             self.env[self.var] = self.old

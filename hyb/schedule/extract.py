@@ -281,6 +281,25 @@ def bound_terms(e: tir.TExpr, split: str) -> list:
     return [affine(e)]
 
 
+def range_cond(st: tir.Loop) -> str:
+    """isl text of the values a loop's variable takes, else raise _NotAffine."""
+    v = iname(st.var)
+    up = st.step > 0
+    # range(max(a, b), min(c, d)): every term bounds the loop (reversed when it counts down)
+    los, his = bound_terms(st.start, "max" if up else "min"), bound_terms(st.stop, "min" if up else "max")
+    if abs(st.step) != 1 and len(los) != 1:
+        raise _NotAffine  # the stride is counted from one start
+    if up:
+        cond = " and ".join([f"{v} >= {lo}" for lo in los] + [f"{v} < {hi}" for hi in his])
+        if st.step != 1:
+            cond += f" and ({v} - {los[0]}) mod {st.step} = 0"
+    else:
+        cond = " and ".join([f"{v} <= {lo}" for lo in los] + [f"{v} > {hi}" for hi in his])
+        if st.step != -1:
+            cond += f" and ({los[0]} - {v}) mod {-st.step} = 0"
+    return cond
+
+
 def affine_cond(e: tir.TExpr, negate: bool = False) -> str:
     """isl text of a condition built from affine comparisons, else raise _NotAffine."""
     if isinstance(e, tir.Const) and types.is_bool(e.dtype):
@@ -374,26 +393,13 @@ class _Extractor:
                 ctx.position[-1] += 1
             elif isinstance(st, tir.Loop):
                 self.depth = max(self.depth, len(ctx.iters) + 1)
-                v = iname(st.var)
-                up = st.step > 0
                 try:
-                    # range(max(a, b), min(c, d)): every term bounds the loop (reversed when it counts down)
-                    los, his = bound_terms(st.start, "max" if up else "min"), bound_terms(st.stop, "min" if up else "max")
-                    if abs(st.step) != 1 and len(los) != 1:
-                        raise _NotAffine  # the stride is counted from one start
+                    cond = range_cond(st)
                 except _NotAffine:
                     self.opaque(st, ctx)
                     ctx.position[-1] += 1
                     continue
                 self.loops[st.var] = st
-                if up:
-                    cond = " and ".join([f"{v} >= {lo}" for lo in los] + [f"{v} < {hi}" for hi in his])
-                    if st.step != 1:
-                        cond += f" and ({v} - {los[0]}) mod {st.step} = 0"
-                else:
-                    cond = " and ".join([f"{v} <= {lo}" for lo in los] + [f"{v} > {hi}" for hi in his])
-                    if st.step != -1:
-                        cond += f" and ({los[0]} - {v}) mod {-st.step} = 0"
                 inner = _Ctx(ctx.iters + [st.var], ctx.conds + [cond], list(ctx.guards),
                              ctx.position + [0], ctx.signs + [1 if st.step > 0 else -1])
                 self.block(st.body, inner)
@@ -459,47 +465,63 @@ class _Extractor:
                                          list(ctx.guards), writes, reads))
 
     def opaque(self, loop, ctx: _Ctx):
-        """A loop with non-affine bounds (or an `if` that changes its own condition): one statement,
-        touching whole tensors, checked at run time."""
+        """A loop with non-affine bounds (or an `if` that changes its own condition, or a loop
+        with a form): one statement, checked at run time.  Each access touches the whole tensor;
+        in a loop with a form, a private scalar's access touches its own copy, and, where the
+        loops around an access inside the statement and its subscripts are affine, it touches
+        the elements those loops reach from this instance."""
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
         writes, reads = [], []
         for g in ctx.guards:
             self.reads(name, ctx.iters, domain, g, reads, False)
+        summed = isinstance(loop, tir.Loop) and loop.form is not None
 
-        def expr(e):
+        def touched(node, tensor, indices, inner):
+            if summed and inner is not None and indices:
+                try:
+                    return self.reached(name, ctx.iters, domain, tensor, indices, inner, node.span)
+                except _NotAffine:
+                    pass
+            return self.whole(name, ctx.iters, domain, tensor, node.span, private=summed)
+
+        def expr(e, inner):
             for sub in tir.walk_expr(e):
                 if isinstance(sub, tir.Load):
-                    reads.append(self.whole(name, ctx.iters, domain, sub.tensor, sub.span))
+                    reads.append(touched(sub, sub.tensor, sub.indices, inner))
                     if sub.indices:
                         self.checked.add(id(sub))
 
-        def walk(stmts):
+        def walk(stmts, inner):
             for st in stmts:
                 if isinstance(st, tir.Loop):
-                    expr(st.start)
-                    expr(st.stop)
-                    walk(st.body)
+                    expr(st.start, inner)
+                    expr(st.stop, inner)
+                    try:
+                        deeper = None if inner is None else inner + [(st.var, range_cond(st))]
+                    except _NotAffine:
+                        deeper = None
+                    walk(st.body, deeper)
                 elif isinstance(st, tir.If):
-                    expr(st.cond)
-                    walk(st.body)
-                    walk(st.orelse)
+                    expr(st.cond, inner)
+                    walk(st.body, inner)
+                    walk(st.orelse, inner)
                 elif isinstance(st, tir.Assert):
-                    expr(st.cond)
+                    expr(st.cond, inner)
                 elif isinstance(st, tir.Print):
                     for item in st.items:
                         if isinstance(item, tir.TExpr):
-                            expr(item)
+                            expr(item, inner)
                     writes.append(self.whole(name, ctx.iters, domain, st.stdout, st.span))
                 else:
                     for i in st.indices:
-                        expr(i)
-                    expr(st.value)
-                    writes.append(self.whole(name, ctx.iters, domain, st.tensor, st.span))
+                        expr(i, inner)
+                    expr(st.value, inner)
+                    writes.append(touched(st, st.tensor, st.indices, inner))
                     if st.indices:
                         self.checked.add(id(st))
 
-        walk([loop])
+        walk([loop], [])
         self.statements.append(Statement(name, loop, list(ctx.iters), domain,
                                          (list(ctx.position), list(ctx.signs)), list(ctx.guards), writes, reads))
 
@@ -545,16 +567,28 @@ class _Extractor:
             return isl.Set("{ %s[%s] }" % (tensor, ", ".join(f"e{k}" for k in range(len(t.private_to)))))
         return tensor_box(self.k, tensor, self.params)
 
-    def whole(self, name, iters, domain: isl.Set, tensor: str, span) -> Access:
-        """An access that may touch any element of ``tensor`` (of a private scalar: its copy of
-        this iteration of the loops it is private to, as :meth:`access` models it)."""
+    def whole(self, name, iters, domain: isl.Set, tensor: str, span, private: bool = False) -> Access:
+        """An access that may touch any element of ``tensor`` (of a private scalar, where
+        ``private``: its copy of this iteration of the loops it is private to, as :meth:`access`
+        models it)."""
         t = self.k.tensors.get(tensor)
-        if t is not None and t.kind == "scalar" and set(t.private_to) <= set(iters):
+        if private and t is not None and t.kind == "scalar" and set(t.private_to) <= set(iters):
             idx = ", ".join(iname(v) for v in t.private_to)
             rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{idx}] }}"))
             return Access(tensor, rel.intersect_domain(domain), False, span)
         rel = isl.Map.from_domain_and_range(domain, self.box(tensor))
         return Access(tensor, rel, False, span)
+
+    def reached(self, name, iters, domain: isl.Set, tensor: str, indices: list, inner: list, span) -> Access:
+        """The elements ``tensor[indices]`` may be from one instance, over the loops ``inner``
+        (variable, isl condition) around the access inside the statement; raises _NotAffine."""
+        idx = [affine(i) for i in indices]
+        outs = [f"o{k}" for k in range(len(idx))]
+        conds = [c for _, c in inner] + [f"{o} = {i}" for o, i in zip(outs, idx)]
+        local = ", ".join(iname(v) for v, _ in inner)
+        where = f"exists ({local} : {' and '.join(conds)})" if inner else " and ".join(conds)
+        rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{', '.join(outs)}] : {where} }}"))
+        return Access(tensor, rel.intersect_domain(domain).intersect_range(self.box(tensor)).coalesce(), False, span)
 
     def access(self, name, iters, domain: isl.Set, node, guarded: bool) -> Access:
         """The access of a Load or Store node; affine ones are bounds-checked now."""

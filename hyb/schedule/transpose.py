@@ -23,7 +23,8 @@ slower than a copy.  This stage, on the typed kernel before extraction (CPU), ru
                 for i in range(i0, min(i0 + T, n)):
                     y[j, i] = y_tile[i, j - j0]
 
-``y_tile`` (an ``allocate`` of ``n``×``T``) holds one row of tiles; each ``i0`` has rows of its
+The copy out has the form :class:`Transposed`: whole tiles are copied as blocks transposed in
+registers.  ``y_tile`` (an ``allocate`` of ``n``×``T``) holds one row of tiles; each ``i0`` has rows of its
 own, so the ``i0`` loop stays free to run on threads.  The strided side of each pass stays within
 one tile, in L1.
 
@@ -45,7 +46,7 @@ decision per nest staged.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..dsl import tir
 from ..dsl.desugar import Names
@@ -117,7 +118,7 @@ class _Stager:
         compute = replace(outer, start=var(a0), stop=upto(a0, hi_a),
                           body=[replace(inner, start=var(b0), stop=upto(b0, hi_b), body=body)])
         out_index = [var(b2) if tir.is_var(i, b) else var(a2) if tir.is_var(i, a) else i for i in store.indices]
-        copy = replace(inner, var=b2, start=var(b0), stop=upto(b0, hi_b), body=[replace(
+        copy = replace(inner, var=b2, start=var(b0), stop=upto(b0, hi_b), form=Transposed(T), body=[replace(
             outer, var=a2, start=var(a0), stop=upto(a0, hi_a), body=[tir.Store(
                 store.tensor, out_index, tir.Load(y.dtype, tile, cell(a2, b2), span=span), span=span)])])
         tiles = replace(outer, var=a0, start=num(lo_a), stop=num(hi_a), step=T, body=[
@@ -126,6 +127,22 @@ class _Stager:
         self.decisions.append(f"nest{line} reads along `{b}` and writes `{y.source_name or y.name}` along `{a}`: "
                               f"run in {T}x{T} tiles, each computed into `{tile}` and then copied out along `{a}`")
         return [tiles]
+
+
+@dataclass(frozen=True)
+class Transposed:
+    """The form of a tile's copy out (``tir.Loop.form``, on its outer loop)::
+
+        for b in range(b0, min(b0 + side, hi_b)):
+            for a in range(a0, min(a0 + side, hi_a)):
+                y[..., b, ..., a] = y_tile[a - lo_a, b - b0]
+
+    which reads the tile down its columns.  A back end may copy a whole tile as square blocks of
+    one vector's lanes, each read along the tile's rows, transposed in registers and stored
+    along ``y``'s rows (:mod:`hyb.codegen.llvm_transpose`); a tile cut short at an edge of the
+    nest is copied as written."""
+
+    side: int
 
 
 def _match(outer: tir.Loop, tensors: dict):
