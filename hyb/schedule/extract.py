@@ -469,7 +469,8 @@ class _Extractor:
         with a form): one statement, checked at run time.  Each access touches the whole tensor;
         in a loop with a form, a private scalar's access touches its own copy, and, where the
         loops around an access inside the statement and its subscripts are affine, it touches
-        the elements those loops reach from this instance."""
+        the elements those loops reach from this instance (all of them, for a store under no
+        condition inside the statement)."""
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
         writes, reads = [], []
@@ -477,10 +478,10 @@ class _Extractor:
             self.reads(name, ctx.iters, domain, g, reads, False)
         summed = isinstance(loop, tir.Loop) and loop.form is not None
 
-        def touched(node, tensor, indices, inner):
+        def touched(node, tensor, indices, inner, surely=False):
             if summed and inner is not None and indices:
                 try:
-                    return self.reached(name, ctx.iters, domain, tensor, indices, inner, node.span)
+                    return self.reached(name, ctx.iters, domain, tensor, indices, inner, node.span, surely)
                 except _NotAffine:
                     pass
             return self.whole(name, ctx.iters, domain, tensor, node.span, private=summed)
@@ -492,7 +493,7 @@ class _Extractor:
                     if sub.indices:
                         self.checked.add(id(sub))
 
-        def walk(stmts, inner):
+        def walk(stmts, inner, branched=False):
             for st in stmts:
                 if isinstance(st, tir.Loop):
                     expr(st.start, inner)
@@ -501,11 +502,11 @@ class _Extractor:
                         deeper = None if inner is None else inner + [(st.var, range_cond(st))]
                     except _NotAffine:
                         deeper = None
-                    walk(st.body, deeper)
+                    walk(st.body, deeper, branched)
                 elif isinstance(st, tir.If):
                     expr(st.cond, inner)
-                    walk(st.body, inner)
-                    walk(st.orelse, inner)
+                    walk(st.body, inner, True)
+                    walk(st.orelse, inner, True)
                 elif isinstance(st, tir.Assert):
                     expr(st.cond, inner)
                 elif isinstance(st, tir.Print):
@@ -517,7 +518,7 @@ class _Extractor:
                     for i in st.indices:
                         expr(i, inner)
                     expr(st.value, inner)
-                    writes.append(touched(st, st.tensor, st.indices, inner))
+                    writes.append(touched(st, st.tensor, st.indices, inner, surely=not branched))
                     if st.indices:
                         self.checked.add(id(st))
 
@@ -579,16 +580,18 @@ class _Extractor:
         rel = isl.Map.from_domain_and_range(domain, self.box(tensor))
         return Access(tensor, rel, False, span)
 
-    def reached(self, name, iters, domain: isl.Set, tensor: str, indices: list, inner: list, span) -> Access:
+    def reached(self, name, iters, domain: isl.Set, tensor: str, indices: list, inner: list, span,
+                surely: bool = False) -> Access:
         """The elements ``tensor[indices]`` may be from one instance, over the loops ``inner``
-        (variable, isl condition) around the access inside the statement; raises _NotAffine."""
+        (variable, isl condition) around the access inside the statement; ``surely``: each of
+        them is (a store under no condition inside the statement).  Raises _NotAffine."""
         idx = [affine(i) for i in indices]
         outs = [f"o{k}" for k in range(len(idx))]
         conds = [c for _, c in inner] + [f"{o} = {i}" for o, i in zip(outs, idx)]
         local = ", ".join(iname(v) for v, _ in inner)
         where = f"exists ({local} : {' and '.join(conds)})" if inner else " and ".join(conds)
         rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{', '.join(outs)}] : {where} }}"))
-        return Access(tensor, rel.intersect_domain(domain).intersect_range(self.box(tensor)).coalesce(), False, span)
+        return Access(tensor, rel.intersect_domain(domain).intersect_range(self.box(tensor)).coalesce(), surely, span)
 
     def access(self, name, iters, domain: isl.Set, node, guarded: bool) -> Access:
         """The access of a Load or Store node; affine ones are bounds-checked now."""

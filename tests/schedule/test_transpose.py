@@ -110,3 +110,11 @@ def test_whole_tiles_copied_out_through_registers_and_edges_as_written(dtype):
             k = hyb.compile_source(TRANSPOSE, threads=threads).tr
             np.testing.assert_array_equal(k(x), x.T)
     assert "copied out along `i`" in k.compile(x).inspect("schedule")
+
+
+def test_the_copied_out_tensor_and_the_tile_need_no_zeros():
+    """The copy out writes every element of its tile's block (a store under no condition in
+    loops with affine bounds), so neither the output nor the tile is filled with zeros first."""
+    x = np.ones((130, 200), np.float32)
+    ck = hyb.compile_source(TRANSPOSE).tr.compile(x)
+    assert set(ck.code.unfilled) == {"y", "y_tile"}, ck.code.unfilled
