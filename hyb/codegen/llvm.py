@@ -34,7 +34,7 @@ from ..dsl import types
 from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
-from ..schedule.argext import Extremum
+from ..schedule.argext import Extremum, FirstIndex
 from ..schedule.transpose import Transposed
 from .abi import PRINT_FUNCTION, RT_AXIS, RT_CODE, RT_INDEX, RT_SIZES, buffer_order, function_name
 from .jit import openmp_available, target_machine
@@ -275,6 +275,8 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
     def loop_form(self, s: tir.Loop):
         if isinstance(s.form, Extremum):
             self.extremum_loop(s)
+        elif isinstance(s.form, FirstIndex):
+            self.first_index_loop(s)
         elif isinstance(s.form, Transposed):
             self.transposed_copy(s)
         else:

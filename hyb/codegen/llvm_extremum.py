@@ -54,6 +54,24 @@ class ExtremumLoops:
         lanes_of = _Lanes(self, s.var, e, dt, scalar_t, lanes, it, form.op)
         self.branch(ok, lambda: lanes_of.run(start, stop, form.best, branch.body), lambda: self.written_loop(s))
 
+    def first_index_loop(self, s: tir.Loop):
+        """A loop of the form :class:`~hyb.schedule.argext.FirstIndex`: the condition tested a
+        vector of iterations at a time, stopping at the first vector where it holds; the last
+        vector of the loop overlaps the one before (none of whose iterations met it)."""
+        form = s.form
+        branch = s.body[0]
+        test, c = (branch.cond.a, branch.cond.b) if form.test_left else (branch.cond.b, branch.cond.a)
+        dt = types.concrete(c.a.dtype)
+        lanes = max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dt).itemsize))
+        b = self.b
+        start, stop = self.index(s.start), self.index(s.stop)
+        enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
+        last = b.sub(stop, ir.Constant(I64, 1))
+        ok = b.and_(enough, b.and_(self.within(c, s.var, start), self.within(c, s.var, last)))
+        ok = b.and_(ok, self.expr(test))  # (k == k0: else the loop changes nothing)
+        lanes_of = _Lanes(self, s.var, c, dt, value_type(dt), lanes, I64, c.op)
+        self.branch(ok, lambda: lanes_of.search(start, stop, branch.body), lambda: self.written_loop(s))
+
     def within(self, e, var: str, at):
         """i1: every subscript of every load in ``e``, with ``var`` at ``at``, inside its tensor
         (nothing is loaded: the subscripts read no tensor)."""
@@ -103,9 +121,9 @@ class _Lanes:
                 out += self.step(b.add(j, ir.Constant(I64, u * n)), st[2 * u], st[2 * u + 1])
             return out
 
-        j, state = self.loop(start, whole, lambda j: b.icmp_signed("<=", b.add(j, whole), stop), state, blocks)
+        j, state = self.loop(start, whole, lambda j, _: b.icmp_signed("<=", b.add(j, whole), stop), state, blocks)
         one = ir.Constant(I64, n)
-        j, first = self.loop(j, one, lambda j: b.icmp_signed("<=", b.add(j, one), stop), state[:2],
+        j, first = self.loop(j, one, lambda j, _: b.icmp_signed("<=", b.add(j, one), stop), state[:2],
                              lambda j, st: self.step(j, *st))
         first = self.step(b.sub(stop, one), *first)  # the last vector, overlapping or not
         state = first + state[2:]
@@ -127,6 +145,43 @@ class _Lanes:
                 fb.tir_block(body)
 
         fb.branch(b.icmp_signed("!=", found, self.sentinel), write_back)
+
+    def search(self, start, stop, body: list):
+        """The least iteration whose comparison (``self.e``, a comparison of two values) holds,
+        then ``body`` with the loop variable at it; nothing where there is none."""
+        fb, b, n = self.fb, self.b, self.lanes
+        cmp = self.e
+        self.fix(cmp.a)
+        self.fix(cmp.b)
+        none = ir.Constant(I64, -1)
+        one = ir.Constant(I64, n)
+        mask_t = ir.IntType(n)
+        cttz = fb.module.globals.get(f"llvm.cttz.i{n}") or ir.Function(
+            fb.module, ir.FunctionType(mask_t, [mask_t, ir.IntType(1)]), f"llvm.cttz.i{n}")
+
+        def hit(j):
+            with bound(fb.env, self.var, j):
+                x, y = self.lanes_of(cmp.a), self.lanes_of(cmp.b)
+            if self.float:
+                holds = (b.fcmp_unordered("!=", x, y) if cmp.op == "!=" else b.fcmp_ordered(cmp.op, x, y))
+            else:
+                holds = (b.icmp_unsigned if is_unsigned(self.dt) else b.icmp_signed)(cmp.op, x, y)
+            bits = b.bitcast(holds, mask_t)
+            at = b.add(j, b.zext(b.call(cttz, [bits, ir.Constant(ir.IntType(1), 0)]), I64))
+            return b.select(b.icmp_unsigned("!=", bits, ir.Constant(mask_t, 0)), at, none)
+
+        def more(j, st):  # a whole vector left, and nothing found yet
+            return b.and_(b.icmp_signed("<=", b.add(j, one), stop), b.icmp_signed("==", st[0], none))
+
+        _, (found,) = self.loop(start, one, more, [none], lambda j, st: [hit(j)])
+        # the last vector, overlapping the ones before (where none held)
+        found = b.select(b.icmp_signed("==", found, none), hit(b.sub(stop, one)), found)
+
+        def write_back():
+            with bound(fb.env, self.var, found):
+                fb.tir_block(body)
+
+        fb.branch(b.icmp_signed("!=", found, none), write_back)
 
     def step(self, j, best, index) -> list:
         """One vector of elements from ``j`` taken into the lanes ``(best, index)``."""
@@ -189,8 +244,8 @@ class _Lanes:
 
 
 def phi_loop(fb, start, stride, cond, state: list, body):
-    """A loop from ``start`` by ``stride`` while ``cond(counter)``, carrying ``state`` (values that
-    ``body(counter, state)`` replaces): ``(the counter at the exit, the state there)``."""
+    """A loop from ``start`` by ``stride`` while ``cond(counter, state)``, carrying ``state``
+    (values that ``body(counter, state)`` replaces): ``(the counter at the exit, the state there)``."""
     b, fn = fb.b, fb.fn
     pre = b.block
     header = fn.append_basic_block("lanes.for")
@@ -205,7 +260,7 @@ def phi_loop(fb, start, stride, cond, state: list, body):
         p = b.phi(v.type)
         p.add_incoming(v, pre)
         phis.append(p)
-    b.cbranch(cond(j), body_bb, exit_)
+    b.cbranch(cond(j, phis), body_bb, exit_)
     b.position_at_end(body_bb)
     new = body(j, phis)
     latch = b.block

@@ -55,10 +55,10 @@ class TransposedCopies:
                             b.store(column, self.address(store.tensor, store.indices, None), align=size)
                     return []
 
-                phi_loop(self, a_lo, step, lambda aa: b.icmp_signed("<", aa, a_hi), [], row_block)
+                phi_loop(self, a_lo, step, lambda aa, _: b.icmp_signed("<", aa, a_hi), [], row_block)
                 return []
 
-            phi_loop(self, b_lo, step, lambda bb: b.icmp_signed("<", bb, b_hi), [], column_block)
+            phi_loop(self, b_lo, step, lambda bb, _: b.icmp_signed("<", bb, b_hi), [], column_block)
 
         self.branch(ok, blocks, lambda: self.written_loop(s))
 

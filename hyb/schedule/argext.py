@@ -17,7 +17,9 @@ Where the comparison is strict (``>``, ``<``: the first index) and every load of
 its last axis with ``j`` or not at all, the loop is kept as written and given the form
 :class:`Extremum` (``tir.Loop.form``): extraction makes it one opaque statement and the LLVM back
 end runs it as one pass on vector lanes (:mod:`hyb.codegen.llvm_extremum`).  Any other such loop
-becomes passes with no branch between iterations::
+becomes passes with no branch between iterations (a loop that keeps the first index meeting a
+condition, ``if k == -1 and x[i, j] > t: k = j``, gets the form :class:`FirstIndex` instead, a
+vector search that stops at the first hit)::
 
     m = best
     for j in range(1, d):            # a running maximum: a vector reduction
@@ -98,6 +100,13 @@ class _Rewriter:
         out = []
         for s in body:
             if isinstance(s, tir.Loop):
+                first = _match_first(s, self.tensors)
+                if first is not None:
+                    out.append(replace(s, form=first))
+                    name = self.tensors[first.k].source_name or first.k
+                    self.decisions.append(f"first index `{name}` meeting a condition{_line(s.span)}: one vector "
+                                          "pass that stops at the first vector holding it")
+                    continue
                 found = _match(s, self.tensors)
                 if found is not None:
                     out += self.passes(s, *found)
@@ -227,6 +236,68 @@ class Extremum:
     op: str
     best: str
     e_left: bool
+
+
+@dataclass(frozen=True)
+class FirstIndex:
+    """The form of a loop that keeps the first index meeting a condition::
+
+        for j in range(start, stop):
+            if k == k0 and c:        (either order, either side of the ==)
+                k = j
+
+    where ``k0`` is a number outside the loop's range or the loop's ``stop`` itself (so that once
+    set, ``k == k0`` fails for good), and ``c`` compares two values of the kind
+    :class:`Extremum`'s ``e`` is, neither reading ``k``.  The code generator tests ``c`` a vector
+    of iterations at a time and stops at the first vector where it holds; ``k`` is then the
+    least such iteration, as the loop as written leaves it (``k`` not equal to ``k0`` at the
+    start: the loop changes nothing).  ``test_left``: the ``k == k0`` test is the ``and``'s left
+    side; ``k_left``: ``k`` is the left side of that test."""
+
+    k: str
+    test_left: bool
+    k_left: bool
+
+
+def _match_first(loop: tir.Loop, tensors: dict):
+    """The :class:`FirstIndex` form of ``loop``, or None."""
+    if loop.step != 1 or len(loop.body) != 1 or not isinstance(loop.body[0], tir.If):
+        return None
+    branch = loop.body[0]
+    cond = branch.cond
+    if (branch.orelse or len(branch.body) != 1 or not isinstance(branch.body[0], tir.Store)
+            or branch.body[0].indices or not isinstance(cond, tir.Logic) or cond.op != "and"):
+        return None
+    k = branch.body[0].tensor
+    kt = tensors.get(k)
+    value = branch.body[0].value
+    if kt is None or kt.kind != "scalar" or types.concrete(kt.dtype) not in types.SIGNED:
+        return None
+    if not (tir.is_var(value, loop.var) or (isinstance(value, tir.Cast) and tir.is_var(value.a, loop.var))):
+        return None
+    for test_left, (test, c) in ((True, (cond.a, cond.b)), (False, (cond.b, cond.a))):
+        if not (isinstance(test, tir.Cmp) and test.op == "=="):
+            continue
+        for k_left, (mine, k0) in ((True, (test.a, test.b)), (False, (test.b, test.a))):
+            if not (_scalar_load(mine, tensors) and mine.tensor == k and _outside(k0, loop)):
+                continue
+            if (isinstance(c, tir.Cmp) and all(_recomputable(x, {k}) for x in (c.a, c.b))
+                    and _contiguous(c, loop.var) and c.a.dtype == c.b.dtype
+                    and types.concrete(c.a.dtype) in ("float32", "float64") + types.SIGNED + types.UNSIGNED):
+                return FirstIndex(k, test_left, k_left)
+    return None
+
+
+def _outside(k0, loop: tir.Loop) -> bool:
+    """Whether ``k0`` is never a value of the loop's variable: a number outside its range, or its
+    ``stop`` itself."""
+    if k0 == loop.stop:
+        return True
+    lo, hi = loop.start, loop.stop
+    if not (isinstance(k0, tir.Const) and isinstance(k0.value, int)):
+        return isinstance(k0, tir.Cast) and k0.a == loop.stop
+    return ((isinstance(lo, tir.Const) and k0.value < lo.value)
+            or (isinstance(hi, tir.Const) and k0.value >= hi.value))
 
 
 def _contiguous(e, var: str) -> bool:

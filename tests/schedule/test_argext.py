@@ -219,3 +219,49 @@ def test_the_last_index_and_strided_values_keep_two_passes():
     assert "one vector pass" not in k.compile(x, start).inspect("schedule")
     for g, w in zip(k(x, start), k.emulate(x, start)):
         same_bits(g, w)
+
+
+FIRST = '''
+def first(x, y, t):
+    n = x.shape[0]
+    d = x.shape[1]
+    idx = output_tensor((n,), "int32")
+    for i in range(n):
+        k = K0
+        for j in range(d):
+            if COND:
+                k = j
+        idx[i] = k
+    return idx
+'''
+FIRST_FORMS = {"after a sentinel": ("-1", "k == -1 and x[i, j] > t"),
+               "test second, flipped": ("-1", "x[i, j] >= y[i, j] and -1 == k"),
+               "the row's length": ("d", "k == d and x[i, j] - t != y[i, j]"),
+               "a bias": ("-5", "k == -5 and x[i, j] + y[i, 0] < t")}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int32", "uint16"])
+@pytest.mark.parametrize("form", list(FIRST_FORMS))
+def test_the_first_index_meeting_a_condition_is_the_written_loops(form, dtype):
+    k0, cond = FIRST_FORMS[form]
+    for options in ({"threads": 1}, {"threads": 2}, {"shapes": "generic"}):
+        k = hyb.compile_source(FIRST.replace("K0", k0).replace("COND", cond), **options).first
+        for d in (0, 3, 16, 17, 40, 100, 300):
+            x, _ = data(9, d, dtype, d)
+            y, _ = data(9, d, dtype, d + 7)
+            if np.dtype(dtype).kind == "f" and d:
+                x[2] = np.nan                          # never greater, never equal: always `!=`
+                x[3, d // 2:] = 4                      # a hit in the second half only
+            t = np.array(3 if np.dtype(dtype).kind != "u" else 6).astype(dtype)[()]
+            np.testing.assert_array_equal(k(x, y, t), k.emulate(x, y, t))
+    assert "first index `k` meeting a condition (line 8): one vector pass" in k.compile(x, y, t).inspect("schedule")
+
+
+def test_a_first_index_whose_start_value_the_loop_can_take_runs_as_written():
+    src = FIRST.replace("K0", "3").replace("COND", "k == 3 and x[i, j] > t")
+    k = hyb.compile_source(src).first
+    x = np.tile(np.array([0, 0, 0, 5, 0, 7, 9], np.float32), (4, 1))  # the hit at 3 keeps k == 3: 5 next
+    t = np.float32(1)
+    assert "meeting a condition" not in k.compile(x, x, t).inspect("schedule")
+    np.testing.assert_array_equal(k(x, x, t), k.emulate(x, x, t))
+    np.testing.assert_array_equal(k(x, x, t), [5, 5, 5, 5])
