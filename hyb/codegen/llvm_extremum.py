@@ -3,15 +3,16 @@
 A loop that :mod:`hyb.schedule.argext` gave the form :class:`~hyb.schedule.argext.Extremum`,
 ``for j: if e > best: best = e; k = j`` (or ``<``), runs as one pass over its elements::
 
-    lanes: the extremum each lane met and the first index that reached it strictly
-           (a sentinel where none beat `best`), BLOCKS independent sets of them
+    lanes: the extremum each lane met and the index where the loop's comparison last took it
+           (a sentinel where it never did), BLOCKS independent sets of them
     for each whole block of BLOCKS vectors:   compare, select the value and the index
     for each whole vector left:               the same, on the first set
-    the last vector of the loop, again:       the same (it may overlap the ones before)
-    M = the lanes' extremum; c = the least index among lanes holding M
+    the last vector of the loop:              the same, for its lanes no vector took before
+    M = the lanes' extremum; c = the least (`>`, `<`) or greatest (`>=`, `<=`) index among
+        the lanes holding M
     if c is no sentinel: the loop's own `if` body with j = c  (best = e at c, k = c)
 
-which is the loop's result in any order of the elements (see the form's doc).  The loop as
+which is the loop's result (see the form's doc).  The loop as
 written runs instead where it has fewer iterations than a vector's lanes, or where a subscript
 of ``e`` would leave its tensor at the first or the last iteration: its checks then report the
 first bad subscript exactly as the loop as written does.  (Every load of ``e`` moves along its
@@ -103,7 +104,10 @@ class _Lanes:
         self.float = types.is_float(dt)
         self.vt = ir.VectorType(scalar_t, lanes)
         self.kt = ir.VectorType(it, lanes)
-        self.sentinel = ir.Constant(it, (1 << (it.width - 1)) - 1)
+        # the first index: the least among the lanes holding the extremum (none: the largest index);
+        # the last (`>=`, `<=`): the greatest (none: the smallest)
+        self.first = op in (">", "<")
+        self.sentinel = ir.Constant(it, (1 << (it.width - 1)) - 1 if self.first else -(1 << (it.width - 1)))
         self.iota = ir.Constant(self.kt, [ir.Constant(it, i) for i in range(lanes)])
         self.fixed = {}  # id(sub-expression free of the loop variable) -> its lanes
 
@@ -125,20 +129,21 @@ class _Lanes:
         one = ir.Constant(I64, n)
         j, first = self.loop(j, one, lambda j, _: b.icmp_signed("<=", b.add(j, one), stop), state[:2],
                              lambda j, st: self.step(j, *st))
-        first = self.step(b.sub(stop, one), *first)  # the last vector, overlapping or not
+        first = self.step(b.sub(stop, one), *first, after=j)  # the last vector: the lanes not yet taken
         state = first + state[2:]
         values, indices = state[0::2], state[1::2]
         top = values[0]
         for v in values[1:]:
             top = b.select(self.beats(v, top), v, top)
-        m = self.splat(self.reduce("fmax" if self.op == ">" else "fmin", top) if self.float else
-                       self.reduce(("u" if is_unsigned(self.dt) else "s") + ("max" if self.op == ">" else "min"), top))
+        most = self.op in (">", ">=")
+        m = self.splat(self.reduce("fmax" if most else "fmin", top) if self.float else
+                       self.reduce(("u" if is_unsigned(self.dt) else "s") + ("max" if most else "min"), top))
         least = self.splat(self.sentinel)
         for v, k in zip(values, indices):
             equal = b.fcmp_ordered("==", v, m) if self.float else b.icmp_signed("==", v, m)
             pick = b.select(equal, k, self.splat(self.sentinel))
-            least = b.select(b.icmp_signed("<", pick, least), pick, least)
-        found = self.reduce("smin", least)
+            least = b.select(b.icmp_signed("<" if self.first else ">", pick, least), pick, least)
+        found = self.reduce("smin" if self.first else "smax", least)
 
         def write_back():
             with bound(fb.env, self.var, b.sext(found, I64) if self.it is I32 else found):
@@ -183,13 +188,17 @@ class _Lanes:
 
         fb.branch(b.icmp_signed("!=", found, none), write_back)
 
-    def step(self, j, best, index) -> list:
-        """One vector of elements from ``j`` taken into the lanes ``(best, index)``."""
+    def step(self, j, best, index, after=None) -> list:
+        """One vector of elements from ``j`` taken into the lanes ``(best, index)``; ``after``:
+        only the elements from that index on."""
         b = self.b
         with bound(self.fb.env, self.var, j):
             v = self.lanes_of(self.e)
         win = self.beats(v, best)
-        at = b.add(self.splat(b.trunc(j, self.it) if self.it is I32 else j), self.iota)
+        narrow = (lambda x: b.trunc(x, self.it)) if self.it is I32 else (lambda x: x)
+        at = b.add(self.splat(narrow(j)), self.iota)
+        if after is not None:
+            win = b.and_(win, b.icmp_signed(">=", at, self.splat(narrow(after))))
         return [b.select(win, v, best), b.select(win, at, index)]
 
     def beats(self, v, best):

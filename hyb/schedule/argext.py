@@ -13,8 +13,8 @@ Each iteration's branch depends on the one before, so the loop runs one element 
 Where the kernel's sums may be reassociated (the CPU's default), this stage rewrites such a loop
 on the typed kernel, before extraction.
 
-Where the comparison is strict (``>``, ``<``: the first index) and every load of ``e`` moves along
-its last axis with ``j`` or not at all, the loop is kept as written and given the form
+Where every load of ``e`` moves along its last axis with ``j`` or not at all, the loop is kept as
+written and given the form
 :class:`Extremum` (``tir.Loop.form``): extraction makes it one opaque statement and the LLVM back
 end runs it as one pass on vector lanes (:mod:`hyb.codegen.llvm_extremum`).  Any other such loop
 becomes passes with no branch between iterations (a loop that keeps the first index meeting a
@@ -149,17 +149,18 @@ class _Rewriter:
         return out
 
     def passes(self, loop: tir.Loop, op: str, best: str, e: tir.TExpr, k: str, k_value: tir.TExpr) -> list:
-        """The written loop as one lane pass (a first index of an extremum whose elements are
-        contiguous along the loop), or as the two passes of the module doc."""
+        """The written loop as one lane pass (where the elements are contiguous along the loop),
+        or as the two passes of the module doc."""
         span = loop.span
         name, k_name = self.tensors[best].source_name or best, self.tensors[k].source_name or k
-        if op in (">", "<") and _contiguous(e, loop.var):
+        if _contiguous(e, loop.var):
             cond = loop.body[0].cond
             form = Extremum(op, best, e_left=not (isinstance(cond.a, tir.Load) and cond.a.tensor == best))
+            which = "maximum" if op in (">", ">=") else "minimum"
+            order = "first" if op in (">", "<") else "last"
             self.decisions.append(
-                f"running {'maximum' if op == '>' else 'minimum'} of `{name}` with its first index `{k_name}`"
-                f"{_line(span)}: one vector pass, each lane keeping its own {'maximum' if op == '>' else 'minimum'} "
-                "and first index")
+                f"running {which} of `{name}` with its {order} index `{k_name}`{_line(span)}: one vector pass, "
+                f"each lane keeping its own {which} and {order} index")
             return [replace(loop, form=form)]
         dt = self.tensors[best].dtype
         maximum = op in (">", ">=")
@@ -218,20 +219,21 @@ class _Rewriter:
 
 @dataclass(frozen=True)
 class Extremum:
-    """The form of a loop ``for j: if e op best: best = e; k = j`` whose first index of the
-    extremum is found in one vector pass (``tir.Loop.form``; the loop's body is kept as written).
-    ``op`` is ``>`` (a maximum) or ``<`` (a minimum) with ``e`` on its left; ``e_left`` says where
-    the written condition has ``e``.  Every load in ``e`` reads either nothing that depends on
-    ``j`` or, along its last axis, ``j`` plus something that does not (contiguous lanes).
+    """The form of a loop ``for j: if e op best: best = e; k = j`` whose extremum and index are
+    found in one vector pass (``tir.Loop.form``; the loop's body is kept as written).  ``op`` is
+    ``>`` or ``>=`` (a maximum) or ``<`` or ``<=`` (a minimum) with ``e`` on its left; ``e_left``
+    says where the written condition has ``e``.  Every load in ``e`` reads either nothing that
+    depends on ``j`` or, along its last axis, ``j`` plus something that does not (contiguous
+    lanes).
 
-    The code generator keeps in each vector lane the extremum of the elements the lane meets and
-    the first index that reached it strictly (a sentinel where none beat ``best``); the lanes'
-    extremum ``M`` and the least index among lanes holding ``M`` give the loop's result, which
-    does not depend on the order the lanes met the elements (a strict comparison keeps the first
-    of equal values), so the last, partial block runs as a whole block ending at the loop's end,
-    overlapping the one before.  ``best`` and ``k`` are then written by the loop's own ``if`` body
-    with ``j`` at that index; no lane beating ``best`` leaves them as they were.  NaN elements
-    never win a comparison, as in the loop as written, and a NaN ``best`` takes nothing."""
+    The code generator runs the loop's comparison in every vector lane on the elements the lane
+    meets, in order, each element met once: a lane keeps the extremum and the index where the
+    comparison last took an element (a sentinel where it never did).  The lanes' extremum ``M``,
+    and the least index among lanes holding ``M`` for a strict comparison (the loop keeps the
+    first of equal values) or the greatest for ``>=`` and ``<=`` (it keeps the last), give the
+    loop's result; ``best`` and ``k`` are then written by the loop's own ``if`` body with ``j`` at
+    that index, and no lane taking anything leaves them as they were.  NaN elements never win a
+    comparison, as in the loop as written, and a NaN ``best`` takes nothing."""
 
     op: str
     best: str

@@ -157,7 +157,7 @@ VALUES = {"plain": ("1", "d", "x[i, j]"), "shifted": ("1", "d", "x[i, j - 1]"),
 
 def lanes_kernel(value, op, **options):
     lo, hi, e = VALUES[value]
-    cond = f"{e} {op} best" if op in (">", "<") else f"best {'<' if op == 'flipped >' else '>'} {e}"
+    cond = f"{e} {op} best" if op in (">", "<", ">=", "<=") else f"best {'<' if op == 'flipped >' else '>'} {e}"
     src = LANES.replace("LO", lo).replace("HI", hi).replace("COND", cond).replace("E", e)
     return hyb.compile_source(src, **options).lanes
 
@@ -165,10 +165,11 @@ def lanes_kernel(value, op, **options):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint8", "int16", "uint32", "int64"])
 @pytest.mark.parametrize("value", list(VALUES))
 def test_one_lane_pass_is_the_written_loop_bit_for_bit(value, dtype):
-    """The first index of a maximum or minimum whose elements lie along the loop: one vector
-    pass (lanes of every width), the loop as written where the row is shorter than a vector."""
+    """The first or last index of a maximum or minimum whose elements lie along the loop: one
+    vector pass (lanes of every width), the loop as written where the row is shorter than a
+    vector."""
     rng = np.random.default_rng(len(value))
-    for op in (">", "<", "flipped >"):
+    for op in (">", "<", ">=", "<=", "flipped >"):
         k = lanes_kernel(value, op, threads=1)
         for d in (4, 9, 16, 17, 33, 64, 100, 257):
             x, _ = data(6, d, dtype, d)
@@ -206,11 +207,11 @@ def test_a_subscript_past_the_end_is_reported_as_the_loop_reports_it():
     assert "x[i, j + 1]" in str(got.value) and "40" in str(got.value)
 
 
-def test_the_last_index_and_strided_values_keep_two_passes():
+def test_strided_values_keep_two_passes():
     src = TEMPLATE.replace("COND", "x[i, j] >= best")
     x, start = data(3, 70, "float32", 1)
     text = hyb.compile_source(src).arg.compile(x, start).inspect("schedule")
-    assert "then a vector pass for the index" in text, text
+    assert "running maximum of `best` with its last index `k` (line 10): one vector pass" in text, text
     strided = TEMPLATE.replace("COND", FORMS["first max"]).replace("x[i, j]", "x[j, i]").replace("(n,)", "(d,)").replace(
         "for i in range(n)", "for i in range(d)").replace("for j in range(d)", "for j in range(n)")
     x = np.random.default_rng(2).integers(-3, 4, (90, 90)).astype(np.float32)
