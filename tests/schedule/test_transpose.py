@@ -61,6 +61,11 @@ def test_the_decision_and_where_it_is_not_taken():
     text = mod.bias_silu_t.compile(x, b).inspect("schedule")
     assert "reads along `j` and writes `y` along `i`: run in 64x64 tiles" in text, text
     assert "64x64 tiles" in mod.transpose.compile(x).inspect("schedule")
+    # a nest inside other loops (channels and pixels of NCHW to NHWC)
+    x4 = np.ones((2, 100, 3, 130), np.float32)
+    assert "reads along `w` and writes `y` along `c`: run in 64x64 tiles" in \
+        mod.nchw_to_nhwc.compile(x4).inspect("schedule")
+    np.testing.assert_array_equal(hyb.compile_source(SRC, threads=2).nchw_to_nhwc(x4), x4.transpose(0, 2, 3, 1))
     # rows written along the loop that reads them, nests too small for a tile, and shape-generic
     # code (the tiles are sized for loops whose bounds are known): as written
     assert "tiles, each computed" not in mod.row_major.compile(x).inspect("schedule")
