@@ -27,10 +27,9 @@ from llvmlite import ir
 from ..dsl import tir, types
 from ..errors import HybridInternalError
 from .llvm_types import I1, I32, I64, is_unsigned, value_type
+from ..schedule.argext import lanes_for
 from .walker import SLOT_KINDS
 
-# the bytes of one vector of lanes (an AVX-512 register; LLVM splits it on narrower machines)
-VECTOR_BYTES = 64
 # independent sets of lanes in the main loop: a compare and a select each wait for the one before
 BLOCKS = 4
 
@@ -45,7 +44,7 @@ class ExtremumLoops:
         e = branch.cond.a if form.e_left else branch.cond.b
         dt = types.concrete(self.k.tensors[form.best].dtype)
         scalar_t = value_type(dt)
-        lanes = max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dt).itemsize))
+        lanes = lanes_for(dt)
         it = I32 if _fits_int32(s.start) and _fits_int32(s.stop) else I64
         b = self.b
         start, stop = self.index(s.start), self.index(s.stop)
@@ -63,7 +62,7 @@ class ExtremumLoops:
         branch = s.body[0]
         test, c = (branch.cond.a, branch.cond.b) if form.test_left else (branch.cond.b, branch.cond.a)
         dt = types.concrete(c.a.dtype)
-        lanes = max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dt).itemsize))
+        lanes = lanes_for(dt)
         b = self.b
         start, stop = self.index(s.start), self.index(s.stop)
         enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))

@@ -64,6 +64,8 @@ from dataclasses import dataclass, replace
 from ..dsl import tir, types
 from ..dsl.desugar import Names
 
+# the bytes of one vector of a lane pass (an AVX-512 register; LLVM splits it on narrower machines)
+VECTOR_BYTES = 64
 # the iterations LLVM's vectoriser takes at a time in the passes (16 float32 lanes of AVX-512,
 # interleaved 4 times; a multiple of narrower machines' and of float64's)
 CHUNK = 64
@@ -153,7 +155,7 @@ class _Rewriter:
         or as the two passes of the module doc."""
         span = loop.span
         name, k_name = self.tensors[best].source_name or best, self.tensors[k].source_name or k
-        if _contiguous(e, loop.var):
+        if _contiguous(e, loop.var) and not _short(loop, self.tensors[best].dtype):
             cond = loop.body[0].cond
             form = Extremum(op, best, e_left=not (isinstance(cond.a, tir.Load) and cond.a.tensor == best))
             which = "maximum" if op in (">", ">=") else "minimum"
@@ -188,8 +190,9 @@ class _Rewriter:
                              span=span)
 
         found = tir.Load(it, kk, [], span=span)
-        write_back = [tir.Store(best, [], _substitute(e, loop.var, found), span=span),
-                      tir.Store(k, [], _substitute(k_value, loop.var, found), span=span)]
+        at_found = tir.Cast("int", found, span=span)  # the loop variable's type, for `j - 1` and the like
+        write_back = [tir.Store(best, [], _substitute(e, loop.var, at_found), span=span),
+                      tir.Store(k, [], _substitute(k_value, loop.var, at_found), span=span)]
         index_pass = [tir.Store(kk, [], none, span=span)] + self.over(loop, "k", index_step)
         floats = types.concrete(dt) in ("float32", "float64")
         if first:  # an element strictly beyond the initial value (never so where that is NaN)
@@ -285,7 +288,8 @@ def _match_first(loop: tir.Loop, tensors: dict):
                 continue
             if (isinstance(c, tir.Cmp) and all(_recomputable(x, {k}) for x in (c.a, c.b))
                     and _contiguous(c, loop.var) and c.a.dtype == c.b.dtype
-                    and types.concrete(c.a.dtype) in ("float32", "float64") + types.SIGNED + types.UNSIGNED):
+                    and types.concrete(c.a.dtype) in ("float32", "float64") + types.SIGNED + types.UNSIGNED
+                    and not _short(loop, c.a.dtype)):
                 return FirstIndex(k, test_left, k_left)
     return None
 
@@ -300,6 +304,19 @@ def _outside(k0, loop: tir.Loop) -> bool:
         return isinstance(k0, tir.Cast) and k0.a == loop.stop
     return ((isinstance(lo, tir.Const) and k0.value < lo.value)
             or (isinstance(hi, tir.Const) and k0.value >= hi.value))
+
+
+def lanes_for(dtype: str) -> int:
+    """The lanes of a lane pass over elements of ``dtype`` (4 to 16)."""
+    return max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dtype).itemsize))
+
+
+def _short(loop: tir.Loop, dtype: str) -> bool:
+    """Whether the loop's trip count is known now and below a lane pass's vector (which would
+    then run the loop as written every time)."""
+    lo, hi = loop.start, loop.stop
+    return (isinstance(lo, tir.Const) and isinstance(hi, tir.Const)
+            and hi.value - lo.value < lanes_for(dtype))
 
 
 def _contiguous(e, var: str) -> bool:

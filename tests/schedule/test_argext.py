@@ -266,3 +266,20 @@ def test_a_first_index_whose_start_value_the_loop_can_take_runs_as_written():
     assert "meeting a condition" not in k.compile(x, x, t).inspect("schedule")
     np.testing.assert_array_equal(k(x, x, t), k.emulate(x, x, t))
     np.testing.assert_array_equal(k(x, x, t), [5, 5, 5, 5])
+
+
+def test_rows_known_to_be_shorter_than_a_vector_keep_the_passes():
+    """A trip count known now below a vector's lanes (16 float32, 8 float64) would run the lane
+    pass's fallback, the loop as written, every time: such loops keep the two passes."""
+    for dtype, d, lanes in (("float32", 15, False), ("float32", 16, True), ("float64", 7, False),
+                            ("float64", 8, True)):
+        x, start = data(4, d, dtype, d)
+        k = hyb.compile_source(TEMPLATE.replace("COND", FORMS["first max"])).arg
+        text = k.compile(x, start).inspect("schedule")
+        assert ("one vector pass" in text) == lanes and ("then a vector pass for the index" in text) != lanes, text
+        for g, w in zip(k(x, start), k.emulate(x, start)):
+            same_bits(g, w)
+    k = hyb.compile_source(FIRST.replace("K0", "-1").replace("COND", FIRST_FORMS["after a sentinel"][1])).first
+    x, _ = data(3, 15, "float32", 2)
+    assert "meeting a condition" not in k.compile(x, x, np.float32(1)).inspect("schedule")
+    np.testing.assert_array_equal(k(x, x, np.float32(1)), k.emulate(x, x, np.float32(1)))
