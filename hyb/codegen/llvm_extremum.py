@@ -26,8 +26,8 @@ from llvmlite import ir
 
 from ..dsl import tir, types
 from ..errors import HybridInternalError
-from .llvm_types import I1, I32, I64, is_unsigned, value_type
 from ..schedule.argext import lanes_for
+from .llvm_types import I1, I32, I64, is_unsigned, value_type
 from .walker import SLOT_KINDS
 
 # independent sets of lanes in the main loop: a compare and a select each wait for the one before
