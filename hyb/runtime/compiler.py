@@ -20,7 +20,7 @@ from ..errors import HybridArgumentError, HybridInternalError
 from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
-from . import busy, fastcall, pipeline
+from . import aligned, busy, fastcall, pipeline
 from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
@@ -68,7 +68,8 @@ class CompiledKernel:
         # (every element of an `unfilled` buffer is written before it is read: np.empty will do)
         shapes = {n: (shape, dtype) for n, shape, dtype in code.staged}
         shapes.update({n: (typed.tensors[n].shape, typed.tensors[n].dtype) for n in made if n in typed.tensors})
-        self._made = [(shapes[n][0], types.numpy_dtype(shapes[n][1]), np.empty if n in code.unfilled else np.zeros)
+        self._made = [(shapes[n][0], types.numpy_dtype(shapes[n][1]),
+                       aligned.allocator(n not in code.unfilled, shapes[n][0], types.numpy_dtype(shapes[n][1])))
                       for n in made]
         # shape-generic code: sizes known when it runs (its made shapes are expressions of them)
         self.generic = bool(code.sizes)

@@ -31,6 +31,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import aligned
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -44,14 +46,15 @@ class Slot:
 @dataclass(frozen=True)
 class Made:
     """A buffer the call allocates (an output or a temporary): ``allocate(shape, dtype)``,
-    which is ``np.empty`` or ``np.zeros``."""
+    which is ``np.empty`` or ``np.zeros``, or, for a large buffer, their 64-byte aligned
+    versions in :mod:`hyb.runtime.aligned`."""
     shape: tuple
     dtype: np.dtype
     allocate: Callable
 
     @property
     def zeroed(self) -> bool:
-        return self.allocate is np.zeros
+        return aligned.zeroes(self.allocate)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import islpy as isl
-import numpy as np
 
 from ..dsl import sizes as size_expr
 from ..dsl import tir
@@ -30,6 +29,7 @@ from ..errors import HybridInternalError
 from ..schedule import deps as dependences
 from ..schedule import extract
 from ..schedule.counting import box_size
+from . import aligned
 
 # the kernel option `shapes=`: when a kernel is compiled for run-time sizes
 SHAPE_MODES = ("auto", "generic", "specialise")
@@ -102,7 +102,7 @@ class Binding:
     made_shapes: tuple
     threads: int
     sites: tuple
-    allocators: tuple  # np.empty or np.zeros for each made buffer
+    allocators: tuple  # np.empty or np.zeros (or their aligned versions, runtime.aligned) for each made buffer
 
 
 def bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
@@ -125,8 +125,8 @@ def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
                                           "proof for this shape passes", "runtime")
     made = tuple(tuple(size_expr.value(d, sizes) for d in shape) for shape, _, _ in ck._made)
     unfilled = {n for n, text in code.unfilled_when if not isl.Set(text).intersect(point).is_empty()}
-    allocators = tuple(np.empty if n in unfilled else allocate
-                       for n, (_, _, allocate) in zip(ck.buffers[len(typed.inputs):], ck._made))
+    allocators = tuple(aligned.allocator(n not in unfilled and aligned.zeroes(allocate), shape, dtype)
+                       for n, shape, (_, dtype, allocate) in zip(ck.buffers[len(typed.inputs):], made, ck._made))
     threads = ck.threads
     if threads > 1 and code.min_parallel_work and not any(
             _instances(inside, sizes) >= code.min_parallel_work * (max(1, _instances(starts, sizes)) if starts else 1)
