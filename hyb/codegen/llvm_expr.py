@@ -16,6 +16,7 @@ from ..dsl import types
 from ..errors import HybridInternalError, HybridUnsupportedError
 from .llvm_types import F16, F32, F64, I1, I8, I32, I64, float_bits, is_unsigned, memory_type, value_type
 from . import inline_math, vecmath
+from .walker import bound
 from ..target import host_cpu
 
 # Intrinsics computed by one math function: LLVM intrinsics (llvm.<name>.f32/.f64) or, for those in
@@ -26,7 +27,6 @@ _MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "sin": "sin", "cos": "cos",
 _LIBM = ("expm1", "log1p", "tan", "tanh", "atan", "atan2", "erf")
 # Math functions that are single instructions on x86 (the rest become calls, one per vector lane).
 _NATIVE_MATH = ("sqrt", "floor", "ceil", "trunc", "roundeven", "fabs", "copysign")
-_UNBOUND = object()
 
 
 def _simple_exponent(y: float, fast: bool) -> bool:
@@ -107,16 +107,8 @@ class LlvmExpressions:
 
     # ---------------------------------------------------------- primitives (hyb.codegen.legalise)
     def e_Let(self, e: tir.Let):
-        value = self.expr(e.value)
-        outer = self.env.get(e.name, _UNBOUND)
-        self.env[e.name] = value
-        try:
+        with bound(self.env, e.name, self.expr(e.value)):
             return self.expr(e.body)
-        finally:
-            if outer is _UNBOUND:
-                del self.env[e.name]
-            else:
-                self.env[e.name] = outer
 
     def e_Pick(self, e: tir.Pick):
         return self.b.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))

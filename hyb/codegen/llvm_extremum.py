@@ -26,9 +26,9 @@ from llvmlite import ir
 
 from ..dsl import tir, types
 from ..errors import HybridInternalError
-from ..schedule.argext import lanes_for
+from ..schedule.argext import fits_int32, lanes_for
 from .llvm_types import I1, I32, I64, is_unsigned, value_type
-from .walker import SLOT_KINDS
+from .walker import SLOT_KINDS, bound
 
 # independent sets of lanes in the main loop: a compare and a select each wait for the one before
 BLOCKS = 4
@@ -43,15 +43,10 @@ class ExtremumLoops:
         branch = s.body[0]
         e = branch.cond.a if form.e_left else branch.cond.b
         dt = types.concrete(self.k.tensors[form.best].dtype)
-        scalar_t = value_type(dt)
         lanes = lanes_for(dt)
-        it = I32 if _fits_int32(s.start) and _fits_int32(s.stop) else I64
-        b = self.b
-        start, stop = self.index(s.start), self.index(s.stop)
-        enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
-        last = b.sub(stop, ir.Constant(I64, 1))
-        ok = b.and_(enough, b.and_(self.within(e, s.var, start), self.within(e, s.var, last)))
-        lanes_of = _Lanes(self, s.var, e, dt, scalar_t, lanes, it, form.op)
+        it = I32 if fits_int32(s.start) and fits_int32(s.stop) else I64
+        start, stop, ok = self.lane_bounds(s, e, lanes)
+        lanes_of = _Lanes(self, s.var, e, dt, value_type(dt), lanes, it, form.op)
         self.branch(ok, lambda: lanes_of.run(start, stop, form.best, branch.body), lambda: self.written_loop(s))
 
     def first_index_loop(self, s: tir.Loop):
@@ -63,14 +58,19 @@ class ExtremumLoops:
         test, c = (branch.cond.a, branch.cond.b) if form.test_left else (branch.cond.b, branch.cond.a)
         dt = types.concrete(c.a.dtype)
         lanes = lanes_for(dt)
+        start, stop, ok = self.lane_bounds(s, c, lanes)
+        ok = self.b.and_(ok, self.expr(test))  # (k == k0: else the loop changes nothing)
+        lanes_of = _Lanes(self, s.var, c, dt, value_type(dt), lanes, I64, c.op)
+        self.branch(ok, lambda: lanes_of.search(start, stop, branch.body), lambda: self.written_loop(s))
+
+    def lane_bounds(self, s: tir.Loop, e, lanes: int) -> tuple:
+        """``(start, stop, ok)`` of the loop ``s``: ``ok`` where it has at least ``lanes``
+        iterations and every load of ``e`` lies inside its tensor at the first and the last."""
         b = self.b
         start, stop = self.index(s.start), self.index(s.stop)
         enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
         last = b.sub(stop, ir.Constant(I64, 1))
-        ok = b.and_(enough, b.and_(self.within(c, s.var, start), self.within(c, s.var, last)))
-        ok = b.and_(ok, self.expr(test))  # (k == k0: else the loop changes nothing)
-        lanes_of = _Lanes(self, s.var, c, dt, value_type(dt), lanes, I64, c.op)
-        self.branch(ok, lambda: lanes_of.search(start, stop, branch.body), lambda: self.written_loop(s))
+        return start, stop, b.and_(enough, b.and_(self.within(e, s.var, start), self.within(e, s.var, last)))
 
     def within(self, e, var: str, at):
         """i1: every subscript of every load in ``e``, with ``var`` at ``at``, inside its tensor
@@ -143,12 +143,7 @@ class _Lanes:
             pick = b.select(equal, k, self.splat(self.sentinel))
             least = b.select(b.icmp_signed("<" if self.first else ">", pick, least), pick, least)
         found = self.reduce("smin" if self.first else "smax", least)
-
-        def write_back():
-            with bound(fb.env, self.var, b.sext(found, I64) if self.it is I32 else found):
-                fb.tir_block(body)
-
-        fb.branch(b.icmp_signed("!=", found, self.sentinel), write_back)
+        self.take(found, self.sentinel, b.sext(found, I64) if self.it is I32 else found, body)
 
     def search(self, start, stop, body: list):
         """The least iteration whose comparison (``self.e``, a comparison of two values) holds,
@@ -160,8 +155,7 @@ class _Lanes:
         none = ir.Constant(I64, -1)
         one = ir.Constant(I64, n)
         mask_t = ir.IntType(n)
-        cttz = fb.module.globals.get(f"llvm.cttz.i{n}") or ir.Function(
-            fb.module, ir.FunctionType(mask_t, [mask_t, ir.IntType(1)]), f"llvm.cttz.i{n}")
+        cttz = fb.declare(f"llvm.cttz.i{n}", mask_t, [mask_t, I1])
 
         def hit(j):
             with bound(fb.env, self.var, j):
@@ -171,7 +165,7 @@ class _Lanes:
             else:
                 holds = (b.icmp_unsigned if is_unsigned(self.dt) else b.icmp_signed)(cmp.op, x, y)
             bits = b.bitcast(holds, mask_t)
-            at = b.add(j, b.zext(b.call(cttz, [bits, ir.Constant(ir.IntType(1), 0)]), I64))
+            at = b.add(j, b.zext(b.call(cttz, [bits, ir.Constant(I1, 0)]), I64))
             return b.select(b.icmp_unsigned("!=", bits, ir.Constant(mask_t, 0)), at, none)
 
         def more(j, st):  # a whole vector left, and nothing found yet
@@ -180,12 +174,16 @@ class _Lanes:
         _, (found,) = self.loop(start, one, more, [none], lambda j, st: [hit(j)])
         # the last vector, overlapping the ones before (where none held)
         found = b.select(b.icmp_signed("==", found, none), hit(b.sub(stop, one)), found)
+        self.take(found, none, found, body)
 
+    def take(self, found, none, at, body: list):
+        """Unless ``found`` is ``none``: ``body`` (the loop's own ``if`` body) with the loop
+        variable at ``at``, the index found as an i64."""
         def write_back():
-            with bound(fb.env, self.var, found):
-                fb.tir_block(body)
+            with bound(self.fb.env, self.var, at):
+                self.fb.tir_block(body)
 
-        fb.branch(b.icmp_signed("!=", found, none), write_back)
+        self.fb.branch(self.b.icmp_signed("!=", found, none), write_back)
 
     def step(self, j, best, index, after=None) -> list:
         """One vector of elements from ``j`` taken into the lanes ``(best, index)``; ``after``:
@@ -210,7 +208,7 @@ class _Lanes:
     # ------------------------------------------------------------------ values on lanes
     def fix(self, e):
         """The parts of ``e`` that do not move with the loop, computed once before it."""
-        if not _moves(e, self.var):
+        if not tir.reads_var(e, self.var):
             self.fixed[id(e)] = self.splat(self.fb.expr(_unchecked(e)))
         elif isinstance(e, tir.Bin):
             self.fix(e.a)
@@ -243,9 +241,7 @@ class _Lanes:
         el = v.type.element
         suffix = f"v{self.lanes}" + (f"i{el.width}" if isinstance(el, ir.IntType) else
                                       ("f32" if isinstance(el, ir.FloatType) else "f64"))
-        name = f"llvm.vector.reduce.{kind}.{suffix}"
-        fn = self.fb.module.globals.get(name) or ir.Function(self.fb.module, ir.FunctionType(el, [v.type]), name)
-        return self.b.call(fn, [v])
+        return self.b.call(self.fb.declare(f"llvm.vector.reduce.{kind}.{suffix}", el, [v.type]), [v])
 
     def loop(self, start, stride, cond, state: list, body):
         return phi_loop(self.fb, start, stride, cond, state, body)
@@ -280,27 +276,6 @@ def phi_loop(fb, start, stride, cond, state: list, body):
     return j, phis
 
 
-class bound:
-    """``env[var] = value`` within a ``with`` block, the old binding back after it."""
-
-    def __init__(self, env: dict, var: str, value):
-        self.env, self.var, self.value = env, var, value
-
-    def __enter__(self):
-        self.old = self.env.get(self.var, bound)
-        self.env[self.var] = self.value
-
-    def __exit__(self, *exc):
-        if self.old is bound:
-            del self.env[self.var]
-        else:
-            self.env[self.var] = self.old
-
-
-def _moves(e, var: str) -> bool:
-    return any(tir.is_var(n, var) for n in tir.walk_expr(e))
-
-
 def _unchecked(e):
     """``e`` with its loads' run-time checks left out (the pass runs only where they hold)."""
     def drop(n):
@@ -310,6 +285,3 @@ def _unchecked(e):
 
     return tir.rewrite(e, drop)
 
-
-def _fits_int32(e) -> bool:
-    return isinstance(e, tir.Const) and isinstance(e.value, int) and -(2 ** 31) < e.value < 2 ** 31 - 1

@@ -14,8 +14,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..dsl import tir, types
-from .llvm_extremum import bound, phi_loop
+from ..schedule.argext import lanes_for
+from .llvm_extremum import phi_loop
 from .llvm_types import I32, I64, memory_type
+from .walker import bound
 
 
 class TransposedCopies:
@@ -30,7 +32,7 @@ class TransposedCopies:
         if types.concrete(t.dtype) == "bool" or size not in (4, 8):
             self.written_loop(s)
             return
-        lanes = 64 // size
+        lanes = lanes_for(t.dtype)
         side = s.form.side
         b = self.b
         b_lo, b_hi = self.index(s.start), self.index(s.stop)

@@ -26,6 +26,24 @@ from .abi import AssertSite, CheckSite, PrintSite
 SLOT_KINDS = ("scalar", "param")
 
 
+class bound:
+    """``env[var] = value`` within a ``with`` block, the old binding (or none) back after it:
+    a back end's values of typed-IR variables, bound for part of an expression or a loop."""
+
+    def __init__(self, env: dict, var: str, value):
+        self.env, self.var, self.value = env, var, value
+
+    def __enter__(self):
+        self.old = self.env.get(self.var, bound)
+        self.env[self.var] = self.value
+
+    def __exit__(self, *exc):
+        if self.old is bound:
+            del self.env[self.var]
+        else:
+            self.env[self.var] = self.old
+
+
 class LoopWalker:
     """Walks ``nest`` (loop IR, guards, typed-IR statements, addresses with their check sites).
 

@@ -271,20 +271,7 @@ class TypedKernel:
 
     @property
     def written(self) -> set:
-        out = set()
-
-        def walk(stmts):
-            for s in stmts:
-                if isinstance(s, Store):
-                    out.add(s.tensor)
-                elif isinstance(s, Loop):
-                    walk(s.body)
-                elif isinstance(s, If):
-                    walk(s.body)
-                    walk(s.orelse)
-
-        walk(self.body)
-        return out
+        return {s.tensor for s in walk_stmts(self.body) if isinstance(s, Store)}
 
 
 def is_var(e, name: str) -> bool:
@@ -292,16 +279,25 @@ def is_var(e, name: str) -> bool:
     return isinstance(e, Var) and e.name == name
 
 
+def reads_var(e, name: str) -> bool:
+    """Whether the variable ``name`` occurs anywhere in the expression ``e``."""
+    return any(is_var(n, name) for n in walk_expr(e))
+
+
+def walk_stmts(body: list):
+    """Yield every statement in ``body``, a loop or branch before the statements inside it."""
+    for s in body:
+        yield s
+        if isinstance(s, Loop):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.orelse)
+
+
 def loop_vars(body: list) -> set:
     """The variables of every loop in ``body``, at any depth."""
-    out = set()
-    for s in body:
-        if isinstance(s, Loop):
-            out.add(s.var)
-            out |= loop_vars(s.body)
-        elif isinstance(s, If):
-            out |= loop_vars(s.body) | loop_vars(s.orelse)
-    return out
+    return {s.var for s in walk_stmts(body) if isinstance(s, Loop)}
 
 
 def rewrite(node, by):

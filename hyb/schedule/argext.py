@@ -169,7 +169,7 @@ class _Rewriter:
         first = op in (">", "<")
         m = self.scalar(f"{best}_{'max' if maximum else 'min'}", dt, span)
         # the index pass's lanes as narrow as the loop's bounds allow (int32 lanes: twice as many)
-        it = "int32" if _fits_int32(loop.start) and _fits_int32(loop.stop) else "int64"
+        it = "int32" if fits_int32(loop.start) and fits_int32(loop.stop) else "int64"
         kk = self.scalar(f"{k}_at", it, span)
 
         def load(name):
@@ -257,11 +257,10 @@ class FirstIndex:
     of iterations at a time and stops at the first vector where it holds; ``k`` is then the
     least such iteration, as the loop as written leaves it (``k`` not equal to ``k0`` at the
     start: the loop changes nothing).  ``test_left``: the ``k == k0`` test is the ``and``'s left
-    side; ``k_left``: ``k`` is the left side of that test."""
+    side."""
 
     k: str
     test_left: bool
-    k_left: bool
 
 
 def _match_first(loop: tir.Loop, tensors: dict):
@@ -283,14 +282,14 @@ def _match_first(loop: tir.Loop, tensors: dict):
     for test_left, (test, c) in ((True, (cond.a, cond.b)), (False, (cond.b, cond.a))):
         if not (isinstance(test, tir.Cmp) and test.op == "=="):
             continue
-        for k_left, (mine, k0) in ((True, (test.a, test.b)), (False, (test.b, test.a))):
+        for mine, k0 in ((test.a, test.b), (test.b, test.a)):
             if not (_scalar_load(mine, tensors) and mine.tensor == k and _outside(k0, loop)):
                 continue
             if (isinstance(c, tir.Cmp) and all(_recomputable(x, {k}) for x in (c.a, c.b))
                     and _contiguous(c, loop.var) and c.a.dtype == c.b.dtype
                     and types.concrete(c.a.dtype) in ("float32", "float64") + types.SIGNED + types.UNSIGNED
                     and not _short(loop, c.a.dtype)):
-                return FirstIndex(k, test_left, k_left)
+                return FirstIndex(k, test_left)
     return None
 
 
@@ -327,7 +326,7 @@ def _contiguous(e, var: str) -> bool:
             continue
         if any(isinstance(x, tir.Load) for i in n.indices for x in tir.walk_expr(i)):
             return False  # (a subscript that loads: its check could fail before another's)
-        dep = [_reads_var(i, var) for i in n.indices]
+        dep = [tir.reads_var(i, var) for i in n.indices]
         if not any(dep):
             continue
         if any(dep[:-1]) or not _shifted(n.indices[-1], var):
@@ -335,18 +334,14 @@ def _contiguous(e, var: str) -> bool:
     return True
 
 
-def _reads_var(e, var: str) -> bool:
-    return any(tir.is_var(n, var) for n in tir.walk_expr(e))
-
-
 def _shifted(e, var: str) -> bool:
     """Whether ``e`` is ``var``, or ``var`` plus or minus a term free of it."""
     if tir.is_var(e, var):
         return True
     if isinstance(e, tir.Bin) and e.op in ("+", "-"):
-        if tir.is_var(e.a, var) and not _reads_var(e.b, var):
+        if tir.is_var(e.a, var) and not tir.reads_var(e.b, var):
             return True
-        return e.op == "+" and tir.is_var(e.b, var) and not _reads_var(e.a, var)
+        return e.op == "+" and tir.is_var(e.b, var) and not tir.reads_var(e.a, var)
     return False
 
 
@@ -421,7 +416,7 @@ def _running(loop: tir.Loop, tensors: dict):
     return st
 
 
-def _fits_int32(e) -> bool:
+def fits_int32(e) -> bool:
     """A loop bound known now, an int32 with room for one more (``start - 1``, ``stop``)."""
     return isinstance(e, tir.Const) and isinstance(e.value, int) and -(2 ** 31) < e.value < 2 ** 31 - 1
 

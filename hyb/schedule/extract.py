@@ -78,8 +78,7 @@ def _weight(stmts: list) -> int:
         if isinstance(st, tir.Loop):
             trips = 1
             if isinstance(st.start, tir.Const) and isinstance(st.stop, tir.Const):
-                trips = max(0, -(-(st.stop.value - st.start.value) // st.step)) if st.step > 0 else \
-                    max(0, -(-(st.start.value - st.stop.value) // -st.step))
+                trips = len(range(st.start.value, st.stop.value, st.step))
             total += trips * _weight(st.body)
         elif isinstance(st, tir.If):
             total += max(_weight(st.body), _weight(st.orelse))

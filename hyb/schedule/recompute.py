@@ -82,20 +82,10 @@ def _line(s) -> str:
 
 def _stores_by_tensor(body: list) -> dict:
     out = {}
-    for s in _statements(body):
+    for s in tir.walk_stmts(body):
         if isinstance(s, tir.Store):
             out.setdefault(s.tensor, []).append(s)
     return out
-
-
-def _statements(body: list):
-    for s in body:
-        yield s
-        if isinstance(s, tir.Loop):
-            yield from _statements(s.body)
-        elif isinstance(s, tir.If):
-            yield from _statements(s.body)
-            yield from _statements(s.orelse)
 
 
 def _producer(typed: tir.TypedKernel, t: tir.Tensor, written: dict):
