@@ -305,4 +305,100 @@ ADD_RMSNORM = Bench(
     flops=lambda d: 5.0 * d["N"] * d["D"], hyb_modes=True, **F32,
 )
 
-BENCHES = [ARGMAX, BIAS_SILU_T, BMM_T, ADD_RMSNORM]
+# ---------------------------------------------------------------- top-k along rows
+# The 8 largest values of each row with their indices, largest first, as a user writes it: each
+# element passed down the sorted list, swapping where it is larger (torch.topk, jax.lax.top_k).
+
+TOPK = 8
+TOPK_HYB = """
+def kernel_topk_rows(x):
+    n = x.shape[0]
+    d = x.shape[1]
+    vals = output_tensor((n, 8), x.dtype)
+    idx = output_tensor((n, 8), "int32")
+    for i in range(n):
+        for t in range(8):
+            vals[i, t] = -3.0e38
+            idx[i, t] = -1
+        for j in range(d):
+            v = x[i, j]
+            c = j
+            for t in range(8):
+                if v > vals[i, t]:
+                    tv = vals[i, t]
+                    vals[i, t] = v
+                    v = tv
+                    tc = idx[i, t]
+                    idx[i, t] = c
+                    c = tc
+    return vals, idx
+"""
+
+
+def topk_loops(x, vals, idx):
+    n, d = x.shape
+    for i in prange(n):
+        for t in range(TOPK):
+            vals[i, t] = np.float32(-3.0e38)
+            idx[i, t] = -1
+        for j in range(d):
+            v = x[i, j]
+            c = j
+            for t in range(TOPK):
+                if v > vals[i, t]:
+                    tv = vals[i, t]
+                    vals[i, t] = v
+                    v = tv
+                    tc = idx[i, t]
+                    idx[i, t] = c
+                    c = tc
+
+
+def topk_numpy(x, vals, idx):
+    part = np.argpartition(-x, TOPK - 1, axis=1)[:, :TOPK]
+    order = np.argsort(-np.take_along_axis(x, part, 1), axis=1, kind="stable")
+    idx[:] = np.take_along_axis(part, order, 1)
+    vals[:] = np.take_along_axis(x, idx, 1)
+
+
+TOPK_C = """
+void kernel(long n, long d, float x[restrict n][d], float vals[restrict n][8], int idx[restrict n][8])
+{
+  for (int i = 0; i < n; i++) {
+    for (int t = 0; t < 8; t++) {
+      vals[i][t] = -3.0e38f;
+      idx[i][t] = -1;
+    }
+    for (int j = 0; j < d; j++) {
+      float v = x[i][j];
+      int c = j;
+      for (int t = 0; t < 8; t++)
+        if (v > vals[i][t]) {
+          float tv = vals[i][t]; vals[i][t] = v; v = tv;
+          int tc = idx[i][t]; idx[i][t] = c; c = tc;
+        }
+    }
+  }
+}
+"""
+
+
+def topk_init(d):
+    """Each row a shuffle of distinct whole numbers (no ties, so every peer's indices agree),
+    scaled into [-2, 2)."""
+    n, dd = d["N"], d["D"]
+    rows = np.random.default_rng(7).permuted(np.tile(np.arange(dd), (n, 1)), axis=1)
+    return dict(x=f32(rows / dd * 4.0 - 2.0), vals=np.zeros((n, TOPK), np.float32), idx=np.zeros((n, TOPK), np.int32))
+
+
+TOPK_ROWS = Bench(
+    name="topk-rows", group="ml",
+    sizes=_sizes({"mini": (12, 37), "small": (128, 300), "medium": (4096, 512), "large": (8192, 1024)}),
+    init=topk_init, params=("x", "vals", "idx"), hyb=TOPK_HYB, hyb_params=("x",), outputs=("vals", "idx"),
+    loops=topk_loops, numpy=topk_numpy, c=TOPK_C, c_dims=DIMS,
+    flops=lambda d: 1.0 * d["N"] * d["D"], hyb_modes=True, rtol=0.0, atol=0.0,
+    notes=["flops: one comparison per element", "rows in random order: about k * ln(D / k) elements each "
+           "enter the top k"],
+)
+
+BENCHES = [ARGMAX, BIAS_SILU_T, BMM_T, ADD_RMSNORM, TOPK_ROWS]

@@ -9,9 +9,9 @@ and in JAX, timed in the same benchmark run as hyb's kernel.
 Each ``f`` is the library call where there is one (``torch.softmax``, ``F.log_softmax``,
 ``F.layer_norm``, ``F.rms_norm``, ``F.gelu(approximate="tanh")``, ``F.silu``, ``F.conv2d``,
 ``torch.bmm``, ``F.scaled_dot_product_attention``, ``F.max_pool2d(..., return_indices=True)``,
-``torch.argmax``; in JAX ``jax.nn.softmax``, ``jax.nn.standardize``, ``jax.nn.gelu``,
+``torch.argmax``, ``torch.topk``; in JAX ``jax.nn.softmax``, ``jax.nn.standardize``, ``jax.nn.gelu``,
 ``jax.nn.silu``, ``jax.lax.conv_general_dilated``, ``jax.nn.dot_product_attention``,
-``jnp.argmax``) and the formula otherwise, in float32 with the kernel's constants. A peer returns
+``jnp.argmax``, ``jax.lax.top_k``) and the formula otherwise, in float32 with the kernel's constants. A peer returns
 every output the benchmark checks (``Bench.outputs``), in that order:
 
 - softmax, log-softmax, layernorm, rmsnorm, gelu, silu-chain, elementwise-chain, attention,
@@ -23,6 +23,8 @@ every output the benchmark checks (``Bench.outputs``), in that order:
 - lstm-cell: the new cell and hidden states (the gates are ``z.chunk(4, dim=1)``: i, f, g, o);
 - quantize-int8: the int8 codes (round half to even, clipped to ±127) and their dequantised floats;
 - argmax-rows: the first index of each row's maximum (int64 in PyTorch, int32 in JAX);
+- topk-rows: the 8 largest values of each row and their indices, largest first (``torch.topk``,
+  ``jax.lax.top_k``; the rows have no ties);
 - bias-silu-t: ``silu(x + b)`` stored transposed, (D, N): PyTorch makes it contiguous (a
   transposed view would skip the transposition hyb's kernel does), XLA lays its result out so.
 
@@ -52,7 +54,7 @@ MODULE = "benchmarks.ml_peers"
 # the kernels of the `ml` group, each with a PyTorch and a JAX function below
 KERNELS = ("softmax", "log-softmax", "layernorm", "rmsnorm", "gelu", "silu-chain", "elementwise-chain", "conv2d",
            "batched-matmul", "attention", "max-pool", "lstm-cell", "quantize-int8", "argmax-rows", "bias-silu-t",
-           "bmm-small-t", "add-rmsnorm")
+           "bmm-small-t", "add-rmsnorm", "topk-rows")
 ATTENTION_SCALE = 0.125  # the hybrid attention's scale, 1/sqrt(64)
 
 
@@ -170,6 +172,7 @@ def torch_functions() -> dict:
         "bias-silu-t": lambda k, x, b: (F.silu(x + b).t().contiguous(),),
         "bmm-small-t": lambda k, a, b: (torch.bmm(a, b.transpose(1, 2)),),
         "add-rmsnorm": lambda k, x, r, gamma: (rms_norm(x + r, gamma, k["eps"]),),
+        "topk-rows": lambda k, x: tuple(torch.topk(x, 8, dim=1)),
     }
 
 
@@ -229,6 +232,7 @@ def jax_functions() -> dict:
         "bias-silu-t": lambda k, x, b: (jax.nn.silu(x + b).T,),
         "bmm-small-t": lambda k, a, b: (jnp.matmul(a, b.transpose(0, 2, 1)),),
         "add-rmsnorm": lambda k, x, r, gamma: (rms_norm(x + r, gamma, k["eps"]),),
+        "topk-rows": lambda k, x: tuple(jax.lax.top_k(x, 8)),
     }
 
 

@@ -111,7 +111,7 @@ def test_the_dense_group_is_selected_by_name():
 # ------------------------------------------------------------------ elementwise and row kernels
 
 ROW_KERNELS = ("gelu", "silu-chain", "rmsnorm", "log-softmax", "lstm-cell", "quantize-int8")
-MORE_ROW_KERNELS = ("argmax-rows", "bias-silu-t", "add-rmsnorm")  # benchmarks/ml_more.py
+MORE_ROW_KERNELS = ("argmax-rows", "bias-silu-t", "add-rmsnorm", "topk-rows")  # benchmarks/ml_more.py
 
 
 def test_the_rows_group_is_the_elementwise_and_row_kernels():
@@ -476,7 +476,7 @@ def test_gradient_targets_are_judged_per_kernel_and_over_the_geometric_means():
 
 # ------------------------------------------------------------------ benchmarks/ml_more.py
 
-MORE_KERNELS = ("argmax-rows", "bias-silu-t", "bmm-small-t", "add-rmsnorm")
+MORE_KERNELS = ("argmax-rows", "bias-silu-t", "bmm-small-t", "add-rmsnorm", "topk-rows")
 
 
 def test_the_more_ml_kernels_belong_to_the_ml_group():
@@ -486,7 +486,8 @@ def test_the_more_ml_kernels_belong_to_the_ml_group():
     assert set(MORE_ROW_KERNELS) <= rows and "bmm-small-t" not in rows
     dims = {name: harness.all_benches()[name].dims("medium") for name in MORE_KERNELS}
     assert dims == {"argmax-rows": {"N": 4096, "D": 512}, "bias-silu-t": {"N": 2048, "D": 1024},
-                    "bmm-small-t": {"Z": 64, "M": 32, "N": 40, "K": 48}, "add-rmsnorm": {"N": 2048, "D": 1024}}
+                    "bmm-small-t": {"Z": 64, "M": 32, "N": 40, "K": 48}, "add-rmsnorm": {"N": 2048, "D": 1024},
+                    "topk-rows": {"N": 4096, "D": 512}}
     for name in MORE_ROW_KERNELS:  # rows whose length is no multiple of a vector at the checked sizes
         for size in ("mini", "small"):
             assert harness.all_benches()[name].dims(size)["D"] % 8 != 0, (name, size)
@@ -522,7 +523,7 @@ def test_the_more_ml_kernels_agree_in_every_version(tmp_path):
         assert r["time"].get("c", 1.0) > 0 and ("c" in r["time"] or "c" in r["na"]), name
         modes = {"hyb-ieee", "hyb-reassoc"} & set(r["time"])
         assert modes == ({"hyb-ieee", "hyb-reassoc"} if name in MORE_ROW_KERNELS else set()), name
-    assert rows["argmax-rows"]["check"]["hyb"] == 0.0
+    assert rows["argmax-rows"]["check"]["hyb"] == 0.0 and rows["topk-rows"]["check"]["hyb"] == 0.0
     assert rc == 0
 
 
@@ -543,6 +544,17 @@ def test_the_argmax_rows_data_has_ties_and_the_first_index_wins():
         assert len(np.unique(ref)) > dims["N"] // 4 and ref.max() > dims["D"] // 2, size
         b.numpy(x, idx)
         assert np.array_equal(idx, ref)
+
+
+def test_the_topk_rows_data_has_no_ties_and_numpy_sorts_the_top_values():
+    b = harness.all_benches()["topk-rows"]
+    dims = b.dims("small")
+    data = b.init(dims)
+    x = data["x"]
+    assert all(len(np.unique(row)) == dims["D"] for row in x)
+    b.numpy(*[data[p] for p in b.params])
+    order = np.argsort(-x, axis=1)[:, :8]
+    assert np.array_equal(data["idx"], order) and np.array_equal(data["vals"], np.take_along_axis(x, order, 1))
 
 
 def test_bias_silu_is_stored_transposed_and_add_rmsnorm_returns_only_y():

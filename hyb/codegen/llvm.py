@@ -35,6 +35,7 @@ from ..target import host_cpu
 from ..errors import HybridInternalError, HybridUnsupportedError
 from ..schedule import loops
 from ..schedule.argext import Extremum, FirstIndex
+from ..schedule.guarded import Guarded
 from ..schedule.transpose import Transposed
 from .abi import PRINT_FUNCTION, RT_AXIS, RT_CODE, RT_INDEX, RT_SIZES, buffer_order, function_name
 from .jit import openmp_available, target_machine
@@ -279,6 +280,8 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
             self.first_index_loop(s)
         elif isinstance(s.form, Transposed):
             self.transposed_copy(s)
+        elif isinstance(s.form, Guarded):
+            self.guarded_loop(s)
         else:
             self.written_loop(s)
 

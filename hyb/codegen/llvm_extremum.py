@@ -27,11 +27,17 @@ from llvmlite import ir
 from ..dsl import tir, types
 from ..errors import HybridInternalError
 from ..schedule.argext import fits_int32, lanes_for
+from ..schedule.guarded import parts
 from .llvm_types import I1, I32, I64, is_unsigned, value_type
 from .walker import SLOT_KINDS, bound
 
 # independent sets of lanes in the main loop: a compare and a select each wait for the one before
 BLOCKS = 4
+# a guarded loop shorter than this many vectors runs as written: the values early in a loop beat
+# the bounds often (the first k of a top-k all do), and there a vector search costs more than it saves
+GUARDED_VECTORS = 8
+# the most bounds of a guarded loop's threshold loaded one by one and reduced as a tree
+UNROLL_BOUNDS = 64
 
 
 class ExtremumLoops:
@@ -63,23 +69,51 @@ class ExtremumLoops:
         lanes_of = _Lanes(self, s.var, c, dt, value_type(dt), lanes, I64, c.op)
         self.branch(ok, lambda: lanes_of.search(start, stop, branch.body), lambda: self.written_loop(s))
 
-    def lane_bounds(self, s: tir.Loop, e, lanes: int) -> tuple:
+    def guarded_loop(self, s: tir.Loop):
+        """A loop of the form :class:`~hyb.schedule.guarded.Guarded`: a vector search for the
+        next iteration whose value beats the threshold, its body as written, the threshold again,
+        and on after it.  The loop as written where it is shorter than a vector, where a load of
+        its prelude would leave its tensor at either end, or where a bound's subscript would."""
+        p = parts(s, self.k.tensors)
+        if p is None:
+            self.written_loop(s)
+            return
+        dt = types.concrete(p.value.dtype)
+        lanes = lanes_for(dt)
+        start, stop, ok = self.lane_bounds(s, p.checks, lanes, GUARDED_VECTORS * lanes)
+        if p.over is None:
+            ok = self.b.and_(ok, self.inside(p.bound.tensor, p.bound.indices))
+        else:
+            def every(t, st):
+                with bound(self.env, p.over.var, t):
+                    return [self.b.and_(st[0], self.inside(p.bound.tensor, p.bound.indices))]
+
+            _, (inside,) = phi_loop(self, self.index(p.over.start), ir.Constant(I64, 1),
+                                    lambda t, _: self.b.icmp_signed("<", t, self.index(p.over.stop)),
+                                    [ir.Constant(I1, 1)], every)
+            ok = self.b.and_(ok, inside)
+        lanes_of = _Lanes(self, s.var, p.value, dt, value_type(dt), lanes, I64, p.op)
+        self.branch(ok, lambda: lanes_of.scan(start, stop, p, s), lambda: self.written_loop(s))
+
+    def lane_bounds(self, s: tir.Loop, e, lanes: int, least: int = 0) -> tuple:
         """``(start, stop, ok)`` of the loop ``s``: ``ok`` where it has at least ``lanes``
-        iterations and every load of ``e`` lies inside its tensor at the first and the last."""
+        (or ``least``) iterations and every load of ``e`` (an expression or several) lies inside
+        its tensor at the first and the last."""
         b = self.b
         start, stop = self.index(s.start), self.index(s.stop)
-        enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, lanes))
+        enough = b.icmp_signed(">=", b.sub(stop, start), ir.Constant(I64, max(lanes, least)))
         last = b.sub(stop, ir.Constant(I64, 1))
         return start, stop, b.and_(enough, b.and_(self.within(e, s.var, start), self.within(e, s.var, last)))
 
     def within(self, e, var: str, at):
-        """i1: every subscript of every load in ``e``, with ``var`` at ``at``, inside its tensor
-        (nothing is loaded: the subscripts read no tensor)."""
+        """i1: every subscript of every load in ``e`` (an expression or several), with ``var`` at
+        ``at``, inside its tensor (nothing is loaded: the subscripts read no tensor)."""
         ok = ir.Constant(I1, 1)
         with bound(self.env, var, at):
-            for n in tir.walk_expr(e):
-                if isinstance(n, tir.Load):
-                    ok = self.b.and_(ok, self.inside(n.tensor, n.indices))
+            for x in (e if isinstance(e, tuple) else (e,)):
+                for n in tir.walk_expr(x):
+                    if isinstance(n, tir.Load):
+                        ok = self.b.and_(ok, self.inside(n.tensor, n.indices))
         return ok
 
     def inside(self, tensor: str, indices: list):
@@ -175,6 +209,102 @@ class _Lanes:
         # the last vector, overlapping the ones before (where none held)
         found = b.select(b.icmp_signed("==", found, none), hit(b.sub(stop, one)), found)
         self.take(found, none, found, body)
+
+    def scan(self, start, stop, p, loop: tir.Loop):
+        """The loop of :meth:`ExtremumLoops.guarded_loop` from ``start`` to ``stop`` (at least a
+        vector apart), a vector of iterations at a time: the lanes whose value beats the
+        threshold are the vector's candidates (in the last vector of the loop, which overlaps the
+        one before, only the lanes not met before).  A vector without any is passed over; in one
+        with some, the iterations from the first candidate to the vector's end run as written
+        (each testing its own condition: where values beat the bounds often, as at the start of
+        a top-k, that costs less than a threshold per candidate), and the threshold is computed
+        again for the next vector."""
+        fb, b, n = self.fb, self.b, self.lanes
+        fn = fb.fn
+        self.fix(self.e)
+        one = ir.Constant(I64, n)
+        mask_t = ir.IntType(n)
+        nothing = ir.Constant(mask_t, 0)
+        cttz = fb.declare(f"llvm.cttz.i{n}", mask_t, [mask_t, I1])
+        lane = self.iota_of(I32)
+        first = self.threshold(p)
+        pre = b.block
+        head = fn.append_basic_block("scan.vectors")
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I64)
+        j.add_incoming(start, pre)
+        limit = b.phi(first.type)
+        limit.add_incoming(first, pre)
+
+        def candidates(at, after=None):
+            """The lanes of the vector at ``at`` whose value beats the threshold, of those from
+            lane ``after`` (an i32) on."""
+            with bound(fb.env, self.var, at):
+                holds = self.beats(self.lanes_of(self.e), self.splat(limit))
+            if after is not None:
+                holds = b.and_(holds, b.icmp_signed(">=", lane, self.splat(after)))
+            return b.bitcast(holds, mask_t)
+
+        def more(jj, st):
+            return b.and_(b.icmp_signed("<=", b.add(jj, one), stop), b.icmp_unsigned("==", st[0], nothing))
+
+        jj, (bits,) = self.loop(j, one, more, [nothing], lambda jj, st: [candidates(jj)])
+        # none in the whole vectors: the last vector, its lanes from jj on
+        whole = b.icmp_unsigned("!=", bits, nothing)
+        last = b.sub(stop, one)
+        base = b.select(whole, b.sub(jj, one), last)
+        bits = b.select(whole, bits, candidates(last, b.trunc(b.sub(jj, last), I32)))
+        act = fn.append_basic_block("scan.act")
+        done = fn.append_basic_block("scan.end")
+        b.cbranch(b.icmp_unsigned("!=", bits, nothing), act, done)
+        b.position_at_end(act)
+        after = b.add(base, one)
+        fb.tir_loop_emit(loop, b.add(base, b.zext(b.call(cttz, [bits, ir.Constant(I1, 0)]), I64)), after,
+                         lambda: fb.tir_block(loop.body))
+        again = self.threshold(p)
+        j.add_incoming(after, b.block)
+        limit.add_incoming(again, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def threshold(self, p):
+        """The least (``>``, ``>=``) or greatest (``<``, ``<=``) of the bounds ``p.bound`` over
+        ``p.over``, NaN bounds left out (all NaN: NaN, which nothing beats)."""
+        fb, b = self.fb, self.b
+        least = self.op in (">", ">=")
+        if self.float:
+            pick = fb.declare(f"llvm.{'minnum' if least else 'maxnum'}.{'f32' if self.dt == 'float32' else 'f64'}",
+                              self.vt.element, [self.vt.element] * 2)
+            better = lambda x, y: b.call(pick, [x, y])  # noqa: E731
+        else:
+            cmp = b.icmp_unsigned if is_unsigned(self.dt) else b.icmp_signed
+            better = lambda x, y: b.select(cmp("<" if least else ">", y, x), y, x)  # noqa: E731
+        bound_at = _unchecked(p.bound)
+        if p.over is None:
+            return fb.expr(bound_at)
+        lo, hi = p.over.start.value, p.over.stop.value
+        if hi - lo <= UNROLL_BOUNDS:  # every bound loaded, then a tree (a chain would be a round's latency)
+            values = []
+            for t in range(lo, hi):
+                with bound(fb.env, p.over.var, ir.Constant(I64, t)):
+                    values.append(fb.expr(bound_at))
+            while len(values) > 1:
+                values = [better(x, y) for x, y in zip(values[0::2], values[1::2])] + values[len(values) // 2 * 2:]
+            return values[0]
+        with bound(fb.env, p.over.var, ir.Constant(I64, lo)):
+            first = fb.expr(bound_at)
+
+        def step(t, st):
+            with bound(fb.env, p.over.var, t):
+                return [better(st[0], fb.expr(bound_at))]
+
+        _, (value,) = self.loop(ir.Constant(I64, lo + 1), ir.Constant(I64, 1),
+                                lambda t, _: b.icmp_signed("<", t, ir.Constant(I64, hi)), [first], step)
+        return value
+
+    def iota_of(self, it):
+        return ir.Constant(ir.VectorType(it, self.lanes), [ir.Constant(it, i) for i in range(self.lanes)])
 
     def take(self, found, none, at, body: list):
         """Unless ``found`` is ``none``: ``body`` (the loop's own ``if`` body) with the loop

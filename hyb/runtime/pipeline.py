@@ -33,7 +33,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import tir
 from ..errors import HybridWarning
-from ..schedule import argext, astgen, recompute, transpose, contract, deps, extract, gpu, promote, vector, verify
+from ..schedule import argext, astgen, guarded, recompute, transpose, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -163,6 +163,9 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         typed, rewritten = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
     if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
         typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes
+        rewritten += found
+    if target.kind == "cpu" and plan_opts.vectorize and not plan_opts.original:
+        typed, found = guarded.rewrite(typed)  # loops acting only where a comparison holds: vector searches
         rewritten += found
     if target.kind == "cpu" and not plan_opts.original and plan_opts.tile is not False:
         typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions

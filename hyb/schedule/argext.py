@@ -69,7 +69,7 @@ VECTOR_BYTES = 64
 # the iterations LLVM's vectoriser takes at a time in the passes (16 float32 lanes of AVX-512,
 # interleaved 4 times; a multiple of narrower machines' and of float64's)
 CHUNK = 64
-_FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
+FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">="}
 _ARITH = ("+", "-", "*")
 
 
@@ -155,7 +155,7 @@ class _Rewriter:
         or as the two passes of the module doc."""
         span = loop.span
         name, k_name = self.tensors[best].source_name or best, self.tensors[k].source_name or k
-        if _contiguous(e, loop.var) and not _short(loop, self.tensors[best].dtype):
+        if contiguous(e, loop.var) and not short_loop(loop, self.tensors[best].dtype):
             cond = loop.body[0].cond
             form = Extremum(op, best, e_left=not (isinstance(cond.a, tir.Load) and cond.a.tensor == best))
             which = "maximum" if op in (">", ">=") else "minimum"
@@ -285,10 +285,10 @@ def _match_first(loop: tir.Loop, tensors: dict):
         for mine, k0 in ((test.a, test.b), (test.b, test.a)):
             if not (_scalar_load(mine, tensors) and mine.tensor == k and _outside(k0, loop)):
                 continue
-            if (isinstance(c, tir.Cmp) and all(_recomputable(x, {k}) for x in (c.a, c.b))
-                    and _contiguous(c, loop.var) and c.a.dtype == c.b.dtype
+            if (isinstance(c, tir.Cmp) and all(recomputable(x, {k}) for x in (c.a, c.b))
+                    and contiguous(c, loop.var) and c.a.dtype == c.b.dtype
                     and types.concrete(c.a.dtype) in ("float32", "float64") + types.SIGNED + types.UNSIGNED
-                    and not _short(loop, c.a.dtype)):
+                    and not short_loop(loop, c.a.dtype)):
                 return FirstIndex(k, test_left)
     return None
 
@@ -310,7 +310,7 @@ def lanes_for(dtype: str) -> int:
     return max(4, min(16, VECTOR_BYTES // types.numpy_dtype(dtype).itemsize))
 
 
-def _short(loop: tir.Loop, dtype: str) -> bool:
+def short_loop(loop: tir.Loop, dtype: str) -> bool:
     """Whether the loop's trip count is known now and below a lane pass's vector (which would
     then run the loop as written every time)."""
     lo, hi = loop.start, loop.stop
@@ -318,7 +318,7 @@ def _short(loop: tir.Loop, dtype: str) -> bool:
             and hi.value - lo.value < lanes_for(dtype))
 
 
-def _contiguous(e, var: str) -> bool:
+def contiguous(e, var: str) -> bool:
     """Whether every load in ``e`` has subscripts that load nothing and that depend on ``var``
     only along its last axis, as ``var`` plus or minus a term free of it."""
     for n in tir.walk_expr(e):
@@ -352,12 +352,12 @@ def _match(loop: tir.Loop, tensors: dict):
         return None
     branch = loop.body[0]
     cond = branch.cond
-    if branch.orelse or len(branch.body) != 2 or not isinstance(cond, tir.Cmp) or cond.op not in _FLIP:
+    if branch.orelse or len(branch.body) != 2 or not isinstance(cond, tir.Cmp) or cond.op not in FLIP:
         return None
     if _scalar_load(cond.b, tensors):
         op, e, best = cond.op, cond.a, cond.b.tensor
     elif _scalar_load(cond.a, tensors):
-        op, e, best = _FLIP[cond.op], cond.b, cond.a.tensor
+        op, e, best = FLIP[cond.op], cond.b, cond.a.tensor
     else:
         return None
     stores = branch.body
@@ -376,7 +376,7 @@ def _match(loop: tir.Loop, tensors: dict):
     if not (tir.is_var(value, loop.var) or (isinstance(value, tir.Cast) and tir.is_var(value.a, loop.var)
                                          and types.concrete(value.dtype) in types.SIGNED)):
         return None
-    if not _recomputable(e, {best, k}):
+    if not recomputable(e, {best, k}):
         return None
     return op, best, e, k, value
 
@@ -426,7 +426,7 @@ def _scalar_load(e, tensors) -> bool:
             and tensors[e.tensor].kind == "scalar")
 
 
-def _recomputable(e, scalars: set) -> bool:
+def recomputable(e, scalars: set) -> bool:
     """A load, or one +, -, * of loads and numbers, none of them of ``scalars``."""
     def leaf(x):
         if isinstance(x, tir.Const):
