@@ -397,8 +397,8 @@ TOPK_ROWS = Bench(
     init=topk_init, params=("x", "vals", "idx"), hyb=TOPK_HYB, hyb_params=("x",), outputs=("vals", "idx"),
     loops=topk_loops, numpy=topk_numpy, c=TOPK_C, c_dims=DIMS,
     flops=lambda d: 1.0 * d["N"] * d["D"], hyb_modes=True, rtol=0.0, atol=0.0,
-    notes=["flops: one comparison per element", "rows in random order: about k * ln(D / k) elements each "
-           "enter the top k"],
+    notes=["flops: one comparison per element",
+           "rows in random order: about k * ln(D / k) elements each enter the top k"],
 )
 
 BENCHES = [ARGMAX, BIAS_SILU_T, BMM_T, ADD_RMSNORM, TOPK_ROWS]

@@ -276,10 +276,14 @@ class _Lanes:
         if self.float:
             pick = fb.declare(f"llvm.{'minnum' if least else 'maxnum'}.{'f32' if self.dt == 'float32' else 'f64'}",
                               self.vt.element, [self.vt.element] * 2)
-            better = lambda x, y: b.call(pick, [x, y])  # noqa: E731
+
+            def better(x, y):
+                return b.call(pick, [x, y])
         else:
             cmp = b.icmp_unsigned if is_unsigned(self.dt) else b.icmp_signed
-            better = lambda x, y: b.select(cmp("<" if least else ">", y, x), y, x)  # noqa: E731
+
+            def better(x, y):
+                return b.select(cmp("<" if least else ">", y, x), y, x)
         bound_at = _unchecked(p.bound)
         if p.over is None:
             return fb.expr(bound_at)

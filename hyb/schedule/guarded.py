@@ -51,7 +51,7 @@ left out of the threshold (``minnum``, ``maxnum``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from ..dsl import tir, types
 from .argext import FLIP, contiguous, recomputable, short_loop
@@ -71,7 +71,7 @@ class Parts(NamedTuple):
     value: tir.TExpr  # the loop's value, the prelude's scalars read as their values (moves with the loop)
     bound: tir.Load  # the other side (may read ``over.var``)
     op: str  # ``value op bound``
-    over: Optional[tir.Loop]  # the loop around the ``if``, or None
+    over: tir.Loop | None  # the loop around the ``if``, or None
     checks: tuple  # every expression whose loads must lie inside their tensors at both ends
 
 
@@ -98,7 +98,7 @@ def rewrite(typed: tir.TypedKernel) -> tuple:
     return replace(typed, body=body), tuple(decisions)
 
 
-def parts(loop: tir.Loop, tensors: dict) -> Optional[Parts]:
+def parts(loop: tir.Loop, tensors: dict) -> Parts | None:
     """The :class:`Parts` of a loop that qualifies for :class:`Guarded`, or None."""
     if loop.step != 1 or not loop.body:
         return None
