@@ -26,6 +26,7 @@ class CpuTarget:
     fma_units: int = 1
     l1d_bytes: int = 32 * 1024
     l2_bytes: int = 1024 * 1024
+    l2_ways: int = 16  # the L2's associativity: rows a power-of-two apart share its sets
     l3_bytes: int = 8 * 1024 * 1024
     threads: int = 1
     min_parallel_work: int = 1 << 15  # statement instances a parallel loop needs to run on threads
@@ -76,7 +77,8 @@ def thread_count(option=None) -> int:
 
 
 def _sysfs_caches() -> dict:
-    """{"l1d": bytes, "l2": bytes, "l3": bytes} read from Linux's sysfs; empty where it is absent."""
+    """{"l1d": bytes, "l2": bytes, "l3": bytes, "l2_ways": the L2's associativity} read from
+    Linux's sysfs; empty where it is absent."""
     out = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -104,6 +106,12 @@ def _sysfs_caches() -> dict:
             out["l1d"] = size
         elif level in (2, 3) and kind in ("Data", "Unified"):
             out[f"l{level}"] = size
+            if level == 2:
+                try:
+                    with open(os.path.join(base, entry, "ways_of_associativity")) as f:
+                        out["l2_ways"] = max(1, int(f.read()))
+                except (OSError, ValueError):
+                    pass
     return out
 
 
@@ -159,7 +167,7 @@ def host_cpu(threads=None) -> CpuTarget:
     defaults = CpuTarget()
     fields = dict(vector_bits=bits, vector_registers=regs, fma_units=fma,
                   l1d_bytes=caches.get("l1d", defaults.l1d_bytes), l2_bytes=caches.get("l2", defaults.l2_bytes),
-                  l3_bytes=caches.get("l3", defaults.l3_bytes))
+                  l2_ways=caches.get("l2_ways", defaults.l2_ways), l3_bytes=caches.get("l3", defaults.l3_bytes))
     text = os.environ.get("HYB_CPU", "")
     if text:
         try:

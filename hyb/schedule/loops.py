@@ -39,6 +39,9 @@ class For:
     # (MR, NR): the outermost reduction loop of a register block schedule.blocking made, whose
     # cells schedule.promote keeps in registers (from the plan's mark, see mark_fields)
     block: tuple | None = None
+    # rows of that block's last block along I where the extent is known now (I's extent modulo
+    # MR; 0: none or unknown), which schedule.promote then also keeps in registers
+    edge_rows: int = 0
 
 
 # The plan's decisions on loops travel as isl marks in its schedule tree; the AST generator
@@ -47,9 +50,10 @@ PARALLEL_MARK = "parallel"  # the loop runs on the thread pool (schedule.paralle
 BLOCK_MARK = "register block"  # the reduction loops of a register block (schedule.blocking)
 
 
-def block_mark(mr: int, nr: int) -> str:
-    """The name of the mark above a register block's reduction loops."""
-    return f"{BLOCK_MARK} {mr}x{nr}"
+def block_mark(mr: int, nr: int, edge_rows: int = 0) -> str:
+    """The name of the mark above a register block's reduction loops (with the rows of the last
+    block along I, where they are known)."""
+    return f"{BLOCK_MARK} {mr}x{nr}" + (f", edge rows {edge_rows}" if edge_rows else "")
 
 
 def mark_fields(name: str) -> dict:
@@ -57,8 +61,9 @@ def mark_fields(name: str) -> dict:
     if name == PARALLEL_MARK:
         return {"parallel": True}
     if name.startswith(BLOCK_MARK + " "):
-        mr, nr = name[len(BLOCK_MARK) + 1:].split("x")
-        return {"block": (int(mr), int(nr))}
+        shape, _, edge = name[len(BLOCK_MARK) + 1:].partition(", edge rows ")
+        mr, nr = shape.split("x")
+        return {"block": (int(mr), int(nr)), "edge_rows": int(edge or 0)}
     return {}
 
 

@@ -465,3 +465,45 @@ def bmm_t(a, b):
     shape = block_shape(host_cpu(1), 4, 34, n)
     if shape is not None:  # the block the machine model chose is the one made
         assert f"register block {shape[0]}x{shape[1]}" in k.compile(a, b).inspect("schedule")
+
+
+def test_rows_a_power_of_two_apart_crowd_the_l2_and_their_panel_is_packed(monkeypatch):
+    from hyb.schedule.blocking import aliased
+
+    zen = CpuTarget(l2_bytes=1 << 20, l2_ways=16)
+    # a 1024 x 128 float32 tile of a 1024-wide matrix: its rows start in 16 of the 1024 sets
+    assert aliased(zen, 4096, 1024, 128 * 4)
+    # of a 512-wide one, 512 rows: 32 sets, and the tile just fits the ways they have
+    assert not aliased(zen, 2048, 512, 128 * 4)
+    # rows 4400 bytes apart (1100 float32) start at every offset: no crowding, whatever the tile
+    assert not aliased(zen, 4400, 4096, 128 * 4)
+    assert not aliased(zen, 4160, 1024, 128 * 4)  # 65 lines apart: every set in turn
+    monkeypatch.setenv("HYB_CPU", "l2=1M,vector_bits=512,vector_registers=32")
+    k = hyb.compile_source(gemm_in_order("ikj"), "g.hyb").kernels["gemm_ikj"]
+    for n, packed in ((1024, True), (1000, False)):
+        a, b, c = rnd((n, n), "float32"), rnd((n, n), "float32", 1), rnd((96, n), "float32", 2)
+        a = a[:96]
+        text = k.compile(c, a, b).inspect("schedule")
+        assert ("panel of `b` packed" in text) == packed, (n, text)
+    got = k(c.copy(), a, b)
+    np.testing.assert_allclose(got, c + a @ b, rtol=1e-4, atol=1e-3)
+    a, b, c = rnd((96, 1024), "float32"), rnd((1024, 1024), "float32", 1), rnd((96, 1024), "float32", 2)
+    np.testing.assert_allclose(k(c.copy(), a, b), c + a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 7, 11, 13, 100])
+def test_the_last_rows_of_i_get_a_register_block_of_their_own(monkeypatch, rows):
+    monkeypatch.setenv("HYB_CPU", "vector_bits=512,vector_registers=32")
+    src = SRC
+    a, b, c = rnd((rows, 70), "float32"), rnd((70, 200), "float32", 1), rnd((rows, 200), "float32", 2)
+    k = hyb.compile_source(src, "t.hyb").kernels["gemm_ab"]
+    got = k(np.float32(2), np.float32(3), c.copy(), a, b)
+    np.testing.assert_allclose(got, 3 * c + 2 * (a @ b), rtol=1e-5, atol=1e-4)
+    text = k.compile(np.float32(2), np.float32(3), c, a, b).inspect("schedule")
+    shape = re.search(r"register block (\d+)x(\d+) of", text)
+    assert (shape is not None) == (rows > 1), text
+    mr = int(shape.group(1)) if shape else rows
+    last = f"the last {rows % mr} row{'s' * (rows % mr > 1)} of I in a block of their own"
+    assert (last in text) == (rows > mr and rows % mr > 0), text
+    ik = hyb.compile_source(gemm_in_order("ikj"), "g.hyb").kernels["gemm_ikj"]
+    np.testing.assert_allclose(ik(c.copy(), a, b), c + a @ b, rtol=1e-5, atol=1e-4)
