@@ -379,9 +379,13 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         return None
     # the decision travels as a mark: the AST generator gives the reduction loop under it the
     # block's shape, and schedule.promote keeps the cells of exactly those loops in registers
-    # (the rows of the last block of I: every cache tile of I is a multiple of MR rows)
-    edge_rows = ext[0] % mr if not rowless and ext[0] is not None and not tile else 0
-    kband = kband.insert_mark(isl.Id(block_mark(mr, nr, edge_rows)))
+    # (the last blocks of I and J: every cache tile is a multiple of the block)
+    edge = (0, 0, 0)
+    if not rowless and not tile:
+        lanes = max(1, machine.vector_bits // (8 * itemsize))
+        cols = ext[1] % nr if ext[1] is not None else 0
+        edge = (ext[0] % mr if ext[0] is not None else 0, cols, min(nr, -(-cols // lanes) * lanes))
+    kband = kband.insert_mark(isl.Id(block_mark(mr, nr, edge)))
     out = kband.ancestor(kband.get_tree_depth() - depth)
     shaper.blocks.append(((mr, nr), tuple(sizes)))
     names = ", ".join(contraction["statements"])

@@ -39,9 +39,10 @@ class For:
     # (MR, NR): the outermost reduction loop of a register block schedule.blocking made, whose
     # cells schedule.promote keeps in registers (from the plan's mark, see mark_fields)
     block: tuple | None = None
-    # rows of that block's last block along I where the extent is known now (I's extent modulo
-    # MR; 0: none or unknown), which schedule.promote then also keeps in registers
-    edge_rows: int = 0
+    # the last blocks along I and J where the extents are known now, which schedule.promote then
+    # also keeps in registers: (rows: I's extent modulo MR, columns: J's modulo NR, those columns
+    # rounded up to whole vectors); 0: none or unknown
+    edge: tuple = (0, 0, 0)
 
 
 # The plan's decisions on loops travel as isl marks in its schedule tree; the AST generator
@@ -50,10 +51,10 @@ PARALLEL_MARK = "parallel"  # the loop runs on the thread pool (schedule.paralle
 BLOCK_MARK = "register block"  # the reduction loops of a register block (schedule.blocking)
 
 
-def block_mark(mr: int, nr: int, edge_rows: int = 0) -> str:
-    """The name of the mark above a register block's reduction loops (with the rows of the last
-    block along I, where they are known)."""
-    return f"{BLOCK_MARK} {mr}x{nr}" + (f", edge rows {edge_rows}" if edge_rows else "")
+def block_mark(mr: int, nr: int, edge: tuple = (0, 0, 0)) -> str:
+    """The name of the mark above a register block's reduction loops (with ``For.edge``, the last
+    blocks along I and J, where they are known)."""
+    return f"{BLOCK_MARK} {mr}x{nr}" + (", edge {}x{}/{}".format(*edge) if any(edge) else "")
 
 
 def mark_fields(name: str) -> dict:
@@ -61,9 +62,11 @@ def mark_fields(name: str) -> dict:
     if name == PARALLEL_MARK:
         return {"parallel": True}
     if name.startswith(BLOCK_MARK + " "):
-        shape, _, edge = name[len(BLOCK_MARK) + 1:].partition(", edge rows ")
+        shape, _, edge = name[len(BLOCK_MARK) + 1:].partition(", edge ")
         mr, nr = shape.split("x")
-        return {"block": (int(mr), int(nr)), "edge_rows": int(edge or 0)}
+        rows, _, cols = edge.partition("x")
+        cols, _, padded = cols.partition("/")
+        return {"block": (int(mr), int(nr)), "edge": (int(rows or 0), int(cols or 0), int(padded or 0))}
     return {}
 
 

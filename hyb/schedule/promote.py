@@ -175,21 +175,21 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
         first[s.var] = start
     vector = MIN_TRIPS <= tj <= MAX_TRIPS
 
-    def nest_of(name, stmt_args, full, rows=ti):
+    def nest_of(name, stmt_args, full, rows=ti, cols=tj):
         """The block's loops around a call of ``name`` (its last arguments ``ri`` and ``rj``): rows
-        (MR) x NR constant trips where ``full``, else the original loops' own bounds (a block at
-        the edge, at most MR x NR)."""
+        (MR) x cols (NR) constant trips where ``full``, else the original loops' own bounds (a
+        block at the edge, at most MR x NR)."""
         if full or ci is None:
             i_cond = loops.LOp("lt", (loops.LVar(ri), loops.LInt(rows)))
         else:
             i_cond = _subst(i_loop.cond, {ci: at[ci]})
         if full:
-            j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
+            j_cond = loops.LOp("lt", (loops.LVar(rj), loops.LInt(cols)))
         else:
             j_cond = _subst(j_loop.cond, at)
         inner = loops.For(rj, loops.LInt(0), j_cond, 1,
                           (loops.StmtCall(name, stmt_args + (loops.LVar(ri), loops.LVar(rj))),),
-                          vector=vector and full)
+                          vector=full and MIN_TRIPS <= cols <= MAX_TRIPS)
         return loops.For(ri, loops.LInt(0), i_cond, 1, (inner,))
 
     def promoted(full):
@@ -201,15 +201,21 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
         return ((nest_of(made["load"].name, outside, full),) + (preamble if full else ())
                 + (reduced, nest_of(made["store"].name, outside, full)))
 
-    def edge_rows(rows):
-        """A block of ``rows`` full rows (fewer than MR: the last of I) in registers, reading the
-        operands as written (the packed panel and the rows' values serve MR rows)."""
+    def edge_block(rows, cols=tj, padded=None):
+        """A block of ``rows`` x ``cols`` (the last along I or J, of sizes known now) in
+        registers, reading the operands as written (the packed panel and the rows' values serve
+        whole blocks).  ``padded``: the columns' count rounded up to whole vectors, the block's
+        cells and update computed on all of them (the loads past ``cols`` not made), so that its
+        loops are whole vectors; only ``cols`` columns are stored."""
         outside = tuple(_subst(a, first) for a in full_args)
-        reduced = nest_of(made["acc"].name, full_args, True, rows)
+        load, acc_name = made["load"].name, made["acc"].name
+        if padded:
+            load, acc_name = made["pload"].name, made["pacc_edge"].name
+        reduced = nest_of(acc_name, full_args, True, rows, padded or cols)
         for s in reversed(chain):
             reduced = replace(s, body=(reduced,))
-        return (nest_of(made["load"].name, outside, True, rows), reduced,
-                nest_of(made["store"].name, outside, True, rows))
+        return (nest_of(load, outside, True, rows, padded or cols), reduced,
+                nest_of(made["store"].name, outside, True, rows, cols))
 
     last_col = loops.LOp("add", (j_start, loops.LInt(tj - 1)))
     # every row of the block reaches NR columns from j_start; where the bounds move with the row,
@@ -247,27 +253,54 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
     state["tensors"][acc.name] = acc
     for s in made.values():
         state["statements"][s.name] = s
-    er = k_loop.edge_rows
-    last_rows = ci is not None and 0 < er < ti and not (loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci))
+    er, ec, ep = k_loop.edge
+    steady = ci is not None and not (loops.uses(j_loop.init, ci) or loops.uses(j_loop.cond, ci))
+    last_rows, last_cols = steady and 0 < er < ti, steady and 0 < ec < tj and ec <= ep <= tj
+    if last_cols and ep > ec:  # the padded columns' statements: loads of the operands only where a column is
+        here = tir.Cmp("bool", "<", cv, tir.Const("int", ec, span=store.span), span=store.span)
+        col = st.iters[pj]
+
+        def only_here(e):
+            return tir.rewrite(e, lambda n: tir.Select(n.dtype, here, n, tir.Const(n.dtype, 0, span=n.span),
+                                                       span=n.span)
+                               if isinstance(n, tir.Load) and n.tensor != acc.name
+                               and any(tir.reads_var(i, col) for i in n.indices) else None)
+
+        made["pload"] = replace(made["load"], name=f"{st.name}.pload", stmt=replace(
+            made["load"].stmt, value=only_here(made["load"].stmt.value)))
+        made["pacc_edge"] = replace(made["acc"], name=f"{st.name}.pacc_edge", stmt=replace(
+            made["acc"].stmt, value=only_here(made["acc"].stmt.value)))
+        state["statements"].update({made[n].name: made[n] for n in ("pload", "pacc_edge")})
+    edges = ((f"the last {er} row{'s' * (er > 1)} of I" if last_rows else "")
+             + (" and " if last_rows and last_cols else "")
+             + (f"the last {ec} column{'s' * (ec > 1)} of J (on {ep})" if last_cols else ""))
     state["decisions"].append(f"register block {ti}x{tj} of {st.name}: `{t.source_name}` accumulated in "
                               f"registers across loop(s) {', '.join(f'`{k}`' for k in reduction)} (a full "
-                              "block in vector registers, "
-                              + (f"the last {er} row{'s' * (er > 1)} of I in a block of their own there too, " if last_rows else "")
+                              "block in vector registers, " + (f"{edges} in blocks of their own there too, " if edges else "")
                               + "a block at the edge in a stack array)")
     # Where the reduction loops' first iteration does not run, a single loop runs no iteration at
     # all; of nested ones, the inner may run in other iterations of the outer: as written.
     edge = loops.If(runs, promoted(False), () if len(chain) == 1 else (k_loop,))
-    if last_rows:
-        # the last block of I, of the rows known now, its columns full: in registers too (in the
-        # stack array, the 4 rows at the edge of a float32 gemm 1000 x 1088 x 900 took 11 % of
-        # its time).  (The last block of J keeps the stack array: as a loop of fewer columns
-        # than NR on masked vectors, its cells stayed in memory and it ran slower still.)
-        def row_runs(r):
-            return _subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(r)))})
 
-        exactly = loops.If(loops.LOp("and", (loops.LOp("and", (row_runs(er - 1), j_full)), runs)), edge_rows(er),
-                           (edge,))
-        edge = loops.If(row_runs(er), (edge,), (exactly,))
+    def row_runs(r):
+        return _subst(i_loop.cond, {ci: loops.LOp("add", (i_loop.init, loops.LInt(r)))})
+
+    def col_runs(c):
+        return _subst(j_loop.cond, {cj: loops.LOp("add", (j_start, loops.LInt(c)))})
+
+    def exactly(runs_at, n, other_full, block):
+        """``block`` where the loop runs exactly ``n`` times and the other way is full, else
+        ``edge``."""
+        ok = loops.LOp("and", (loops.LOp("and", (runs_at(n - 1), other_full)), runs))
+        return loops.If(runs_at(n), (edge,), (loops.If(ok, block, (edge,)),))
+
+    # the last block of I (of J), of the rows (columns) known now, the other way full: in
+    # registers too (in the stack array, the 4 rows and 12 columns at the edges of a float32 gemm
+    # 1000 x 1100 x 900 took 13 % of its time)
+    if last_rows:
+        edge = exactly(row_runs, er, j_full, edge_block(er))
+    if last_cols:
+        edge = exactly(col_runs, ec, row_runs(ti - 1), edge_block(ti, ec, ep if ep > ec else None))
     return loops.If(full, promoted(True), (edge,))
 
 

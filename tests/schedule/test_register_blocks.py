@@ -491,19 +491,25 @@ def test_rows_a_power_of_two_apart_crowd_the_l2_and_their_panel_is_packed(monkey
     np.testing.assert_allclose(k(c.copy(), a, b), c + a @ b, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("rows", [1, 5, 7, 11, 13, 100])
-def test_the_last_rows_of_i_get_a_register_block_of_their_own(monkeypatch, rows):
+@pytest.mark.parametrize("rows,cols", [(1, 200), (5, 200), (7, 100), (11, 96), (13, 64), (100, 130), (8, 65)])
+def test_the_last_rows_and_columns_get_register_blocks_of_their_own(monkeypatch, rows, cols):
     monkeypatch.setenv("HYB_CPU", "vector_bits=512,vector_registers=32")
     src = SRC
-    a, b, c = rnd((rows, 70), "float32"), rnd((70, 200), "float32", 1), rnd((rows, 200), "float32", 2)
+    a, b, c = rnd((rows, 70), "float32"), rnd((70, cols), "float32", 1), rnd((rows, cols), "float32", 2)
     k = hyb.compile_source(src, "t.hyb").kernels["gemm_ab"]
     got = k(np.float32(2), np.float32(3), c.copy(), a, b)
     np.testing.assert_allclose(got, 3 * c + 2 * (a @ b), rtol=1e-5, atol=1e-4)
     text = k.compile(np.float32(2), np.float32(3), c, a, b).inspect("schedule")
     shape = re.search(r"register block (\d+)x(\d+) of", text)
     assert (shape is not None) == (rows > 1), text
-    mr = int(shape.group(1)) if shape else rows
-    last = f"the last {rows % mr} row{'s' * (rows % mr > 1)} of I in a block of their own"
+    mr, nr = (int(shape.group(1)), int(shape.group(2))) if shape else (rows, cols)
+    last = f"the last {rows % mr} row{'s' * (rows % mr > 1)} of I"
     assert (last in text) == (rows > mr and rows % mr > 0), text
+    ec = cols % nr
+    last = f"the last {ec} column{'s' * (ec > 1)} of J (on {-(-ec // 16) * 16})"
+    assert (last in text) == (shape is not None and cols > nr and ec > 0), text
     ik = hyb.compile_source(gemm_in_order("ikj"), "g.hyb").kernels["gemm_ikj"]
     np.testing.assert_allclose(ik(c.copy(), a, b), c + a @ b, rtol=1e-5, atol=1e-4)
+    for dtype in ("float64", "int32"):
+        a2, b2, c2 = (x.astype(dtype) for x in (np.round(a * 4), np.round(b * 4), np.round(c * 4)))
+        np.testing.assert_allclose(ik(c2.copy(), a2, b2), c2 + a2 @ b2, rtol=1e-12)
