@@ -304,8 +304,13 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         return None
     ext = extents_of(extents)
     mr, nr = shape
+    def crowds(sizes):  # J's operand's cache tile crowds the L2's sets (see aliased)
+        return not rowless and any(aliased(machine, step, sizes[-1], sizes[len(others) + 1] * itemsize)
+                                   for step in contraction.get("panel_steps", ()))
+
     if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
         sizes = fit_sizes(tile, n)
+        crowded = crowds(sizes)
     else:
         mc, nc, kc = cache_tiles(machine, itemsize, mr, nr, ext, packed=contraction["transposed"])
         if rowless:  # the KC x NR block of J's operand, read once per row, stays in half of L2
@@ -316,12 +321,17 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
             k_sizes.insert(0, size)
             kc = max(1, kc // size)
         sizes = (1,) * len(others) + (() if rowless else (mc,)) + (nc,) + tuple(k_sizes)
+        crowded = crowds(sizes)
+        panel = contraction["transposed"] or (crowded and shaper.opts.pack is None)
+        if crowded and panel and not contraction["transposed"]:  # the I tile of a packed panel
+            mc = cache_tiles(machine, itemsize, mr, nr, ext, packed=True)[0]
+            sizes = sizes[:len(others)] + (mc,) + sizes[len(others) + 1:]
         if not rowless and shaper.under_parallel_mark(node) and not others and ext[0] is not None:
             # every thread should get tiles of I to work on (fewer, larger ones where each
             # packed panel is to serve as many blocks as it can)
-            tiles = PARALLEL_TILES // 2 if contraction["transposed"] else PARALLEL_TILES
+            tiles = PARALLEL_TILES // 2 if panel else PARALLEL_TILES
             if -(-ext[0] // sizes[0]) < PARALLEL_TILES // 2:
-                mc = max(2 * mr if contraction["transposed"] else mr, -(-ext[0] // tiles) // mr * mr)
+                mc = max(2 * mr if panel else mr, -(-ext[0] // tiles) // mr * mr)
                 sizes = (mc,) + sizes[1:]
     depth = node.get_tree_depth()
     within = node.get_domain()  # the instances whose order the blocking changes
@@ -335,8 +345,6 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     # J's operand is packed where the user asks, where the block needs it (a transposed
     # operand, whose panel gets J as its unit stride) and where its cache tile's rows crowd into
     # a few sets of the L2 (aliased); a block that needs it and cannot have it is not made
-    crowded = not rowless and any(aliased(machine, step, sizes[-1], sizes[len(others) + 1] * itemsize)
-                                  for step in contraction.get("panel_steps", ()))
     pack = (not rowless and (shaper.opts.pack is True
                              or ((contraction["transposed"] or crowded) and shaper.opts.pack is None))
             and len(ks) == 1 and sizes[-1] >= MIN_PANEL_ROWS
