@@ -5,6 +5,8 @@ the text that caused it.  Shapes are concrete: a kernel is checked once per sign
 """
 from __future__ import annotations
 
+import contextlib
+
 import difflib
 from dataclasses import dataclass
 
@@ -147,6 +149,9 @@ class _Checker(ExpressionChecker):
         self.outputs: list = []
         self.returned = False
         self.depth = 0  # enclosing `for`/`if` blocks
+        # enclosing blocks that may not run (an `if` branch or a loop whose running is not known
+        # now): an assert there is checked when it is reached, never decided now
+        self.maybe = 0
         self.loop_stack: list = []  # unique names of the enclosing loop variables
         self.call_stack: list = [kdef.name]  # kernels being inlined, outermost first
         self.grid_ranks: dict = {}  # (line, col) of each grid loop -> its rank
@@ -314,9 +319,9 @@ class _Checker(ExpressionChecker):
         message = s.msg.value if s.msg is not None else ""
         cond = self.condition(s.test)
         known = known_condition(cond)
-        if known is not None:
-            if known:
-                return None
+        if known:
+            return None
+        if known is not None and not self.maybe:  # reached whenever the kernel runs
             what = f": {message}" if message else ""
             raise HybridAssertionError(f"assertion failed{what}", s.test.span,
                                        "decided at compile time: the condition depends only on shapes and constants")
@@ -613,7 +618,8 @@ class _Checker(ExpressionChecker):
         self.depth += 1
         self.declare(name, Sym("grid", name, vars_))
         self.loop_stack.extend(vars_)
-        body = self.block(s.body)
+        with self.perhaps(not all(isinstance(d, int) and d > 0 for d in dims)):
+            body = self.block(s.body)
         del self.loop_stack[len(self.loop_stack) - len(vars_):]
         self.depth -= 1
         self.pop()
@@ -662,7 +668,10 @@ class _Checker(ExpressionChecker):
         self.depth += 1
         self.declare(name, Sym("loop", var))
         self.loop_stack.append(var)
-        body = self.block(s.body)
+        runs = (isinstance(start, tir.Const) and isinstance(stop, tir.Const)
+                and len(range(int(start.value), int(stop.value), step)) > 0)
+        with self.perhaps(not runs):
+            body = self.block(s.body)
         self.loop_stack.pop()
         self.depth -= 1
         self.pop()
@@ -670,15 +679,27 @@ class _Checker(ExpressionChecker):
 
     def if_stmt(self, s: syntax.If):
         cond = self.condition(s.cond)
+        known = known_condition(cond)
         self.depth += 1
         self.push()
-        body = self.block(s.body)
+        with self.perhaps(known is not True):
+            body = self.block(s.body)
         self.pop()
         self.push()
-        orelse = self.block(s.orelse)
+        with self.perhaps(known is not False):
+            orelse = self.block(s.orelse)
         self.pop()
         self.depth -= 1
         return tir.If(cond, body, orelse, s.span)
+
+    @contextlib.contextmanager
+    def perhaps(self, maybe: bool):
+        """A block that ``maybe`` does not run (see ``self.maybe``)."""
+        self.maybe += int(maybe)
+        try:
+            yield
+        finally:
+            self.maybe -= int(maybe)
 
     def condition(self, e) -> tir.TExpr:
         c = self.expr(e)

@@ -224,7 +224,8 @@ def assertion_error(kernel: str, message: str, span) -> HybridAssertionError:
     """The error of a kernel's ``assert`` that failed when it ran (the interpreter's and compiled code's)."""
     what = f": {message}" if message else ""
     return HybridAssertionError(f"kernel `{kernel}`: assertion failed{what}", span,
-                                "checked when the kernel ran: the condition depends on the arguments' values")
+                                "checked when the kernel ran: whether it holds, or is reached at all, depends on the "
+                                "arguments' values")
 
 
 def check_reason(indices) -> str:

@@ -126,3 +126,67 @@ def test_the_gradient_leaves_assertions_out(mod):
     dx, dw = g(np.arange(3.0), np.ones(3), np.ones(3))
     np.testing.assert_array_equal(dx, np.ones(3))
     np.testing.assert_array_equal(dw, np.arange(3.0))
+
+
+BRANCHES = '''
+def pick(a, mode):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        if mode == 1:
+            b[i] = a[i]
+        elif mode == 2:
+            b[i] = -a[i]
+        else:
+            assert False, "bad mode"
+    return b
+
+def rows(a, n):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(n):
+        assert a.shape[0] == 3, "three rows"
+    for i in range(a.shape[0]):
+        b[i] = a[i]
+    return b
+
+def known(a):
+    b = output_tensor(a.shape, a.dtype)
+    if a.shape[0] > 2:
+        assert False, "too long"
+    else:
+        b[0] = a[0]
+    return b
+'''
+
+
+@pytest.mark.parametrize("run", ["compiled", "emulate"])
+def test_an_assertion_fires_only_when_it_is_reached(run):
+    mod = hyb.compile_source(BRANCHES, "modes.hyb")
+    a = np.arange(4, dtype=np.float32)
+
+    def call(k, *args):
+        return (k if run == "compiled" else k.emulate)(*args)
+
+    np.testing.assert_array_equal(call(mod.pick, a, 1), a)
+    np.testing.assert_array_equal(call(mod.pick, a, 2), -a)
+    with pytest.raises(HybridAssertionError) as info:
+        call(mod.pick, a, 3)
+    e = info.value
+    assert e.message == "kernel `pick`: assertion failed: bad mode"
+    assert (e.filename, e.line, e.col) == ("modes.hyb", 10, 13)
+    assert "reached" in e.hint
+    # a loop that runs no iteration reaches nothing in it; one that runs reaches its assert
+    np.testing.assert_array_equal(call(mod.rows, a, 0), a)
+    with pytest.raises(HybridAssertionError) as info:
+        call(mod.rows, a, 2)
+    assert info.value.message == "kernel `rows`: assertion failed: three rows"
+    assert (info.value.line, info.value.col) == (16, 9)
+
+
+def test_an_assertion_in_a_branch_known_to_run_is_decided_at_compile_time():
+    mod = hyb.compile_source(BRANCHES, "modes.hyb")
+    np.testing.assert_array_equal(mod.known(np.arange(2.0)), [0.0, 0.0])
+    for f in (mod.known, mod.known.emulate):
+        with pytest.raises(HybridAssertionError) as info:
+            f(np.arange(4.0))
+        assert info.value.message == "assertion failed: too long"
+        assert "compile time" in info.value.hint and info.value.line == 24
