@@ -470,20 +470,26 @@ class _Checker(ExpressionChecker):
 
     def make_tensor(self, name: str, call: syntax.Call, span: Span):
         maker = call.func.id
-        if call.kwargs:
-            bad = next(iter(call.kwargs))
-            if not (maker == "allocate" and set(call.kwargs) <= {"scope"}):
-                raise HybridTypeError(f"{maker}() got an unexpected keyword argument `{bad}`",
-                                      call.kwargs[bad].span, f"{maker}(shape, dtype)")
-        nmax = 3 if maker == "allocate" else 2
-        if not 1 <= len(call.args) <= nmax:
+        names = ("shape", "dtype", "scope") if maker == "allocate" else ("shape", "dtype")
+        usage = f"{maker}(shape, dtype" + (", scope)" if maker == "allocate" else ")")
+        if len(call.args) > len(names):
             raise HybridTypeError(f"{maker}() takes a shape and a dtype, got {len(call.args)} argument(s)",
                                   call.span, f"write `{maker}(a.shape, a.dtype)` or `{maker}((n, m), \"float32\")`")
-        shape = self.shape_value(call.args[0])
-        if len(call.args) >= 2:
-            dtype = self.dtype_value(call.args[1])
-        else:
-            dtype = "float32"
+        given = dict(zip(names, call.args))
+        for key, value in call.kwargs.items():
+            if key not in names:
+                raise HybridTypeError(f"{maker}() got an unexpected keyword argument `{key}`", value.span, usage)
+            if key in given:
+                raise HybridTypeError(f"{maker}() got two values for `{key}`", value.span, usage)
+            given[key] = value
+        if "shape" not in given:
+            raise HybridTypeError(f"{maker}() takes a shape and a dtype: the shape is missing", call.span,
+                                  f"write `{maker}(a.shape, a.dtype)` or `{maker}((n, m), \"float32\")`")
+        shape = self.shape_value(given["shape"])
+        dtype = self.dtype_value(given["dtype"]) if "dtype" in given else "float32"
+        if "scope" in given and not isinstance(given["scope"], syntax.Str):
+            raise HybridTypeError("an allocate() scope is a string such as \"local\" or \"global\"",
+                                  given["scope"].span, "hyb places every temporary itself: the scope changes nothing")
         if maker == "output_tensor" and self.depth > self.base_depth:
             raise HybridUnsupportedError("output_tensor(...) inside a loop or `if`", call.span,
                                          "create outputs at the top level of the kernel")
@@ -549,12 +555,22 @@ class _Checker(ExpressionChecker):
 
     def dtype_value(self, e) -> str:
         if isinstance(e, syntax.Str):
-            d = types.normalize(e.value, e.span) if e.value in types.ALL_DTYPES or e.value in ("float", "int") else None
+            # hyb's names, and NumPy's spellings of them ("f4", "<f4", "i8", "u1", "f2", "double")
+            try:
+                order = np.dtype(e.value).byteorder if e.value != "bfloat16" else "="
+            except TypeError:
+                order = "="
+            if order == ">":
+                raise HybridTypeError(f"dtype {e.value!r} is big-endian", e.span,
+                                      "tensors are in the machine's byte order: write "
+                                      f"{'<' + e.value[1:]!r} or {np.dtype(e.value).name!r}")
+            d = types.normalize(e.value, e.span)
             if d is None:
                 close = difflib.get_close_matches(e.value, types.ALL_DTYPES, 1)
                 raise HybridTypeError(f"unknown dtype {e.value!r}", e.span,
                                       f"did you mean {close[0]!r}?" if close else
-                                      "use one of " + ", ".join(repr(d) for d in types.ALL_DTYPES))
+                                      "use one of " + ", ".join(repr(d) for d in types.ALL_DTYPES)
+                                      + ", or NumPy's spelling of one ('f4', 'i8', 'u1')")
             return d
         v = self.value(e)
         if isinstance(v, DTypeVal):

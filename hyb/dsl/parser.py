@@ -315,8 +315,12 @@ _UNSUPPORTED_STMT = {
     "import_stmt": ("`import` is not allowed in a kernel file",
                     "a .hyb file needs no imports: output_tensor, allocate, range and the intrinsics are built in"),
     "global_stmt": ("`global`/`nonlocal` are not supported", "pass the value as a parameter"),
-    "with_stmt": ("`with` is not supported", None),
+    "with_stmt": ("`with` is not supported",
+                  "only MindSpore's scopes that change nothing are accepted, as the blocks they hold: "
+                  "`with block_realize(t):` and `with attr(...):`"),
 }
+# MindSpore's (and akg's) `with` scopes that only annotate the block they hold
+_NO_OP_SCOPES = ("block_realize", "attr")
 
 
 class _TreeBuilder:
@@ -459,6 +463,12 @@ class _TreeBuilder:
                 ec, eb = el.children
                 orelse = [syntax.If(self.sp(el), self.expr(ec), self.suite(eb), orelse)]
             return [syntax.If(self.sp(node), self.expr(cond), self.suite(body), orelse)]
+        if d == "with_stmt":
+            scope, name, body = node.children
+            head = self.expr(scope)
+            if (name is None and isinstance(head, syntax.Call) and isinstance(head.func, syntax.Name)
+                    and head.func.id in _NO_OP_SCOPES):
+                return self.suite(body)
         if d in ("funcdef", "decorated"):
             raise HybridUnsupportedError("nested function definitions are not supported", self.sp(node),
                                          "define the helper as another kernel at the top level of the file")
