@@ -18,7 +18,7 @@ from . import ast as syntax
 from . import tir
 from . import types
 from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
-from .folding import known_condition
+from .folding import is_index_expression, is_size_expression, known_condition, of_parameters
 from .intrinsics import INTRINSICS
 from .scopes import BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal
 
@@ -94,29 +94,6 @@ _MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens 
 
 def is_print(e) -> bool:
     return isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id == "print"
-
-
-def is_index_expression(e: tir.TExpr) -> bool:
-    """An integer expression of loop variables and constants only, with + - * // % (and integer
-    casts): no tensor element, no scalar local, so its value is the same wherever it is read."""
-    if not types.is_int(e.dtype):
-        return False
-    has_var = False
-    for sub in tir.walk_expr(e):
-        if isinstance(sub, (tir.Var, tir.Size)):
-            has_var = True
-        elif isinstance(sub, tir.Bin):
-            if sub.op not in ("+", "-", "*", "//", "%"):
-                return False
-        elif isinstance(sub, tir.Unary):
-            if sub.op != "neg":
-                return False
-        elif isinstance(sub, tir.Cast):
-            if not types.is_int(sub.dtype):
-                return False
-        elif not isinstance(sub, tir.Const):
-            return False
-    return has_var
 
 
 def widened_type(current: str, value: str) -> str:
@@ -385,13 +362,21 @@ class _Checker(ExpressionChecker):
             if name in BUILTIN_NAMES or name in INTRINSICS:
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
+            if self.assign_counts.get(name, 0) == 1 and isinstance(s.value, (syntax.Tuple, syntax.Attribute,
+                                                                                syntax.Name)):
+                whole = self.value(s.value)
+                if isinstance(whole, (TupleVal, ShapeVal)):
+                    # a tuple or a shape, assigned once (`out_shape = (n, 2)`): a name for it
+                    self.declare(name, Sym("const", name, whole))
+                    return None
             value = self.expr(s.value)
             if ((isinstance(value, tir.Const) or is_size_expression(value)) and types.is_weak(value.dtype)
                     and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))
                 return None
-            if self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1 and is_index_expression(value):
+            if self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1 and (
+                    is_index_expression(value) or of_parameters(value, self.tensors)):
                 # Assigned once, to an affine-like integer expression of loop variables (`ih = p * 2 + dr - 1`):
                 # the name stands for the expression, so that extraction, the bounds proofs and the
                 # scheduler see the subscripts it appears in as they would written out.  It keeps the
@@ -743,33 +728,6 @@ def _assignment_counts(body: list) -> dict:
     return counts
 
 
-
-
-_SIZE_OPS = ("+", "-", "*", "//", "%")
-
-
-def is_size_expression(e: tir.TExpr) -> bool:
-    """Whether ``e`` is an integer computed from run-time sizes and constants only (a shape of a
-    shape-generic kernel), with at least one size in it."""
-    sizes = False
-    for sub in tir.walk_expr(e):
-        if isinstance(sub, tir.Size):
-            sizes = True
-        elif isinstance(sub, tir.Const):
-            if not (types.is_int(sub.dtype) and isinstance(sub.value, int) and not isinstance(sub.value, bool)):
-                return False
-        elif isinstance(sub, tir.Bin):
-            if sub.op not in _SIZE_OPS or not types.is_int(sub.dtype):
-                return False
-        elif isinstance(sub, tir.Cast):
-            if not (types.is_int(sub.dtype) and types.is_int(sub.a.dtype)):
-                return False
-        elif isinstance(sub, tir.Intrinsic):
-            if sub.name not in ("max", "min", "ceil_div") or not types.is_int(sub.dtype):
-                return False
-        else:
-            return False
-    return sizes
 
 
 def arg_specs(args, values_of=()) -> list:

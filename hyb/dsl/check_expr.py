@@ -13,7 +13,7 @@ from . import tir
 from . import types
 from .folding import convert_const, fold, fold_intrinsic, negate
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
-from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
+from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal, Sym,
                      TensorRef, TupleVal)
 
 # Modules users reach for out of habit, and the NumPy/math names of built-in functions.
@@ -195,9 +195,19 @@ class ExpressionChecker:
             return tir.Const(sym.value.dtype, sym.value.value, span=e.span)
         if isinstance(sym.value, tir.TExpr):  # a name for an index expression (a fresh copy each time)
             return copy.deepcopy(sym.value)
-        # module constant
+        if isinstance(sym.value, (TupleVal, ShapeVal)):  # a local tuple of values known now
+            return sym.value
+        # module constant (which may use the others)
         c_expr, _ = sym.value
-        return self.const_value(c_expr, e.span)
+        resolving = self.__dict__.setdefault("resolving", set())
+        if e.id in resolving:
+            raise HybridNameError(f"module constant `{e.id}` is defined in terms of itself", e.span,
+                                  "give it a value that does not use its own name")
+        resolving.add(e.id)
+        try:
+            return self.const_value(c_expr, e.span)
+        finally:
+            resolving.discard(e.id)
 
     def const_value(self, ce, span):
         if isinstance(ce, syntax.Num):
@@ -210,8 +220,11 @@ class ExpressionChecker:
             d = types.normalize(ce.value, span)
             if d:
                 return DTypeVal(d)
-        # Other constant expressions are evaluated in the module scope.
-        v = type(self)(self.kdef, self.module).value(ce)
+        # Other constant expressions are evaluated in the module scope (the module's constants in it).
+        fresh = type(self)(self.kdef, self.module)
+        fresh.scopes[0].update({n: Sym("const", n, c) for n, c in self.module.constants.items()})
+        fresh.resolving = self.__dict__.setdefault("resolving", set())
+        v = fresh.value(ce)
         if isinstance(v, tir.Const):
             return tir.Const(v.dtype, v.value, span=span)
         return v

@@ -92,3 +92,70 @@ def convert_const(value, src: str, dst: str):
         return int(value) if types.is_int(dst) else float(value)
     with np.errstate(all="ignore"):
         return np.array(value, dtype=src).astype(dst).item()
+
+
+def _int_arithmetic(e: tir.TExpr, leaf) -> bool:
+    """Whether ``e`` is an integer expression of + - * // %, negation and integer casts whose
+    other nodes all pass ``leaf``."""
+    if not types.is_int(e.dtype):
+        return False
+    for sub in tir.walk_expr(e):
+        if isinstance(sub, tir.Bin):
+            ok = sub.op in ("+", "-", "*", "//", "%")
+        elif isinstance(sub, tir.Unary):
+            ok = sub.op == "neg"
+        elif isinstance(sub, tir.Cast):
+            ok = types.is_int(sub.dtype)
+        else:
+            ok = leaf(sub)
+        if not ok:
+            return False
+    return True
+
+
+def is_index_expression(e: tir.TExpr) -> bool:
+    """An integer expression of loop variables and constants only, with + - * // % (and integer
+    casts): no tensor element, no scalar local, so its value is the same wherever it is read."""
+    return (_int_arithmetic(e, lambda n: isinstance(n, (tir.Const, tir.Var, tir.Size)))
+            and any(isinstance(n, (tir.Var, tir.Size)) for n in tir.walk_expr(e)))
+
+
+def of_parameters(e: tir.TExpr, tensors: dict) -> bool:
+    """An integer expression of integer scalar parameters (with literals, constants and
+    shapes), such as `out_h = h * scale`: like a loop's index expression, a name assigned it
+    once stands for it, so that a shape made from it specialises the kernel on the
+    parameters' values."""
+    def leaf(n):
+        if isinstance(n, tir.Load):
+            t = tensors[n.tensor]
+            return t.kind == "param" and not n.indices and types.is_int(t.dtype)
+        return isinstance(n, (tir.Const, tir.Size))
+
+    return _int_arithmetic(e, leaf) and any(isinstance(n, tir.Load) for n in tir.walk_expr(e))
+
+
+_SIZE_OPS = ("+", "-", "*", "//", "%")
+
+
+def is_size_expression(e: tir.TExpr) -> bool:
+    """Whether ``e`` is an integer computed from run-time sizes and constants only (a shape of a
+    shape-generic kernel), with at least one size in it."""
+    sizes = False
+    for sub in tir.walk_expr(e):
+        if isinstance(sub, tir.Size):
+            sizes = True
+        elif isinstance(sub, tir.Const):
+            if not (types.is_int(sub.dtype) and isinstance(sub.value, int) and not isinstance(sub.value, bool)):
+                return False
+        elif isinstance(sub, tir.Bin):
+            if sub.op not in _SIZE_OPS or not types.is_int(sub.dtype):
+                return False
+        elif isinstance(sub, tir.Cast):
+            if not (types.is_int(sub.dtype) and types.is_int(sub.a.dtype)):
+                return False
+        elif isinstance(sub, tir.Intrinsic):
+            if sub.name not in ("max", "min", "ceil_div") or not types.is_int(sub.dtype):
+                return False
+        else:
+            return False
+    return sizes

@@ -1,6 +1,6 @@
 """Size expressions: the one form they are kept in outside the checker, and their one evaluator.
 
-A size expression (:func:`hyb.dsl.check.is_size_expression`) is an integer computed from a
+A size expression (:func:`hyb.dsl.folding.is_size_expression`) is an integer computed from a
 shape-generic kernel's run-time sizes (``hs_<input>_<axis>``, :class:`~hyb.dsl.tir.Size`) and
 integer constants with ``+ - * // %``, unary ``-``, ``max``, ``min``, ``ceil_div`` and integer
 casts.  Where it must outlive the typed IR (a :class:`~hyb.codegen.abi.CheckSite`'s shape, which

@@ -99,3 +99,55 @@ def test_other_with_statements_are_rejected_with_the_accepted_ones_named():
         hyb.compile_source(src, "w.hyb")
     assert info.value.message == "`with` is not supported"
     assert "block_realize" in info.value.hint and (info.value.line, info.value.col) == (2, 5)
+
+
+SIZES = '''
+n = 4
+ct = (n, 2)
+
+def upsample(a, scale):
+    input_h = a.shape[0]
+    output_h = input_h * scale
+    b = output_tensor((output_h,), a.dtype)
+    for i in range(output_h):
+        b[i] = a[i // scale]
+    return b
+
+def pairs(a):
+    output_shape = (a.shape[0], 2)
+    dims = a.shape
+    b = output_tensor(output_shape, "int32")
+    c = output_tensor(ct, "float32")
+    for i in range(dims[0]):
+        b[i, 0] = int32(a[i])
+        b[i, 1] = output_shape[1]
+    for i in range(n):
+        c[i, 0] = a[i]
+    return b, c
+'''
+
+
+def test_sizes_as_users_compute_them():
+    mod = hyb.compile_source(SIZES, "sizes.hyb")
+    a = np.arange(4, dtype=np.float32)
+    for f in (mod.upsample, mod.upsample.emulate):
+        np.testing.assert_array_equal(f(a, 2), np.repeat(a, 2))
+        np.testing.assert_array_equal(f(a, 3), np.repeat(a, 3))
+    for f in (mod.pairs, mod.pairs.emulate):
+        b, c = f(a)
+        np.testing.assert_array_equal(b, np.stack([a.astype(np.int32), np.full(4, 2, np.int32)], 1))
+        np.testing.assert_array_equal(c, np.stack([a, np.zeros(4, np.float32)], 1))
+
+
+def test_a_module_constant_defined_by_itself_is_named():
+    src = "n = n + 1\n\ndef f(a):\n    b = output_tensor((n,), a.dtype)\n    return b\n"
+    with pytest.raises(hyb.HybridNameError) as info:
+        hyb.compile_source(src, "c.hyb").f(np.zeros(3))
+    assert "module constant `n` is defined in terms of itself" in info.value.message
+
+
+def test_a_float_parameter_is_no_size():
+    src = ("def f(a, s):\n    m = a.shape[0] * s\n    b = output_tensor((m,), a.dtype)\n    return b\n")
+    with pytest.raises(HybridTypeError) as info:
+        hyb.compile_source(src, "s.hyb").f(np.zeros(3), 2.5)
+    assert (info.value.line, info.value.col) == (3, 24)
