@@ -345,9 +345,14 @@ class ExpressionChecker:
     def binop(self, op: str, a: tir.TExpr, b: tir.TExpr, span: Span) -> tir.TExpr:
         if op == "@":
             raise HybridUnsupportedError("`@` is not supported inside kernels", span, "write the loops out")
-        for v in (a, b):
-            if types.is_bool(v.dtype):
-                raise HybridTypeError(f"arithmetic `{op}` on a bool value", span, "convert it first, e.g. int32(c)")
+        if types.is_bool(a.dtype) and types.is_bool(b.dtype):
+            raise HybridTypeError(f"arithmetic `{op}` on two bool values", span,
+                                  "combine conditions with `and` / `or`, or convert one first, e.g. int32(c)")
+        if types.is_bool(a.dtype) or types.is_bool(b.dtype):
+            # as NumPy: a bool takes the other operand's type (`x * mask`), a Python number's default
+            # one beside a Python number (`(x > 0) + 1` is an int64)
+            other = (b if types.is_bool(a.dtype) else a).dtype
+            a, b = (tir.Cast(types.concrete(other), v, span=v.span) if types.is_bool(v.dtype) else v for v in (a, b))
         if op == "/":
             t = types.true_divide_type(a.dtype, b.dtype)
         else:
@@ -445,7 +450,19 @@ class ExpressionChecker:
         if name == "len":
             if len(e.args) != 1:
                 raise HybridTypeError(f"len() takes 1 argument, got {len(e.args)}", e.span, None)
-            v = self.value(e.args[0])
+            arg = e.args[0]
+            if isinstance(arg, syntax.Subscript) and not arg.unpack:
+                # len(a[0]) of a tensor of more dimensions: the length of the sub-array, as NumPy's
+                base = self.value(arg.value)
+                if isinstance(base, TensorRef) and len(arg.indices) < base.tensor.ndim:
+                    for axis, i in enumerate(arg.indices):  # (numbers all the same; known ones in range)
+                        k, size = self.expr(i), base.tensor.shape[axis]
+                        if (isinstance(k, tir.Const) and isinstance(size, int) and isinstance(k.value, int)
+                                and not -size <= k.value < size):
+                            raise HybridIndexError(f"index {k.value} is out of bounds for axis {axis} of "
+                                                   f"`{base.tensor.source_name}` with size {size}", i.span, None)
+                    return tir.dim(base.tensor.shape[len(arg.indices)], e.span)
+            v = self.value(arg)
             if isinstance(v, TensorRef):
                 if v.tensor.ndim == 0:
                     raise HybridTypeError("len() of a 0-d tensor", e.span, None)

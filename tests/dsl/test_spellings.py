@@ -151,3 +151,52 @@ def test_a_float_parameter_is_no_size():
     with pytest.raises(HybridTypeError) as info:
         hyb.compile_source(src, "s.hyb").f(np.zeros(3), 2.5)
     assert (info.value.line, info.value.col) == (3, 24)
+
+
+NUMPY_RULES = '''
+def dropout(x, m, scale):
+    y = output_tensor(x.shape, x.dtype)
+    for i in range(x.shape[0]):
+        y[i] = x[i] * m[i] * scale
+    return y
+
+def count(x):
+    c = output_tensor((1,), "int64")
+    for i in range(x.shape[0]):
+        c[0] += (x[i] > 0) + 1
+    return c
+
+def inner(a):
+    b = output_tensor((len(a), len(a[0])), a.dtype)
+    for i in range(len(a)):
+        for j in range(len(a[i])):
+            b[i, j] = a[i, j]
+    return b
+'''
+
+
+def test_a_bool_takes_the_other_operands_type_as_in_numpy():
+    mod = hyb.compile_source(NUMPY_RULES, "n.hyb")
+    x = np.arange(-2, 3, dtype=np.float32)
+    m = np.array([True, False, True, True, False])
+    for f in (mod.dropout, mod.dropout.emulate):
+        got = f(x, m, np.float32(2))
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, x * m * np.float32(2))
+    for f in (mod.count, mod.count.emulate):
+        np.testing.assert_array_equal(f(x), [np.sum((x > 0) + 1)])
+    dx, dm, ds = mod.dropout.grad()(x, m, np.float32(2), np.ones(5, np.float32))
+    np.testing.assert_array_equal(dx, m * np.float32(2))
+    assert dm is None
+
+
+def test_len_of_a_sub_array():
+    mod = hyb.compile_source(NUMPY_RULES, "n.hyb")
+    a = np.arange(6.0).reshape(2, 3)
+    for f in (mod.inner, mod.inner.emulate):
+        np.testing.assert_array_equal(f(a), a)
+    src = "def f(a):\n    b = output_tensor((len(a[2]),), a.dtype)\n    return b\n"
+    with pytest.raises(hyb.HybridIndexError) as info:
+        hyb.compile_source(src, "l.hyb").f(a)
+    assert info.value.message == "index 2 is out of bounds for axis 0 of `a` with size 2"
+    assert (info.value.line, info.value.col) == (2, 30)
