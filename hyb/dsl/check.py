@@ -573,18 +573,29 @@ class _Checker(ExpressionChecker):
         err = kernel_arity_error(callee, call)
         if err is not None:
             raise err
-        bound = {}
+        bound, copies = {}, []
         for p, a in zip(callee.params, call.args):
             v = self.value(a)
-            if not isinstance(v, TensorRef):
-                raise HybridUnsupportedError("arguments of a kernel call must be tensors", a.span,
-                                             "pass a tensor by name")
-            bound[p.name] = Sym("tensor", v.tensor.name)
+            if isinstance(v, TensorRef):
+                bound[p.name] = Sym("tensor", v.tensor.name)
+            elif isinstance(v, (tir.Const, TupleVal, ShapeVal, DTypeVal)):  # known now: a constant there too
+                bound[p.name] = Sym("const", p.name, v)
+            elif isinstance(v, tir.TExpr):  # a value of the run: the callee's own copy, as Python passes it
+                uname = self.unique(p.name)
+                dtype = types.concrete(v.dtype)
+                self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", a.span, p.name,
+                                                 private_to=tuple(self.loop_stack))
+                copies.append(tir.Store(uname, [], self.coerce(v, dtype), a.span))
+                bound[p.name] = Sym("scalar", uname)
+            else:
+                raise HybridUnsupportedError("arguments of a kernel call are tensors, shapes, dtypes or numbers",
+                                             a.span, "pass a tensor by name, or a number")
         saved = (self.scopes, self.closed, self.returned, self.outputs, self.base_depth)
-        self.scopes = [dict(saved[0][0]), bound, {}]
+        # (the callee sees the module's constants and its own parameters, none of the caller's names)
+        self.scopes = [{c: Sym("const", c, v) for c, v in self.module.constants.items()}, bound, {}]
         self.closed, self.returned, self.outputs, self.base_depth = {}, False, [], self.depth
         self.call_stack.append(callee.name)
-        body = self.block(callee.body)
+        body = copies + self.block(callee.body)
         if not self.returned:
             raise HybridTypeError(f"kernel `{callee.name}` returns nothing", callee.span, None)
         outputs = self.outputs

@@ -195,7 +195,7 @@ class ExpressionChecker:
             return tir.Const(sym.value.dtype, sym.value.value, span=e.span)
         if isinstance(sym.value, tir.TExpr):  # a name for an index expression (a fresh copy each time)
             return copy.deepcopy(sym.value)
-        if isinstance(sym.value, (TupleVal, ShapeVal)):  # a local tuple of values known now
+        if isinstance(sym.value, (TupleVal, ShapeVal, DTypeVal)):  # a tuple, a shape or a dtype known now
             return sym.value
         # module constant (which may use the others)
         c_expr, _ = sym.value

@@ -30,11 +30,13 @@ from . import ast as syntax
 PYTHON_CASTS = {"int": "int64", "float": "float64"}
 
 
-def desugar(module: syntax.Module) -> syntax.Module:
-    """``module`` with its kernels' bodies in core forms (a new Module; the input is not changed)."""
+def desugar(module: syntax.Module, kernels_elsewhere=()) -> syntax.Module:
+    """``module`` with its kernels' bodies in core forms (a new Module; the input is not changed).
+    ``kernels_elsewhere``: names of kernels a call may reach that are not (yet) in the module (the
+    kernels a ``@hyb.hybrid`` function captures)."""
     kernels = {}
     for name, k in module.kernels.items():
-        rw = _Rewriter(module, k)
+        rw = _Rewriter(module, k, frozenset(kernels_elsewhere))
         kernels[name] = replace(k, body=rw.block(k.body))
     return replace(module, kernels=kernels)
 
@@ -78,8 +80,9 @@ def _names(node, out: set):
 
 
 class _Rewriter:
-    def __init__(self, module: syntax.Module, k: syntax.KernelDef):
+    def __init__(self, module: syntax.Module, k: syntax.KernelDef, elsewhere=frozenset()):
         self.module = module
+        self.elsewhere = elsewhere
         self.names = Names(_names(k.body, set(module.constants) | set(module.kernels) | {p.name for p in k.params}),
                            sep="")
 
@@ -111,7 +114,7 @@ class _Rewriter:
 
     def kernel_call(self, e) -> bool:
         return (isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name)
-                and e.func.id in self.module.kernels)
+                and (e.func.id in self.module.kernels or e.func.id in self.elsewhere))
 
     def unpack(self, s: syntax.Assign) -> list:
         targets = [self.expr(t) for t in s.target.elts]

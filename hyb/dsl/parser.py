@@ -147,8 +147,9 @@ def _unclosed_bracket(text: str, end: int | None = None):
     return stack[-1][1:] if stack else None
 
 
-def parse_text(text: str, smap: SourceMap) -> syntax.Module:
-    """Parse ``text``; positions are mapped through ``smap``."""
+def parse_text(text: str, smap: SourceMap, kernels_elsewhere=()) -> syntax.Module:
+    """Parse ``text``; positions are mapped through ``smap``.  ``kernels_elsewhere``: see
+    :func:`~hyb.dsl.desugar.desugar`."""
     text = text.replace("\r\n", "\n")
     if not text.endswith("\n"):
         text += "\n"
@@ -209,7 +210,7 @@ def parse_text(text: str, smap: SourceMap) -> syntax.Module:
                                     smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
         with _PARSE_LOCK:  # the tree builder uses Python's ast module, not thread-safe in CPython 3.11
             module = _TreeBuilder(smap, text).module(tree)
-        return desugar(module)
+        return desugar(module, kernels_elsewhere)
     except RecursionError:
         raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
                                 "split long expressions into several statements") from None
@@ -242,10 +243,11 @@ def parse_string(text: str, filename: str = "<string>") -> syntax.Module:
     return parse_text(text, SourceMap(filename, text.split("\n")))
 
 
-def parse_function(fn) -> syntax.Module:
-    """Parse the source of a Python function decorated with ``@hyb.hybrid``."""
+def parse_function(fn, kernels_elsewhere=()) -> syntax.Module:
+    """Parse the source of a Python function decorated with ``@hyb.hybrid`` (``kernels_elsewhere``:
+    the names of the kernels it captures)."""
     text, smap = function_source(fn)
-    module = parse_text(text, smap)
+    module = parse_text(text, smap, kernels_elsewhere)
     return replace(module, outside=_outside_names(fn))
 
 

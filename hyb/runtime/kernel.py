@@ -475,11 +475,20 @@ def _constant_node(value, span):
         return syntax.Num(span, value)
     if isinstance(value, str):
         return syntax.Str(span, value)
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):  # (nested ones too; a list is a constant like a tuple)
         items = [_constant_node(v, span) for v in value]
-        if all(isinstance(i, syntax.Num) for i in items):
+        if all(isinstance(i, (syntax.Num, syntax.Tuple)) for i in items):
             return syntax.Tuple(span, items)
     return None
+
+
+def _captured_kernels(fn) -> tuple:
+    """The names under which a function refers to ``@hyb.hybrid`` kernels."""
+    try:
+        cv = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return ()
+    return tuple(n for n, v in {**cv.globals, **cv.nonlocals}.items() if isinstance(v, Kernel))
 
 
 def _capture(fn, module: syntax.Module):
@@ -506,7 +515,7 @@ def hybrid(fn=None, **options):
     """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target=None, fastmath=False, schedule=None, threads=None)``
     (``target``: ``"cpu"``, ``"cuda"``, or None for the context's ``device_target``)."""
     def wrap(f):
-        module = parser.parse_function(f)
+        module = parser.parse_function(f, _captured_kernels(f))
         if f.__name__ not in module.kernels:
             raise HybridUnsupportedError(f"could not find the source of `{f.__name__}`", None, None)
         _capture(f, module)
