@@ -200,31 +200,14 @@ class _Checker(ExpressionChecker):
         self.push()
         body = self.block(k.body)
         self.pop()
-        if not self.returned:
-            raise HybridTypeError(f"kernel `{k.name}` returns nothing", k.span,
-                                  "end the kernel with `return c` (or `return c, d`) naming its outputs")
-        # Inputs written but not returned would change the caller's arrays behind its back.
+        # An input the kernel writes is written in place, returned or not (as under Numba and TVM):
+        # the caller's array changes.  A kernel with no `return` must write one.
         written = tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body).written
-        for name in inputs:
-            if name in written and name not in self.outputs:
-                t = self.tensors[name]
-                span = self._first_store_span(body, name) or t.span
-                raise HybridTypeError(f"input `{t.source_name}` is assigned to but not returned", span,
-                                      f"return `{t.source_name}` to make it an in-place output, or write into "
-                                      "a tensor made by output_tensor(...)")
+        if not self.returned and not any(n in written for n in inputs if self.tensors[n].kind != "param"):
+            raise HybridTypeError(f"kernel `{k.name}` returns nothing and writes none of its inputs", k.span,
+                                  "end the kernel with `return c` (or `return c, d`) naming its outputs")
         return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
                                dict(self.grid_ranks))
-
-    def _first_store_span(self, stmts, name):
-        for s in stmts:
-            if isinstance(s, tir.Store) and s.tensor == name:
-                return s.span
-            for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
-                if sub:
-                    r = self._first_store_span(sub, name)
-                    if r:
-                        return r
-        return None
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:

@@ -194,7 +194,7 @@ class _Emitter:
             if t.kind in ("output", "temp"):
                 self.emit(1, f"{self.ref(t.name)} = np.zeros({t.shape!r}, dtype={self.cast_fn(t.dtype)})")
         self.stmts(k.body, 1)
-        self.emit(1, "return (" + ", ".join(self.ref(n) for n in k.outputs) + ",)")
+        self.emit(1, "return (" + "".join(self.ref(n) + ", " for n in k.outputs) + ")")
         header = [f"{name} = {self.cast_fn(dt)}({val})" for (dt, val), name in self.consts.items()]
         return "\n".join(header + self.lines) + "\n", len(header)
 

@@ -36,6 +36,18 @@ def check_in_place(k: tir.TypedKernel, arrays: list, written=None):
                                           k.span, "pass separate arrays, e.g. x and x.copy()")
 
 
+def check_written_are_arrays(k: tir.TypedKernel, args) -> None:
+    """An input the kernel writes must be passed as an array: a list or tuple would become a
+    new array, and the kernel's writes would be lost with it."""
+    written = k.written
+    for name, a in zip(k.inputs, args):
+        if name in written and isinstance(a, (list, tuple)):
+            t = k.tensors[name]
+            raise HybridArgumentError(f"argument `{t.source_name}` is written by the kernel, but a "
+                                      f"{type(a).__name__} was passed: the writes would be lost", t.span,
+                                      f"pass a NumPy array, e.g. `{t.source_name} = np.asarray(...)` before the call")
+
+
 def prepare_arrays(k_or_params, args) -> list:
     """NumPy arrays (and Python/NumPy scalars) for the call's arguments; a clear error for anything else."""
     out = []

@@ -288,7 +288,7 @@ class CompiledKernel:
         for orig, work in copy_back:
             orig[...] = work
         outs = [arrays[i] if i >= 0 else made[-i - 1] for i in self._out_index]
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
 
 

@@ -232,7 +232,7 @@ class CudaCompiledKernel(CompiledKernel):
                 if host.nbytes:
                     drv.memcpy_dtoh(host, made[-i - 1])
                 outs.append(host)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
     def _launch(self, it: cuda_codegen.Launch, env: dict, fixed: list):
         shape = launch_shape(it, env)

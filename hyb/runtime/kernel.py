@@ -26,6 +26,7 @@ from ..dsl.check import NeedsValue, arg_specs, check_kernel
 from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache, fastcall
+from .arguments import check_written_are_arrays
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 from .options import TARGETS, KernelOptions
 from ..target import thread_count
@@ -246,6 +247,7 @@ class Kernel:
             return out
         arrays = prepare_arrays(self, args)
         ck = self._compiled(arrays)
+        check_written_are_arrays(getattr(ck, "concrete", None) or ck.typed, args)
         key = _fast_key(args, self._value_params)  # the compile may have specialised a scalar
         if key is not None:
             self._fast[key] = ck
@@ -257,10 +259,11 @@ class Kernel:
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
         arrays = prepare_arrays(self, self.bind(args, kwargs))
         typed = self._checked(arrays)[0]
+        check_written_are_arrays(typed, self.bind(args, kwargs))
         check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
     def grad(self, with_outputs: bool = False) -> GradKernel:
         """The gradient kernel, derived source to source (``.source`` is its ``.hyb`` text).
