@@ -596,6 +596,20 @@ class _Checker(ExpressionChecker):
                 self.declare(tgt.id, Sym("tensor", out))
         return body
 
+    def bound_loop(self, call: syntax.Call) -> syntax.Call:
+        """TVM's ``bind("threadIdx.x", n)``: a loop over ``range(n)`` whose iterations are
+        independent, as a loop bound to a GPU's threads or blocks is: a ``parallel`` loop (on the
+        CPU's threads, on the CUDA grid as hyb's GPU schedule maps it)."""
+        names = ("threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y", "blockIdx.z",
+                 "vthread")
+        if len(call.args) != 2 or call.kwargs or not isinstance(call.args[0], syntax.Str):
+            raise HybridTypeError("bind() takes the name of a GPU index and an extent", call.span,
+                                  'write `for tx in bind("threadIdx.x", n):`')
+        if call.args[0].value not in names:
+            raise HybridTypeError(f"bind() to {call.args[0].value!r}: not a GPU index", call.args[0].span,
+                                  "bind to one of " + ", ".join(repr(n) for n in names))
+        return syntax.Call(call.span, syntax.Name(call.func.span, "parallel"), [call.args[1]], {})
+
     def grid_loop(self, s: syntax.For, call: syntax.Call):
         if len(call.args) != 1 or call.kwargs:
             raise HybridTypeError("grid() takes one argument, a shape", call.span, "for idx in grid(c.shape):")
@@ -626,6 +640,8 @@ class _Checker(ExpressionChecker):
         call = s.iter
         if isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id == "grid":
             return self.grid_loop(s, call)
+        if isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id == "bind":
+            call = self.bound_loop(call)
         if not (isinstance(call, syntax.Call) and isinstance(call.func, syntax.Name) and call.func.id in LOOP_KINDS):
             raise loop_iterable_error(call, lambda n: self.lookup(n) is not None or n in self.module.kernels)
         kind = call.func.id

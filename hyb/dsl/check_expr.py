@@ -13,8 +13,8 @@ from . import tir
 from . import types
 from .folding import convert_const, fold, fold_intrinsic, negate
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
-from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal, Sym,
-                     TensorRef, TupleVal)
+from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, MAX_NUM_THREADS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
+                     Sym, TensorRef, TupleVal)
 
 # Modules users reach for out of habit, and the NumPy/math names of built-in functions.
 FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
@@ -447,6 +447,13 @@ class ExpressionChecker:
             if name == "bfloat16":
                 types.bfloat16(e.func.span)  # ml_dtypes is needed to hold the results
             return self.coerce(self.expr(e.args[0]), name) if name != "bool" else self._to_bool(e)
+        if name == "max_num_threads":
+            if len(e.args) > 1 or e.kwargs:
+                raise HybridTypeError("max_num_threads() takes at most one argument", e.span, "max_num_threads(True)")
+            return tir.Const(types.WEAK_INT, MAX_NUM_THREADS, span=e.span)
+        if name == "bind":
+            raise HybridTypeError("bind(...) is only allowed as the iterable of a `for` loop", e.span,
+                                  'write `for tx in bind("threadIdx.x", n):`')
         if name == "len":
             if len(e.args) != 1:
                 raise HybridTypeError(f"len() takes 1 argument, got {len(e.args)}", e.span, None)

@@ -84,9 +84,9 @@ class _Linter:
         if isinstance(s, syntax.For):
             it = s.iter
             if not (isinstance(it, syntax.Call) and isinstance(it.func, syntax.Name)
-                    and (it.func.id in LOOP_KINDS or it.func.id == "grid")):
+                    and (it.func.id in LOOP_KINDS or it.func.id in ("grid", "bind"))):
                 raise loop_iterable_error(it, lambda n: n in self.known)
-            for a in it.args:
+            for a in it.args[1:] if it.func.id == "bind" else it.args:  # (bind's first: a GPU index's name)
                 self.expr(a)
             self.block(s.body)
         elif isinstance(s, syntax.If):
@@ -179,8 +179,9 @@ class _Linter:
             if err is not None:
                 raise err
             return
-        if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print") or name in self.known:
+        if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print", "max_num_threads") \
+                or name in self.known:
             return
-        if name in LOOP_KINDS or name == "grid":
+        if name in LOOP_KINDS or name in ("grid", "bind"):
             raise HybridTypeError(f"{name}(...) is only allowed as the iterable of a `for` loop", e.span, None)
         raise unknown_function_error(name, f.span, list(INTRINSICS) + list(BUILTIN_NAMES))

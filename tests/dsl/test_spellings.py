@@ -200,3 +200,40 @@ def test_len_of_a_sub_array():
         hyb.compile_source(src, "l.hyb").f(a)
     assert info.value.message == "index 2 is out of bounds for axis 0 of `a` with size 2"
     assert (info.value.line, info.value.col) == (2, 30)
+
+
+BIND = '''
+def add(a, b):
+    n = a.shape[0]
+    c = output_tensor(a.shape, a.dtype)
+    nt = max_num_threads(True)
+    for bx in bind("blockIdx.x", (n + nt - 1) // nt):
+        for tx in bind("threadIdx.x", nt):
+            idx = bx * nt + tx
+            if idx < n:
+                c[idx] = a[idx] + b[idx]
+    return c
+'''
+
+
+def test_tvm_gpu_bindings_run_as_parallel_loops():
+    k = hyb.compile_source(BIND, "b.hyb").add
+    for n in (1, 1000, 3000):
+        a = np.arange(n, dtype=np.float32)
+        for f in (k, k.emulate):
+            np.testing.assert_array_equal(f(a, a), a * 2)
+    assert "parallel" in k.compile(a, a).inspect("schedule")
+
+
+@pytest.mark.parametrize("line,message", [
+    ('    for tx in bind("threadIdx.w", 4):', "bind() to 'threadIdx.w': not a GPU index"),
+    ('    for tx in bind(4):', "bind() takes the name of a GPU index and an extent"),
+    ('    tx = bind("threadIdx.x", 4)', "bind(...) is only allowed as the iterable of a `for` loop"),
+])
+def test_bad_bindings(line, message):
+    src = f"def f(a):\n    c = output_tensor(a.shape, a.dtype)\n{line}\n        c[0] = 1.0\n    return c\n"
+    if "=" in line:
+        src = f"def f(a):\n    c = output_tensor(a.shape, a.dtype)\n{line}\n    return c\n"
+    with pytest.raises(HybridTypeError) as info:
+        hyb.compile_source(src, "b.hyb").f(np.zeros(3, np.float32))
+    assert info.value.message == message and info.value.line == 3
