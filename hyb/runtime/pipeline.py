@@ -31,7 +31,7 @@ import islpy as isl
 from ..codegen import abi, jit
 from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
-from ..dsl import tir
+from ..dsl import tir, types
 from ..errors import HybridWarning
 from ..schedule import argext, astgen, guarded, recompute, transpose, contract, deps, extract, gpu, promote, vector, verify
 from ..schedule import loops
@@ -89,7 +89,56 @@ class NativeCode:
 def diagnose(poly: extract.PolyProgram, d: deps.Dependences) -> tuple:
     """The compile-time warnings about a kernel: reads of cells nothing wrote, and ``parallel``
     hints on loops whose iterations depend on each other."""
-    return tuple(uninitialized_warnings(poly, d) + parallel_hint_warnings(poly, d))
+    return tuple(uninitialized_warnings(poly, d) + parallel_hint_warnings(poly, d)
+                 + half_accumulator_warnings(poly.kernel))
+
+
+# loops at least this long that add into a float16 or bfloat16 scalar get a warning (float16 stops
+# counting at 2048: 2048 + 1 rounds back to 2048; bfloat16 at 256)
+HALF_ACCUMULATION_TRIPS = 256
+
+
+def half_accumulator_warnings(k: tir.TypedKernel) -> list:
+    """A float16 or bfloat16 scalar that loops add into (`s += x[i]`) over at least
+    HALF_ACCUMULATION_TRIPS iterations in all, or a number not known now: the sum stalls once its
+    terms fall below half a unit of its last place."""
+    out, seen = [], set()
+
+    def trips(s: tir.Loop):
+        if isinstance(s.start, tir.Const) and isinstance(s.stop, tir.Const):
+            return len(range(int(s.start.value), int(s.stop.value), s.step))
+        return None
+
+    def walk(body, around):
+        for s in body:
+            if isinstance(s, tir.Loop):
+                walk(s.body, around + [s])
+            elif isinstance(s, tir.If):
+                walk(s.body, around)
+                walk(s.orelse, around)
+            elif isinstance(s, tir.Store) and not s.indices and s.tensor not in seen:
+                t = k.tensors[s.tensor]
+                dt = types.concrete(t.dtype)
+                if (t.kind != "scalar" or dt not in types.HALVES or not isinstance(s.value, tir.Bin)
+                        or s.value.op not in ("+", "-")
+                        or not any(isinstance(x, tir.Load) and x.tensor == s.tensor and not x.indices
+                                   for x in (s.value.a, s.value.b))):
+                    continue
+                n = 1  # the iterations the scalar lives through (loops inside its declaration's)
+                for loop in around:
+                    if loop.var not in t.private_to:
+                        m = trips(loop)
+                        n = None if n is None or m is None else n * m
+                if around and (n is None or n >= HALF_ACCUMULATION_TRIPS):
+                    seen.add(s.tensor)
+                    how_long = "over loops whose length is not known now" if n is None else f"{n} terms"
+                    out.append(HybridWarning(
+                        f"`{t.source_name}` adds up {how_long} in {dt}: once it is large, each small term rounds "
+                        f"away (a {dt} count stops at {2048 if dt == 'float16' else 256})", s.span,
+                        f"accumulate in float32 (`{t.source_name} = float32(0)`) and convert once at the end"))
+
+    walk(k.body, [])
+    return out
 
 
 def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts: ScheduleOptions) -> tuple:

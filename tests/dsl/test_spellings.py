@@ -237,3 +237,27 @@ def test_bad_bindings(line, message):
     with pytest.raises(HybridTypeError) as info:
         hyb.compile_source(src, "b.hyb").f(np.zeros(3, np.float32))
     assert info.value.message == message and info.value.line == 3
+
+
+def test_a_long_float16_accumulation_warns():
+    src = '''
+def rowsum(x):
+    y = output_tensor((x.shape[0],), x.dtype)
+    for i in range(x.shape[0]):
+        s = float16(0)
+        for j in range(x.shape[1]):
+            s += x[i, j]
+        y[i] = s
+    return y
+'''
+    k = hyb.compile_source(src, "r.hyb").rowsum
+    with pytest.warns(hyb.HybridWarning) as record:
+        k(np.ones((2, 4096), np.float16))
+    (w,) = [r.message for r in record if "adds up" in str(r.message)]
+    assert w.message == ("`s` adds up 4096 terms in float16: once it is large, each small term rounds away "
+                         "(a float16 count stops at 2048)")
+    assert (w.span.line, w.span.col) == (7, 13) and "float32" in w.hint
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k(np.ones((2, 100), np.float16))  # a short row: no warning
