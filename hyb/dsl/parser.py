@@ -190,6 +190,15 @@ def parse_text(text: str, smap: SourceMap, kernels_elsewhere=()) -> syntax.Modul
         hint = _expected_hint(e.expected)
         if tok.type == "_NEWLINE" and "COLON" in e.expected:
             hint = "a `def`, `for`, `if`, `elif` or `else` line ends with ':'"
+        if str(tok) == "for" and _unclosed_bracket(text, tok.start_pos) is not None:
+            # `sum(a[j] for j in range(n))`, `[x for x in ...]`: a generator or comprehension
+            raise HybridSyntaxError("generator expressions and comprehensions are not supported", span,
+                                    "write the loop: `s = 0` then `for j in range(n):` and `s += a[j]`") from None
+        at = getattr(tok, "start_pos", None)
+        if (tok.type in ("STRING", "LONG_STRING") and at and text[at - 1] in "fF"
+                and (at < 2 or not (text[at - 2].isalnum() or text[at - 2] == "_"))):
+            raise HybridSyntaxError("f-strings are not supported", smap.span(tok.line, tok.column - 1),
+                                    'print the parts as arguments: `print("i =", i)`') from None
         raise HybridSyntaxError(f"unexpected {what}", span, hint) from None
     except lark.exceptions.UnexpectedCharacters as e:
         ch = text.split("\n")[e.line - 1][e.column - 1: e.column]
