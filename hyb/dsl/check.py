@@ -206,8 +206,9 @@ class _Checker(ExpressionChecker):
         if not self.returned and not any(n in written for n in inputs if self.tensors[n].kind != "param"):
             raise HybridTypeError(f"kernel `{k.name}` returns nothing and writes none of its inputs", k.span,
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
+        fits = tuple(dict.fromkeys(self.__dict__.get("fits", ())))
         return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
-                               dict(self.grid_ranks))
+                               dict(self.grid_ranks), fits)
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:

@@ -357,6 +357,12 @@ class ExpressionChecker:
             t = types.true_divide_type(a.dtype, b.dtype)
         else:
             t = types.promote(a.dtype, b.dtype)
+        for e in (a, b):
+            if (isinstance(e, tir.Load) and not e.indices and e.dtype == types.WEAK_INT and types.is_int(t)
+                    and not types.is_weak(t) and t != "int64" and self.tensors[e.tensor].kind == "param"):
+                # a Python int argument in arithmetic at a narrower integer: as in NumPy, its value
+                # must fit (checked at each call)
+                self.__dict__.setdefault("fits", []).append((e.tensor, t, e.span))
         a, b = self.coerce(a, t), self.coerce(b, t)
         if op == "**" and types.is_int(t) and isinstance(b, tir.Const) and b.value < 0:
             raise HybridTypeError("integers to negative integer powers are not allowed", b.span,

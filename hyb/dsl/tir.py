@@ -268,6 +268,9 @@ class TypedKernel:
     # the rank of each `grid` loop, by the (line, col) of its `for`; None where two inlined
     # calls of one kernel gave it different ranks
     grid_ranks: dict = field(default_factory=dict, repr=False, compare=False)
+    # (input, dtype, span): a Python integer argument used as a narrower integer dtype, whose value
+    # must fit it (NumPy raises OverflowError where it does not): checked at every call
+    fits: tuple = field(default=(), compare=False)
 
     @property
     def written(self) -> set:

@@ -48,6 +48,21 @@ def check_written_are_arrays(k: tir.TypedKernel, args) -> None:
                                       f"pass a NumPy array, e.g. `{t.source_name} = np.asarray(...)` before the call")
 
 
+def check_fits(k: tir.TypedKernel, arrays) -> None:
+    """Python integer arguments used as a narrower integer dtype must fit it, as NumPy's
+    ``np.ones(3, np.int8) * 1000`` raises OverflowError."""
+    by_name = dict(zip(k.inputs, arrays))
+    for name, dtype, span in k.fits:
+        v = by_name.get(name)
+        if isinstance(v, int) and not isinstance(v, bool):
+            info = np.iinfo(dtype)
+            if not info.min <= v <= info.max:
+                raise HybridArgumentError(
+                    f"argument `{k.tensors[name].source_name}` = {v} is out of bounds for {dtype}, the type it is "
+                    f"used at here", span, f"{dtype} holds {info.min} to {info.max} (NumPy raises OverflowError): "
+                    "pass a value that fits, or make the array it meets wider")
+
+
 def prepare_arrays(k_or_params, args) -> list:
     """NumPy arrays (and Python/NumPy scalars) for the call's arguments; a clear error for anything else."""
     out = []

@@ -21,7 +21,7 @@ from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
 from . import aligned, busy, fastcall, pipeline
-from .arguments import check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
+from .arguments import check_fits, check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
 from .printing import printing
@@ -239,6 +239,8 @@ class CompiledKernel:
         :class:`~hyb.runtime.generic.Binding` of their shapes)."""
         k = self.typed
         written = self._written
+        if k.fits:
+            check_fits(k, arrays)
         if self._in_place:
             check_in_place(k, arrays, written)
         ptrs = []
@@ -324,7 +326,8 @@ class CompiledKernel:
             block=block, outputs=tuple(self._out_index), failed=failed, run=run,
             # print sites are found through the runtime block, which the Python path registers;
             # shape-generic code needs the sizes of a shape
-            python_only=self._prints or (binding is None and getattr(self, "generic", False)))
+            python_only=self._prints or (binding is None and getattr(self, "generic", False))
+            or bool(self.typed.fits))  # (Python integers to check against their dtype, each call)
         if binding is None:
             self._call_plan = plan
         return plan

@@ -26,7 +26,7 @@ from ..dsl.check import NeedsValue, arg_specs, check_kernel
 from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
 from . import cache, fastcall
-from .arguments import check_written_are_arrays
+from .arguments import check_fits, check_written_are_arrays
 from .compiler import CompiledKernel, check_in_place, prepare_arrays
 from .options import TARGETS, KernelOptions
 from ..target import thread_count
@@ -260,6 +260,7 @@ class Kernel:
         arrays = prepare_arrays(self, self.bind(args, kwargs))
         typed = self._checked(arrays)[0]
         check_written_are_arrays(typed, self.bind(args, kwargs))
+        check_fits(typed, arrays)
         check_in_place(typed, arrays)
         by_name = dict(zip(typed.inputs, arrays))
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])

@@ -77,3 +77,27 @@ def test_a_kernel_that_returns_nothing_must_write_an_input(mod):
         mod.nothing(np.zeros(3))
     assert info.value.message == "kernel `nothing` returns nothing and writes none of its inputs"
     assert (info.value.line, info.value.col) == (13, 5)
+
+
+SCALE = '''
+def scale(a, s):
+    b = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        b[i] = a[i] * s
+    return b
+'''
+
+
+@pytest.mark.parametrize("run", ["compiled", "emulate"])
+def test_a_python_integer_out_of_its_dtypes_range_is_an_error(run):
+    k = hyb.compile_source(SCALE, "s.hyb").scale
+    f = k if run == "compiled" else k.emulate
+    a = np.ones(3, np.int8)
+    for _ in range(2):  # the warm path checks too
+        np.testing.assert_array_equal(f(a, 100), np.full(3, 100, np.int8))
+        np.testing.assert_array_equal(f(a, -128), np.full(3, -128, np.int8))
+        with pytest.raises(hyb.HybridArgumentError) as info:
+            f(a, 1000)
+        assert info.value.message == "argument `s` = 1000 is out of bounds for int8, the type it is used at here"
+        assert (info.value.line, info.value.col) == (5, 23) and "OverflowError" in info.value.hint
+    np.testing.assert_array_equal(f(np.ones(3, np.int64), 1000), np.full(3, 1000))  # int64: no bound
