@@ -413,6 +413,11 @@ class ExpressionChecker:
         result = None
         for op, a, b in zip(e.ops, vals, vals[1:]):
             t = types.promote(a.dtype, b.dtype) if not (types.is_bool(a.dtype) and types.is_bool(b.dtype)) else "bool"
+            if (types.is_int(t) and not types.is_weak(t) and t not in ("int64", "uint64")
+                    and any(x.dtype == types.WEAK_INT and not isinstance(x, tir.Const) for x in (a, b))):
+                # a Python int known only when the kernel runs (an argument, a loop variable) against
+                # a narrower integer: compared exactly, as NumPy does, not wrapped into that type
+                t = "int64"
             c = tir.Cmp("bool", op, self.coerce(a, t), self.coerce(b, t), span=e.span)
             result = c if result is None else tir.Logic("bool", "and", result, c, span=e.span)
         return result

@@ -101,3 +101,22 @@ def test_a_python_integer_out_of_its_dtypes_range_is_an_error(run):
         assert info.value.message == "argument `s` = 1000 is out of bounds for int8, the type it is used at here"
         assert (info.value.line, info.value.col) == (5, 23) and "OverflowError" in info.value.hint
     np.testing.assert_array_equal(f(np.ones(3, np.int64), 1000), np.full(3, 1000))  # int64: no bound
+
+
+def test_a_python_integer_known_when_running_is_compared_exactly():
+    src = '''
+def f(x, p):
+    c = output_tensor(x.shape, "int32")
+    for i in range(x.shape[0]):
+        if x[i] < p:
+            c[i] = 1
+        if x[i] < i:
+            c[i] += 2
+    return c
+'''
+    k = hyb.compile_source(src, "c.hyb").f
+    x = np.array([100, -100, 127, 5] * 100, np.int8)
+    want = (x < 1000).astype(np.int32) + 2 * (x < np.arange(400))
+    for f in (k, k.emulate):
+        np.testing.assert_array_equal(f(x, 1000), want)
+        np.testing.assert_array_equal(f(x, -1000), 2 * (x < np.arange(400)))
