@@ -38,18 +38,26 @@ class ArgSpec:
         if self.scalar:
             name = {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
             return name if self.value is None else f"{name} = {self.value}"
-        return f"{self.dtype}[{', '.join('?' if d is None else str(d) for d in self.shape)}]"
+        array = f"{self.dtype}[{', '.join('?' if d is None else str(d) for d in self.shape)}]"
+        return array if self.value is None else f"{array} = {self.value}"
 
 
 class NeedsValue(HybridTypeError):
     """A scalar parameter used where a compile-time integer is needed.  ``hyb.Kernel`` answers it
     by specialising the kernel on that parameter's value; elsewhere it is the error it says."""
 
-    def __init__(self, param: str, what: str, span):
+    def __init__(self, param: str, what: str, span, array: bool = False):
         self.param = param
+        hint = (f"`{param}` is an array argument: pass a tuple or list of at most {MAX_VALUES} integers, which the "
+                f"kernel is compiled for" if array else
+                f"`{param}` is a scalar argument: call the kernel, which compiles it for each value of `{param}`")
         super().__init__(f"{what} must be an integer known at compile time", span,
-                         f"`{param}` is a scalar argument: call the kernel, which compiles it for each value of "
-                         f"`{param}`, or use literals, constants and `x.shape[k]`")
+                         hint + ", or use literals, constants and `x.shape[k]`")
+
+
+# The most items of a 1-D integer array argument a kernel is compiled for the values of (a shape
+# passed as a tuple: `output_tensor(shape, ...)`)
+MAX_VALUES = 32
 
 
 def arg_spec(value) -> ArgSpec:
@@ -119,6 +127,7 @@ class _Checker(ExpressionChecker):
         self.stdout = None  # the 0-d stand-in for the output stream, made by the first print()
         self.module = module
         self.tensors: dict = {}
+        self.known_values: dict = {}  # inputs compiled for their values (a shape passed as a tuple)
         self.scopes: list = [{}]
         self.closed: dict = {}  # names of scalars whose block has ended -> Span of declaration
         self.base_depth = 0  # the block depth at which the kernel being checked starts
@@ -196,6 +205,8 @@ class _Checker(ExpressionChecker):
                               for j, d in enumerate(a.shape))
                 self.tensors[name] = tir.Tensor(name, shape, a.dtype, "input", p.span, p.name)
                 self.declare(p.name, Sym("tensor", name))
+                if a.value is not None:  # specialised on its items
+                    self.known_values[name] = a.value
             inputs.append(name)
         self.push()
         body = self.block(k.body)
@@ -203,6 +214,11 @@ class _Checker(ExpressionChecker):
         # An input the kernel writes is written in place, returned or not (as under Numba and TVM):
         # the caller's array changes.  A kernel with no `return` must write one.
         written = tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body).written
+        for st in tir.walk_stmts(body):
+            if isinstance(st, tir.Store) and st.tensor in self.known_values:
+                raise HybridTypeError(f"argument `{self.tensors[st.tensor].source_name}` is written, but the kernel "
+                                      "is compiled for its values (it gives a shape)", st.span,
+                                      "write a tensor of the kernel's own, or pass two arguments")
         if not self.returned and not any(n in written for n in inputs if self.tensors[n].kind != "param"):
             raise HybridTypeError(f"kernel `{k.name}` returns nothing and writes none of its inputs", k.span,
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
@@ -418,15 +434,12 @@ class _Checker(ExpressionChecker):
         return tir.Store(uname, [], self.coerce(value, t.dtype), span)
 
     def store(self, tgt: syntax.Subscript, value: tir.TExpr, span: Span):
-        t = self.tensor_of(tgt.value)
-        idx = self.indices(t, tgt)
+        ref = self.value(tgt.value)
+        if not isinstance(ref, TensorRef):
+            self.not_indexable(ref, tgt.value)
+        t = ref.tensor
+        idx = self.indices(t, tgt, ref.prefix)
         return tir.Store(t.name, idx, self.coerce(value, t.dtype), span)
-
-    def tensor_of(self, e) -> tir.Tensor:
-        v = self.value(e)
-        if isinstance(v, TensorRef):
-            return v.tensor
-        self.not_indexable(v, e)
 
     def not_indexable(self, v, e):
         if isinstance(v, tir.Load) and not v.indices:
@@ -492,6 +505,16 @@ class _Checker(ExpressionChecker):
             return tuple(dims)
         if isinstance(v, tir.TExpr):
             return (self.const_int(v, e.span, "a shape"),)
+        if isinstance(v, TensorRef) and not v.prefix and v.ndim == 1 and types.is_int(v.tensor.dtype):
+            t = v.tensor
+            if t.name in self.known_values:
+                return tuple(self.const_int(tir.Const(types.WEAK_INT, d), e.span, "a shape")
+                             for d in self.known_values[t.name])
+            if t.kind == "input":  # a shape passed as a tuple or list: compiled for its items
+                raise NeedsValue(t.source_name, "a shape", e.span, array=True)
+        if isinstance(v, TensorRef) and v.tensor.kind == "input" and not v.prefix and v.ndim == 1:
+            raise HybridTypeError(f"expected a shape, but `{v.tensor.source_name}` holds {v.tensor.dtype}", e.span,
+                                  "pass a tuple or list of integers as the shape")
         raise HybridTypeError("expected a shape", e.span, "write `x.shape` or a tuple such as `(n, m)`")
 
     def const_int(self, v, span, what) -> int:
@@ -510,17 +533,21 @@ class _Checker(ExpressionChecker):
         literals, constants and shapes), so that specialising on their values makes it known."""
         if not isinstance(v, tir.TExpr) or not types.is_int(v.dtype):
             return
-        params = []
+        params = []  # (name, whether an item of an array argument)
         for sub in tir.walk_expr(v):
             if isinstance(sub, tir.Load):
                 t = self.tensors[sub.tensor]
-                if t.kind != "param" or not types.is_int(t.dtype):
+                if not types.is_int(t.dtype):
                     return
-                params.append(t.source_name)
+                array = t.kind == "input" and t.ndim == 1 and all(isinstance(i, tir.Const) for i in sub.indices)
+                if t.kind != "param" and not array:  # (an item of a tuple or list argument is a value of the call)
+                    return
+                params.append((t.source_name, array))
             elif isinstance(sub, tir.Var):
                 return  # a loop variable: not a value of the call
         if params:
-            raise NeedsValue(params[0], what, span)
+            name, array = params[0]
+            raise NeedsValue(name, what, span, array)
 
     def dtype_value(self, e) -> str:
         if isinstance(e, syntax.Str):
@@ -560,6 +587,10 @@ class _Checker(ExpressionChecker):
         bound, copies = {}, []
         for p, a in zip(callee.params, call.args):
             v = self.value(a)
+            if isinstance(v, TensorRef) and v.prefix:
+                raise HybridUnsupportedError(f"a sub-array of `{v.tensor.source_name}` as the argument of a kernel call",
+                                             a.span, f"pass `{v.tensor.source_name}` and its index, and index it in "
+                                             f"`{callee.name}`")
             if isinstance(v, TensorRef):
                 bound[p.name] = Sym("tensor", v.tensor.name)
             elif isinstance(v, (tir.Const, TupleVal, ShapeVal, DTypeVal)):  # known now: a constant there too
@@ -750,4 +781,7 @@ def arg_specs(args, values_of=()) -> list:
             v = args[k]
             v = v.item() if isinstance(v, np.generic) else v
             specs[k] = ArgSpec(specs[k].shape, specs[k].dtype, True, v)
+        elif (k < len(specs) and len(specs[k].shape) == 1 and specs[k].shape[0] <= MAX_VALUES
+              and types.is_int(specs[k].dtype)):  # a shape passed as a tuple or list
+            specs[k] = ArgSpec(specs[k].shape, specs[k].dtype, False, tuple(int(x) for x in args[k]))
     return specs

@@ -135,6 +135,8 @@ class ExpressionChecker:
         v = self.value(e)
         if isinstance(v, tir.TExpr):
             return v
+        if isinstance(v, TensorRef) and v.prefix:
+            raise self.count_error(v.tensor, len(v.prefix), v.span)
         if isinstance(v, TensorRef):
             raise HybridTypeError(f"tensor `{v.tensor.source_name}` is used as a number", e.span,
                                   f"index it: `{v.tensor.source_name}[i]`")
@@ -234,13 +236,12 @@ class ExpressionChecker:
             raise foreign_error(e, call=False)
         base = self.value(e.value)
         if isinstance(base, TensorRef):
-            t = base.tensor
             if e.attr == "shape":
-                return ShapeVal(t.shape)
+                return ShapeVal(base.shape)
             if e.attr == "dtype":
-                return DTypeVal(t.dtype)
+                return DTypeVal(base.tensor.dtype)
             if e.attr == "ndim":
-                return tir.Const(types.WEAK_INT, t.ndim, span=e.span)
+                return tir.Const(types.WEAK_INT, base.ndim, span=e.span)
             raise attribute_error(e)
         if e.attr == "dtype" and isinstance(base, tir.TExpr):
             return DTypeVal(types.concrete(base.dtype))  # a scalar's dtype, e.g. `s.dtype(0)`
@@ -253,7 +254,18 @@ class ExpressionChecker:
             self.check_unpack(base, e)
         if isinstance(base, TensorRef):
             t = base.tensor
-            return tir.Load(t.dtype, t.name, self.indices(t, e), span=e.span)
+            if len(base.prefix) + len(e.indices) < t.ndim and not self.whole_index(t, e):
+                # fewer subscripts than dimensions: the sub-array, indexed further (`b[i][j]`) or
+                # asked its length, shape or dtype
+                prefix = base.prefix + tuple(self.index_values(t, e.indices, len(base.prefix), bounds=True))
+                return TensorRef(t, prefix, e.span)
+            idx = self.indices(t, e, base.prefix)
+            known = self.known_values.get(t.name)
+            if known is not None and all(isinstance(i, tir.Const) for i in idx):
+                k = idx[0].value
+                if 0 <= k < len(known):  # an array the kernel is compiled for the values of
+                    return tir.Const(t.dtype, known[k], span=e.span)
+            return tir.Load(t.dtype, t.name, idx, span=e.span)
         if isinstance(base, GridVal):
             base = TupleVal([tir.Var(types.WEAK_INT, v, span=e.span) for v in base.vars])
         if isinstance(base, (ShapeVal, TupleVal)):
@@ -291,40 +303,62 @@ class ExpressionChecker:
             raise HybridTypeError(f"{n} value{'s' if n != 1 else ''} assigned to {e.unpack} targets", e.value.span,
                                   "write as many targets on the left as the value has items")
 
-    def indices(self, t: tir.Tensor, e: syntax.Subscript) -> list:
+    def whole_index(self, t: tir.Tensor, e: syntax.Subscript) -> bool:
+        """``x[()]`` of a 0-d tensor, or ``x[idx]`` with ``idx`` a grid loop's index."""
         if t.ndim == 0 and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Tuple) and not e.indices[0].elts:
-            return []  # x[()] on a 0-d tensor
+            return True
         if len(e.indices) == 1 and isinstance(e.indices[0], syntax.Name):
             sym = self.lookup(e.indices[0].id)
-            if sym is not None and sym.kind == "grid":
-                if len(sym.value) != t.ndim:
-                    raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
-                                          f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
-                return [tir.Var(types.WEAK_INT, v, span=e.span) for v in sym.value]
-        if len(e.indices) != t.ndim and t.kind == "input":
-            n = len(e.indices)
-            raise HybridTypeError(
+            return sym is not None and sym.kind == "grid"
+        return False
+
+    @staticmethod
+    def count_error(t: tir.Tensor, n: int, span) -> HybridTypeError:
+        """``t`` indexed with ``n`` subscripts, not one per dimension."""
+        if t.kind == "input":
+            return HybridTypeError(
                 f"argument `{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} (shape {t.shape}), "
-                f"but `{t.source_name}` is indexed with {n} subscript{'s' if n != 1 else ''} here", e.span,
+                f"but `{t.source_name}` is indexed with {n} subscript{'s' if n != 1 else ''} here", span,
                 f"pass an array of {n} dimension{'s' if n != 1 else ''} for `{t.source_name}`, or index it with "
                 f"{t.ndim} subscript{'s' if t.ndim != 1 else ''}")
-        if len(e.indices) != t.ndim:
-            raise HybridTypeError(
-                f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed "
-                f"with {len(e.indices)}", e.span,
-                f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
+        return HybridTypeError(
+            f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed with {n}", span,
+            f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
+
+    def indices(self, t: tir.Tensor, e: syntax.Subscript, prefix: tuple = ()) -> list:
+        """The subscripts of ``e`` after the ``prefix`` already written (``b[i][j]``): one per dimension."""
+        if self.whole_index(t, e) and not prefix:
+            if t.ndim == 0:
+                return []  # x[()] on a 0-d tensor
+            sym = self.lookup(e.indices[0].id)
+            if len(sym.value) != t.ndim:
+                raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
+                                      f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
+            return [tir.Var(types.WEAK_INT, v, span=e.span) for v in sym.value]
+        if len(prefix) + len(e.indices) != t.ndim:
+            raise self.count_error(t, len(prefix) + len(e.indices), e.span)
+        return list(prefix) + self.index_values(t, e.indices, len(prefix))
+
+    def index_values(self, t: tir.Tensor, exprs: list, first_axis: int, bounds: bool = False) -> list:
+        """Integer index expressions of ``t`` from axis ``first_axis`` on; a known negative one is an
+        error, and with ``bounds`` (a sub-array's, which may be read for its length only) one past the end."""
         out = []
-        for axis, ie in enumerate(e.indices):
+        for axis, ie in enumerate(exprs, first_axis):
             v = self.expr(ie)
             if isinstance(v, tir.Const) and types.is_int(v.dtype) and v.value < 0:
                 last = f"{t.source_name}.shape[{axis}] - {-v.value}"
-                if len(e.indices) == 1:
+                if t.ndim == 1:
                     last = f"{t.source_name}[{last}]"
                 raise HybridIndexError(f"index {v.value} is negative: indices do not wrap around in kernels", ie.span,
                                        f"to count from the end, write `{last}`")
             if not types.is_int(v.dtype):
                 raise HybridTypeError(f"an index must be an integer, this is {v.dtype}", ie.span,
                                       self.index_hint(v))
+            size = t.shape[axis]
+            if (bounds and isinstance(v, tir.Const) and isinstance(size, int)
+                    and isinstance(v.value, int) and v.value >= size):
+                raise HybridIndexError(f"index {v.value} is out of bounds for axis {axis} of "
+                                       f"`{t.source_name}` with size {size}", ie.span, None)
             out.append(v)
         return out
 
@@ -469,22 +503,11 @@ class ExpressionChecker:
             if len(e.args) != 1:
                 raise HybridTypeError(f"len() takes 1 argument, got {len(e.args)}", e.span, None)
             arg = e.args[0]
-            if isinstance(arg, syntax.Subscript) and not arg.unpack:
-                # len(a[0]) of a tensor of more dimensions: the length of the sub-array, as NumPy's
-                base = self.value(arg.value)
-                if isinstance(base, TensorRef) and len(arg.indices) < base.tensor.ndim:
-                    for axis, i in enumerate(arg.indices):  # (numbers all the same; known ones in range)
-                        k, size = self.expr(i), base.tensor.shape[axis]
-                        if (isinstance(k, tir.Const) and isinstance(size, int) and isinstance(k.value, int)
-                                and not -size <= k.value < size):
-                            raise HybridIndexError(f"index {k.value} is out of bounds for axis {axis} of "
-                                                   f"`{base.tensor.source_name}` with size {size}", i.span, None)
-                    return tir.dim(base.tensor.shape[len(arg.indices)], e.span)
             v = self.value(arg)
             if isinstance(v, TensorRef):
-                if v.tensor.ndim == 0:
+                if v.ndim == 0:
                     raise HybridTypeError("len() of a 0-d tensor", e.span, None)
-                return tir.dim(v.tensor.shape[0], e.span)
+                return tir.dim(v.shape[0], e.span)
             if isinstance(v, GridVal):
                 return tir.Const(types.WEAK_INT, len(v.vars), span=e.span)
             if isinstance(v, (ShapeVal, TupleVal)):

@@ -25,7 +25,20 @@ class TupleVal:
 
 @dataclass
 class TensorRef:
+    """A tensor, or with ``prefix`` the sub-array that fixes its leading indices (``b[i]`` of a
+    2-D ``b``: ``b[i][j]`` is ``b[i, j]``, ``len(b[i])`` and ``b[i].shape`` are its row's)."""
+
     tensor: tir.Tensor
+    prefix: tuple = ()
+    span: object = None  # where the prefix was written
+
+    @property
+    def ndim(self) -> int:
+        return self.tensor.ndim - len(self.prefix)
+
+    @property
+    def shape(self) -> tuple:
+        return self.tensor.shape[len(self.prefix):]
 
 
 @dataclass

@@ -78,7 +78,9 @@ def prepare_arrays(k_or_params, args) -> list:
         elif isinstance(a, complex):
             raise HybridArgumentError(f"argument {pos} is a complex number, which kernels do not support", None,
                                       "pass an int or a float")
-        elif hasattr(a, "__array__") or isinstance(a, (list, tuple)):
+        elif isinstance(a, (list, tuple)):
+            arr = list_array(a, *_parameter(k_or_params, pos))
+        elif hasattr(a, "__array__"):
             arr = np.asarray(a)
         elif hasattr(a, "asnumpy"):
             arr = a.asnumpy()
@@ -90,3 +92,39 @@ def prepare_arrays(k_or_params, args) -> list:
                                       "supported: " + ", ".join(types.ALL_DTYPES))
         out.append(arr)
     return out
+
+
+def _parameter(k, pos: int) -> tuple:
+    """``(the name, where it is declared)`` of parameter ``pos`` of a Kernel or a TypedKernel."""
+    kdef = getattr(k, "kdef", None)
+    if kdef is not None and pos < len(kdef.params):
+        return f"`{kdef.params[pos].name}`", kdef.params[pos].span
+    inputs = getattr(k, "inputs", None)
+    if inputs is not None and pos < len(inputs):
+        t = k.tensors[inputs[pos]]
+        return f"`{t.source_name}`", t.span
+    return str(pos), None
+
+
+def list_array(items, name: str = "", span=None) -> np.ndarray:
+    """A list or tuple argument as one array: numbers (nested lists of one length), or arrays of
+    one shape and dtype stacked along a new first axis, so that ``inputs[j][i]``, ``len(inputs)``
+    and ``inputs[0].dtype`` mean what they mean in Python."""
+    arrays = [x for x in items if isinstance(x, np.ndarray) or (hasattr(x, "__array__") and not np.isscalar(x))]
+    if arrays:
+        arrays = [np.asarray(x) for x in items]
+        shapes = {x.shape for x in arrays}
+        dtypes = {x.dtype for x in arrays}
+        if len(shapes) > 1 or len(dtypes) > 1:
+            what = (f"shapes {', '.join(str(s) for s in sorted(shapes))}" if len(shapes) > 1 else
+                    f"dtypes {', '.join(sorted(d.name for d in dtypes))}")
+            raise HybridArgumentError(
+                f"argument {name} is a list of arrays of different {what}; a kernel takes a list of arrays as "
+                "one array with one more dimension", span,
+                "pass arrays of one shape and dtype, or pass them as separate arguments")
+        return np.stack(arrays) if arrays else np.asarray(items)
+    try:
+        return np.asarray(items)
+    except ValueError:
+        raise HybridArgumentError(f"argument {name} is a nested list whose rows have different lengths", span,
+                                  "pass rows of one length (a kernel takes a list as one array)") from None

@@ -45,7 +45,7 @@ def generic_specs(specs: list, first: list | None = None) -> list:
     given ``first`` (the specs of another shape), the sizes of at most SMALL_SIZE both share."""
     out = []
     for k, s in enumerate(specs):
-        if s.scalar:
+        if s.scalar or s.value is not None:  # (an array compiled for its items keeps its shape)
             out.append(s)
             continue
         keep = first[k].shape if first is not None else (None,) * len(s.shape)
@@ -60,7 +60,7 @@ def serves(gspecs: tuple, specs: list) -> bool:
     if len(gspecs) != len(specs):
         return False
     for g, s in zip(gspecs, specs):
-        if g.scalar or s.scalar:
+        if g.scalar or s.scalar or g.value is not None or s.value is not None:
             if g != s:
                 return False
         elif g.dtype != s.dtype or len(g.shape) != len(s.shape) or \

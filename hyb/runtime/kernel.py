@@ -249,7 +249,8 @@ class Kernel:
         ck = self._compiled(arrays)
         check_written_are_arrays(getattr(ck, "concrete", None) or ck.typed, args)
         key = _fast_key(args, self._value_params)  # the compile may have specialised a scalar
-        if key is not None:
+        if key is not None and not any(s.value is not None and not s.scalar for s in ck.specs):
+            # (an array compiled for its items is looked up by them: never a warm call's entry)
             self._fast[key] = ck
             plan = getattr(ck, "call_plan", None)
             self._plans[key] = fastcall.entry(plan()) if plan is not None else ck

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from ..dsl import tir
-from .extract import PolyProgram, Statement, one_cell, tensor_box
+from .extract import PolyProgram, Statement, one_cell, tensor_box, with_params
 
 
 @dataclass
@@ -107,6 +107,7 @@ def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
         # Writes under a condition are may-writes; where the `if` and the `else` both write an
         # element, it is written whatever the condition: those reads are not of the initial zero.
         uninit = flow_of(reads, must.union(both), may).get_may_no_source()
+    uninit = same_condition_writes(p, expanded, uninit, must.union(both), may, flow_of)
     # Anti: writes depending on earlier reads.  Output: writes depending on earlier writes.
     anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence()
     output = flow_of(may, must, may).get_may_dependence()
@@ -156,6 +157,49 @@ def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
     return u
 
 
+def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, must, may, flow_of) -> isl.UnionMap:
+    """``uninit`` less the reads under a run-time condition of elements that a write under the same
+    condition wrote before them, inside the same ``if`` (the same iteration of the loops around
+    both): ``if i != axis: out[i] = x`` then ``... out[i]`` reads what was written, whatever the
+    condition.  The write counts as sure for the reads it pairs with so, and for no other."""
+    if uninit.is_empty():
+        return uninit
+    satisfied = isl.UnionMap.empty(uninit.get_space())
+    for r in p.statements:
+        if not r.guards:
+            continue
+        writers = [w for w in p.statements if w is not r and w.guards and len(w.guards) <= len(r.guards)
+                   and all(a is b for a, b in zip(w.guards, r.guards)) and any(x.exact for x in w.writes)]
+        sink = uninit.intersect_domain(isl.UnionSet.from_set(r.domain))
+        if not writers or sink.is_empty():
+            continue
+        extra = isl.UnionMap.empty(uninit.get_space())
+        for w in writers:
+            for x in w.writes:
+                if x.exact:
+                    extra = extra.union(isl.UnionMap.from_map(one_cell(p.kernel, x.relation) if not expanded
+                                                              else x.relation))
+        full = flow_of(sink, must.union(extra), may).get_full_may_dependence()
+        for w in writers:
+            shared = 0
+            while shared < min(len(w.iters), len(r.iters)) and w.iters[shared] == r.iters[shared]:
+                shared += 1
+            a = [f"a{k}" for k in range(len(w.iters))]
+            b = [f"b{k}" for k in range(len(r.iters))]
+            maps = []
+            full.foreach_map(maps.append)
+            for m in maps:
+                if m.get_tuple_name(isl.dim_type.in_) != w.name:
+                    continue
+                data = m.range().unwrap().get_tuple_name(isl.dim_type.out)
+                rank = m.range().unwrap().dim(isl.dim_type.out)
+                same = " and ".join(f"a{k} = b{k}" for k in range(shared)) or "1 = 1"
+                pair = isl.Map(with_params(p.params, "{ %s[%s] -> [%s[%s] -> %s[%s]] : %s }" % (
+                    w.name, ", ".join(a), r.name, ", ".join(b), data, ", ".join(f"c{k}" for k in range(rank)), same)))
+                satisfied = satisfied.union(isl.UnionMap.from_map(m.intersect(pair).range().unwrap()))
+    return uninit.subtract(satisfied)
+
+
 def _complement(a, b) -> bool:
     """Whether guard ``b`` is the negation of guard ``a`` (the `else` of the same condition)."""
     return isinstance(b, tir.Unary) and b.op == "not" and b.a is a
@@ -198,6 +242,9 @@ class _Flow:
 
     def get_may_no_source(self) -> isl.UnionMap:
         return self.no_source
+
+    def get_full_may_dependence(self) -> isl.UnionMap:
+        return isl.UnionMap.empty(self.dependence.get_space())  # (which element each carries is not known)
 
 
 def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):

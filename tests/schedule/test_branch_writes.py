@@ -24,9 +24,15 @@ SILENT = {
     "one cell": HEAD.replace("allocate(a.shape", "allocate((1,)") + "    for i in range(a.shape[0]):\n"
                 "        if a[i] > 0:\n            t[0] = a[i]\n        else:\n            t[0] = 0.0\n"
                 "        c[i] = t[0]\n    return c\n",
+    "read inside the same if": LOOP + "        if a[i] > 0:\n            t[i] = a[i]\n            c[i] = t[i] * 2\n"
+                               "    return c\n",
+    "read in a loop inside the same if": LOOP + "        if a[i] > 0:\n            t[i] = a[i]\n"
+                                         "            for j in range(2):\n                c[i] += t[i]\n    return c\n",
 }
 
 WARNED = {
+    "same if, another iteration": LOOP + "        if a[i] > 0:\n            t[a.shape[0] - 1 - i] = a[i]\n"
+                                  "            c[i] = t[i] * 2\n    return c\n",
     "if without else": LOOP + "        if a[i] > 0:\n            t[i] = a[i]\n" + TAIL,
     "elif without else": LOOP + "        if a[i] > 1:\n            t[i] = a[i]\n        elif a[i] > 0:\n"
                          "            t[i] = 1.0\n" + TAIL,
