@@ -86,9 +86,10 @@ class AssertSite:
 
 @dataclass(frozen=True)
 class PrintSite:
-    """A ``print(...)``: its items, each a string or the dtype of a value the code passes (as 8
-    bytes: an int64, a double for floats, the 16 bits zero-extended for bfloat16) to
-    ``hyb_print(rt, site, values)``."""
+    """A ``print(...)``: its items, each ``("text", the text with the separator before it, "", "",
+    "")`` or ``("value", the dtype of a value the code passes, the separator before it, an f-string
+    field's conversion, its format spec)``; the values go as 8 bytes (an int64, a double for floats,
+    the 16 bits zero-extended for bfloat16) to ``hyb_print(rt, site, values)``."""
 
     items: tuple
     span: object

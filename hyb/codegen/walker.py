@@ -148,8 +148,9 @@ class LoopWalker:
     def print_call(self, s: tir.Print):
         """``hyb_print`` with the values of a new print site."""
         values = [self.expr(x) for x in s.items if not isinstance(x, str)]
-        site = PrintSite(tuple(("text", x) if isinstance(x, str) else ("value", types.concrete(x.dtype))
-                               for x in s.items), s.span)
+        site = PrintSite(tuple(("text", sep + x, "", "", "") if isinstance(x, str) else
+                               ("value", types.concrete(x.dtype), sep, conv, spec)
+                               for x, sep, conv, spec in s.parts()), s.span)
         self.sites.append(site)
         self.emit_print(len(self.sites), values, site.values())
 

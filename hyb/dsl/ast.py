@@ -29,6 +29,22 @@ class Str(Node):
 
 
 @dataclass(frozen=True)
+class Formatted(Node):
+    """A replacement field of an f-string: ``{value!conversion:spec}``."""
+
+    value: "Expr"
+    conversion: str = ""  # "", "r", "s" or "a"
+    spec: str = ""
+
+
+@dataclass(frozen=True)
+class FString(Node):
+    """An f-string (in ``print`` only): its literal text (Str) and fields (Formatted), in order."""
+
+    parts: list
+
+
+@dataclass(frozen=True)
 class Name(Node):
     id: str
 

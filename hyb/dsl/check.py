@@ -271,21 +271,28 @@ class _Checker(ExpressionChecker):
             key = next(iter(call.kwargs))
             raise HybridUnsupportedError(f"print() with `{key}=` is not supported", call.kwargs[key].span,
                                          "print values separated by spaces, one line per call")
-        items = []
+        items, layout = [], []  # layout: (separator before, conversion, format spec) of each item
         for a in call.args:
-            if isinstance(a, syntax.Str):
-                items.append(a.value)
-                continue
-            v = self.value(a)
-            if not isinstance(v, tir.TExpr):
-                raise HybridTypeError("print() takes numbers and strings", a.span,
-                                      "print a tensor's elements one by one, e.g. `print(a[i])`; "
-                                      "a shape's items as `a.shape[0]`")
-            items.append(v)
+            for k, part in enumerate(a.parts if isinstance(a, syntax.FString) else [a]):
+                sep = " " if k == 0 and items else ""
+                if isinstance(part, syntax.Str):
+                    items.append(part.value)
+                    layout.append((sep, "", ""))
+                    continue
+                field = part if isinstance(part, syntax.Formatted) else None
+                v = self.value(part.value if field else part)
+                if not isinstance(v, tir.TExpr):
+                    raise HybridTypeError("print() takes numbers and strings", part.span,
+                                          "print a tensor's elements one by one, e.g. `print(a[i])`; "
+                                          "a shape's items as `a.shape[0]`")
+                if field and field.spec:
+                    tir.check_format(types.concrete(v.dtype), field.spec, field.span)
+                items.append(v)
+                layout.append((sep, field.conversion, field.spec) if field else (sep, "", ""))
         if self.stdout is None:
             self.stdout = self.unique("hyb_stdout")
             self.tensors[self.stdout] = tir.Tensor(self.stdout, (), "int64", "temp", call.span, "print's output")
-        return tir.Print(items, self.stdout, call.span)
+        return tir.Print(items, self.stdout, call.span, tuple(layout))
 
     def assertion(self, s: syntax.Assert):
         """``assert cond, "message"``: decided now when the condition is (shapes, constants), else a

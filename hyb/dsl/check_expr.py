@@ -161,6 +161,10 @@ class ExpressionChecker:
         raise HybridTypeError("a string is only allowed as a dtype", e.span,
                               "strings name dtypes: output_tensor(shape, \"float32\")")
 
+    def v_FString(self, e: syntax.FString):
+        raise HybridUnsupportedError("an f-string outside print()", e.span,
+                                     'f-strings are for printing: `print(f"i = {i}")`')
+
     def v_Tuple(self, e: syntax.Tuple):
         return TupleVal([self.value(x) for x in e.elts])
 

@@ -176,9 +176,10 @@ class _Emitter:
                 self.flush(depth)
                 self.emit(depth, line, s.span)
             elif isinstance(s, tir.Print):
-                parts = [repr(x) if isinstance(x, str) else self.expr(x) for x in s.items]
+                parts = [repr(sep + x) if isinstance(x, str) else f"{sep!r} + _fmt({self.expr(x)}, {conv!r}, {spec!r})"
+                         for x, sep, conv, spec in s.parts()]
                 self.flush(depth)
-                self.emit(depth, f"print({', '.join(parts)})", s.span)
+                self.emit(depth, f"print({' + '.join(parts) or repr('')})", s.span)
             elif isinstance(s, tir.Assert):
                 self.asserts.append(s)
                 line = f"if not {self.expr(s.cond)}: raise _AssertFailed({len(self.asserts) - 1})"
@@ -330,7 +331,8 @@ def run(k: tir.TypedKernel, arrays: list) -> tuple:
     em = _Emitter(k)
     src, nheader = em.source()
     namespace = {"np": np, "_ix": _ix, "_AssertFailed": _AssertFailed, "_floordiv": _floordiv, "_mod": _mod, "_ipow": _ipow,
-                 "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf}
+                 "_ceil_div": _ceil_div, "_rsqrt": _rsqrt, "_sigmoid": _sigmoid, "_erf": _erf,
+                 "_fmt": tir.format_value}
     if "_bfloat16" in src:
         namespace["_bfloat16"] = types.bfloat16().type
     code = compile(src, f"<emulate {k.name}>", "exec")

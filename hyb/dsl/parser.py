@@ -194,11 +194,6 @@ def parse_text(text: str, smap: SourceMap, kernels_elsewhere=()) -> syntax.Modul
             # `sum(a[j] for j in range(n))`, `[x for x in ...]`: a generator or comprehension
             raise HybridSyntaxError("generator expressions and comprehensions are not supported", span,
                                     "write the loop: `s = 0` then `for j in range(n):` and `s += a[j]`") from None
-        at = getattr(tok, "start_pos", None)
-        if (tok.type in ("STRING", "LONG_STRING") and at and text[at - 1] in "fF"
-                and (at < 2 or not (text[at - 2].isalnum() or text[at - 2] == "_"))):
-            raise HybridSyntaxError("f-strings are not supported", smap.span(tok.line, tok.column - 1),
-                                    'print the parts as arguments: `print("i =", i)`') from None
         raise HybridSyntaxError(f"unexpected {what}", span, hint) from None
     except lark.exceptions.UnexpectedCharacters as e:
         ch = text.split("\n")[e.line - 1][e.column - 1: e.column]
@@ -576,6 +571,9 @@ class _TreeBuilder:
 
     def e_string(self, n):
         tok = n.children[0]
+        text = str(tok)
+        if "f" in text[:len(text) - len(text.lstrip("rRbBuUfF"))].lower():  # the prefix
+            return self.f_string(tok, self.sp(n))
         try:
             value = pyast.literal_eval(str(tok))
         except (ValueError, SyntaxError):
@@ -583,6 +581,39 @@ class _TreeBuilder:
         if isinstance(value, bytes):
             raise HybridUnsupportedError("bytes literals are not supported", self.sp(n), None)
         return syntax.Str(self.sp(n), value)
+
+    def f_string(self, tok: Token, span: Span) -> syntax.FString:
+        """``f"i = {i:4d}"``: its text and its fields, each field's expression parsed as the
+        language's (with its place in the file)."""
+        text = str(tok)
+        try:
+            joined = pyast.parse(text, mode="eval").body
+        except SyntaxError as e:
+            raise HybridSyntaxError(f"malformed f-string: {e.msg}", span, None) from None
+        parts = []
+        for v in joined.values:
+            if isinstance(v, pyast.Constant):
+                parts.append(syntax.Str(span, v.value))
+                continue
+            spec = v.format_spec.values if v.format_spec is not None else []
+            if any(not isinstance(x, pyast.Constant) for x in spec):
+                raise HybridUnsupportedError("a field inside an f-string's format spec", span,
+                                             "write the spec out: `{x:8.3f}`")
+            e = v.value
+            if e.lineno != 1 or e.end_lineno != 1:
+                raise HybridUnsupportedError("an f-string field over several lines", span, "keep each field on one line")
+            source = text[e.col_offset:e.end_col_offset]
+            prefix = "_f = ("
+            sub = replace(self.smap, line_offset=self.smap.line_offset + tok.line - 1,
+                          col_offset=self.smap.col_offset + tok.column + e.col_offset - len(prefix) - 1)
+            try:
+                tree = _lark().parse(prefix + source + ")\n")
+            except lark.exceptions.LarkError:
+                raise HybridSyntaxError("malformed f-string field", span, None) from None
+            value = _TreeBuilder(sub, prefix + source).module(tree).constants["_f"][0]
+            parts.append(syntax.Formatted(value.span, value, {-1: "", 115: "s", 114: "r", 97: "a"}[v.conversion],
+                                          "".join(x.value for x in spec)))
+        return syntax.FString(span, parts)
 
     def e_paren(self, n):
         return self.expr(n.children[0])

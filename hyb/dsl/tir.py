@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
-from ..errors import Span
+from ..errors import HybridTypeError, Span
+from . import types
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,31 @@ class Print:
     items: list
     stdout: str
     span: Optional[Span] = field(default=None, repr=False, compare=False)
+    # per item, (the separator before it, an f-string field's conversion, its format spec); empty:
+    # a space between items, no formatting
+    layout: tuple = ()
+
+    def parts(self) -> list:
+        """``(item, separator before it, conversion, format spec)`` of each item."""
+        layout = self.layout or [(" " if k else "", "", "") for k in range(len(self.items))]
+        return [(x, *f) for x, f in zip(self.items, layout)]
+
+
+def format_value(value, conversion: str = "", spec: str = "") -> str:
+    """A printed value as Python's print and f-strings write it (a NumPy scalar, or a Python number).
+    A conversion (``!r``, ``!s``, ``!a``) makes the number its text, the same for every scalar type."""
+    if conversion:
+        value = str(value)
+    return format(value, spec) if spec else str(value)
+
+
+def check_format(dtype: str, spec: str, span) -> None:
+    """A format spec a value of ``dtype`` takes, as Python's format() would check it when printing."""
+    try:
+        format(types.numpy_dtype(dtype).type(0), spec)
+    except (ValueError, TypeError) as e:
+        raise HybridTypeError(f"format spec `{spec}` does not fit a {dtype} value: {e}", span,
+                              "Python's format specs: `{x:.3f}`, `{i:4d}`, `{x:e}`") from None
 
 
 @dataclass(frozen=True)

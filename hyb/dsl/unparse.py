@@ -33,6 +33,11 @@ def expr(e, parent: int = 0) -> str:
         return repr(e.value) if e.value >= 0 or parent < _PREC["unary"] else f"({e.value!r})"
     if isinstance(e, syntax.Str):
         return repr(e.value)
+    if isinstance(e, syntax.FString):
+        text = "".join(p.value.replace("{", "{{").replace("}", "}}") if isinstance(p, syntax.Str) else
+                       "{" + expr(p.value) + (f"!{p.conversion}" if p.conversion else "")
+                       + (f":{p.spec}" if p.spec else "") + "}" for p in e.parts)
+        return "f" + repr(text)
     if isinstance(e, syntax.Name):
         return e.id
     if isinstance(e, syntax.Attribute):

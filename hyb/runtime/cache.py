@@ -166,7 +166,7 @@ def _site_to_json(site) -> dict:
 def _site_from_json(v: dict):
     """A CheckSite or an AssertSite, as ``_site_to_json`` wrote it."""
     if "print" in v:
-        return PrintSite(tuple((str(a), str(b)) for a, b in v["print"]), _span_from_json(v["span"]))
+        return PrintSite(tuple(tuple(str(x) for x in item) for item in v["print"]), _span_from_json(v["span"]))
     if "assert" in v:
         return AssertSite(str(v["assert"]), _span_from_json(v["span"]))
     return CheckSite(v["tensor"], tuple(v["shape"]), _span_from_json(v["span"]), str(v["reason"]))

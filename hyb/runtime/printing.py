@@ -16,6 +16,7 @@ import numpy as np
 
 from ..codegen.abi import PRINT_FUNCTION, PrintSite
 from ..dsl import types
+from ..dsl.tir import format_value
 
 _running: dict = {}  # address of a running call's runtime block -> its kernel's sites
 _lock = threading.Lock()
@@ -23,29 +24,30 @@ _lock = threading.Lock()
 _SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
 
 
-def value_text(bits: int, dtype: str) -> str:
-    """An 8-byte slot as Python prints the value of ``dtype`` it holds."""
+def value_of(bits: int, dtype: str):
+    """The value of ``dtype`` an 8-byte slot holds, as the interpreter has it (a NumPy scalar for
+    floats, a Python int or bool otherwise)."""
     if dtype == "bfloat16":  # the slot holds its 16 bits
-        return str(np.array(bits & 0xFFFF, np.uint16).view(types.bfloat16())[()])
+        return np.array(bits & 0xFFFF, np.uint16).view(types.bfloat16())[()]
     if dtype in types.FLOATS:
         v = struct.unpack("<d", struct.pack("<q", bits))[0]
-        return str(types.numpy_dtype(dtype).type(v))
+        return types.numpy_dtype(dtype).type(v)
     if dtype == "bool":
-        return str(bool(bits))
+        return bool(bits)
     if dtype == "uint64":
         bits &= (1 << 64) - 1
-    return str(bits)  # the slot holds the value, sign- or zero-extended
+    return bits  # the slot holds the value, sign- or zero-extended
 
 
 def line(site: PrintSite, slots) -> str:
     parts, k = [], 0
-    for kind, what in site.items:
+    for kind, what, sep, conversion, spec in site.items:
         if kind == "text":
             parts.append(what)
         else:
-            parts.append(value_text(int(slots[k]), what))
+            parts.append(sep + format_value(value_of(int(slots[k]), what), conversion, spec))
             k += 1
-    return " ".join(parts)
+    return "".join(parts)
 
 
 def _hyb_print(rt, site, slots):

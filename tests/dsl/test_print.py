@@ -127,3 +127,40 @@ def test_hyb_check_notes_prints(tmp_path):
     r = subprocess.run([sys.executable, "-m", "hyb.cli", "check", str(f)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert f"{f}:7:9: note: kernel `running` prints" in r.stdout
+
+
+FSTRINGS = '''
+def fmt(a, n):
+    c = output_tensor(a.shape, a.dtype)
+    for i in range(a.shape[0]):
+        c[i] = a[i] * 2
+        print(f"c[{i}] = {c[i]:.3f}", "n:", f"{n + 1:>5d}|{a[i]!r:>8}|{a[i] > 0}", rf"{i}\\n", f'{{{i}}}')
+    print(f"{a.shape[0]} rows")
+    return c
+'''
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_f_strings(capsys, dtype):
+    k = hyb.compile_source(FSTRINGS, "f.hyb").fmt
+    a = np.array([1.5, -2.25], dtype=dtype)
+    compiled, emulated = both(capsys, k, a, 7)
+    assert compiled == emulated
+    assert compiled.splitlines() == ["c[0] = 3.000 n:     8|     1.5|True 0\\n {0}",
+                                     "c[1] = -4.500 n:     8|   -2.25|False 1\\n {1}", "2 rows"]
+
+
+@pytest.mark.parametrize("line,cls,message,col", [
+    ('print(f"{a[0]:d}")', HybridTypeError,
+     "format spec `d` does not fit a float64 value: Unknown format code 'd' for object of type 'float'", 14),
+    ('print(f"{a}")', HybridTypeError, "print() takes numbers and strings", 14),
+    ('x = f"{a[0]}"', HybridUnsupportedError, "an f-string outside print()", 9),
+    ('print(f"{a[0]:{a[1]}}")', HybridUnsupportedError, "a field inside an f-string's format spec", 11),
+    ('print(f"{a[0] +}")', hyb.HybridSyntaxError, "malformed f-string: f-string: invalid syntax", 11),
+    ('print(f"{b[0]}")', hyb.HybridNameError, "unknown name `b`", 14),
+])
+def test_f_string_mistakes(line, cls, message, col):
+    src = f"def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    {line}\n    return c\n"
+    with pytest.raises(cls) as info:
+        hyb.compile_source(src, "p.hyb").k(np.zeros(2))
+    assert info.value.message == message and (info.value.line, info.value.col) == (3, col)
