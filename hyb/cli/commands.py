@@ -165,6 +165,12 @@ def cmd_check(args) -> int:
                       "their order, so the loops around them stay in order and off the threads)")
             continue
         kernel = select_kernel(mod, args.kernel, path)
+        found = lint(mod.module, {kernel.name})  # every name and spelling mistake, before the first type error
+        for e in found:
+            report(e.render(), args)
+        if found:
+            status = 1
+            continue
         types = argument_types(kernel, args)
         try:
             with Progress(f"checking {kernel.name}") as p:

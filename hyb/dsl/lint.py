@@ -38,14 +38,15 @@ def prints(module: syntax.Module) -> list:
     return out
 
 
-def lint(module: syntax.Module) -> list:
-    """The first error of each kernel of ``module`` (an empty list: nothing found)."""
+def lint(module: syntax.Module, names=None) -> list:
+    """The errors of the kernels of ``module`` (of those named ``names``), in the order of the
+    text: every unknown name of a line, not only the first (an empty list: nothing found)."""
     found = []
     for k in module.kernels.values():
-        try:
-            _Linter(module, k).run()
-        except HybridError as e:
-            found.append(e)
+        if names is None or k.name in names:
+            linter = _Linter(module, k)
+            linter.run()
+            found.extend(sorted(linter.found, key=lambda e: (e.line or 0, e.col or 0)))
     return found
 
 
@@ -57,6 +58,7 @@ class _Linter:
         # rules that decide where each is visible are the checker's, with a signature), module
         # constants, other kernels and the built-ins.
         self.known = {p.name for p in k.params} | set(module.constants) | set(module.kernels)
+        self.found: list = []  # the errors met; each stops only the statement or expression it is in
         self._assigned(k.body)
 
     def _assigned(self, body):
@@ -78,7 +80,10 @@ class _Linter:
     # ------------------------------------------------------------ statements
     def block(self, body):
         for s in body:
-            self.stmt(s)
+            try:
+                self.stmt(s)
+            except HybridError as e:
+                self.found.append(e)
 
     def stmt(self, s):
         if isinstance(s, syntax.For):
@@ -126,6 +131,12 @@ class _Linter:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e):
+        try:
+            self.subexpr(e)
+        except HybridError as err:
+            self.found.append(err)
+
+    def subexpr(self, e):
         if isinstance(e, syntax.Name):
             self.name(e)
         elif isinstance(e, syntax.Call):

@@ -52,7 +52,7 @@ def test_the_same_error_as_the_checker(name, src, cls, line, col, words):
     assert (checked.value.message, checked.value.span) == (found.message, found.span)
 
 
-def test_one_error_per_kernel_and_hyb_check_fails(tmp_path):
+def test_errors_of_every_kernel_and_hyb_check_fails(tmp_path):
     f = tmp_path / "typo.hyb"
     f.write_text("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
                  "        c[i] = sqrtt(a[i])\n    return c\n\n"
@@ -69,3 +69,18 @@ def test_one_error_per_kernel_and_hyb_check_fails(tmp_path):
     good.write_text("def ok(a):\n    c = output_tensor(a.shape, a.dtype)\n    return c\n")
     r = subprocess.run([sys.executable, "-m", "hyb.cli", "check", str(good)], capture_output=True, text=True)
     assert r.returncode == 0 and "checked without a signature: ok" in r.stdout
+
+
+@pytest.mark.parametrize("signature", [[], ["--args", "a=float32[3]"]])
+def test_every_unknown_name_of_a_line(tmp_path, signature):
+    f = tmp_path / "names.hyb"
+    f.write_text("def k(a):\n    c = output_tensor(a.shape, a.dtype)\n    for i in range(a.shape[0]):\n"
+                 "        c[i] = a[i] * scale + offset + a.shap[0]\n        d = sqrtt(bias)\n    return c\n")
+    found = lint(parse_file(str(f)))
+    assert [(e.line, e.col, e.message) for e in found] == [
+        (4, 23, "unknown name `scale`"), (4, 31, "unknown name `offset`"), (4, 40, "tensors have no attribute `shap`"),
+        (5, 13, "unknown function `sqrtt`"), (5, 19, "unknown name `bias`")]
+    r = subprocess.run([sys.executable, "-m", "hyb.cli", "check", str(f), *signature], capture_output=True, text=True)
+    assert r.returncode == 1
+    for line, col, message in [(4, 23, "`scale`"), (4, 31, "`offset`"), (4, 40, "`shap`"), (5, 19, "`bias`")]:
+        assert f"{f}:{line}:{col}: error: " in r.stderr and message in r.stderr
