@@ -147,10 +147,17 @@ class Custom:
         for info in self.reg_info:
             if info["target"] is None:
                 return info
-        have = ", ".join(sorted(i["target"] for i in self.reg_info))
-        raise HybridArgumentError(
-            f"Custom op `{self.name}` has operator information for {have} only; the device target is {target}",
-            None, f'register a CustomRegOp with .target("{target}") or set hyb.set_context(device_target=...)')
+        # None for this target: MindSpore's kernel selection then logs "Not find operator information
+        # ... Infer operator information from inputs" and runs the operator; so does hyb, warning once
+        warned = self.__dict__.setdefault("_no_info_warned", set())
+        if target not in warned:
+            warned.add(target)
+            have = ", ".join(sorted(i["target"] for i in self.reg_info))
+            warnings.warn(HybridWarning(
+                f"Custom op `{self.name}` has operator information for {have} only; on {target} the inputs decide "
+                "its dtypes and nothing is checked against a registration, as MindSpore does", None,
+                f'register a CustomRegOp with .target("{target}") to check the calls on {target}'), stacklevel=3)
+        return None
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args):
