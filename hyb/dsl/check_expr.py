@@ -278,6 +278,11 @@ class ExpressionChecker:
                 raise HybridTypeError("a shape is indexed by one integer", e.span, None)
             k = self.expr(e.indices[0])
             if not (isinstance(k, tir.Const) and types.is_int(k.dtype)):
+                if isinstance(base, TupleVal):
+                    raise HybridUnsupportedError(
+                        "a tuple or list constant indexed by a value known only when the kernel runs",
+                        e.indices[0].span, "index it with a constant, or pass the table as an array argument "
+                        "(`np.array(T)`) and index that")
                 raise HybridTypeError("the index into a shape must be an integer constant", e.indices[0].span,
                                       "write `x.shape[0]`; shapes are known at compile time")
             n = len(items)

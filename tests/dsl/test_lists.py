@@ -223,3 +223,20 @@ def test_the_decorated_form():
 
     xs = [np.arange(3.0), np.arange(3.0) * 2]
     np.testing.assert_array_equal(total(xs), [9.0])
+
+
+TABLE = (1.0, 2.0, 4.0, 8.0)
+
+
+def test_a_captured_table_indexed_when_running_is_refused_by_name():
+    @hyb.hybrid
+    def scale(a):
+        c = output_tensor(a.shape, a.dtype)  # noqa: F821
+        for i in range(a.shape[0]):
+            c[i] = a[i] * TABLE[i % 4] + TABLE[3]
+        return c
+
+    with pytest.raises(HybridUnsupportedError) as info:
+        scale(np.ones(4))
+    assert info.value.message == "a tuple or list constant indexed by a value known only when the kernel runs"
+    assert info.value.col == 33 and "pass the table as an array argument" in info.value.hint
