@@ -6,9 +6,8 @@ the text that caused it.  Shapes are concrete: a kernel is checked once per sign
 from __future__ import annotations
 
 import contextlib
-
 import difflib
-from dataclasses import dataclass
+import re
 
 import numpy as np
 
@@ -17,64 +16,16 @@ from ..errors import (HybridArgumentError, HybridAssertionError, HybridInternalE
 from . import ast as syntax
 from . import tir
 from . import types
+from . import unparse
 from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
 from .folding import is_index_expression, is_size_expression, known_condition, of_parameters
 from .intrinsics import INTRINSICS
-from .scopes import BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal
+from .scopes import (BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal,
+                     always_assigned)
+from .signature import ArgSpec, NeedsValue, arg_spec, arg_specs  # noqa: F401 (the checker's API)
 
-
-@dataclass(frozen=True)
-class ArgSpec:
-    """What the checker needs to know about one argument of a call."""
-
-    shape: tuple
-    dtype: str  # for a Python int or float scalar: the weak "int" / "float"
-    scalar: bool = False
-    # A scalar the kernel needs as a compile-time integer (a shape, a loop step): its value, which
-    # the signature then includes (one compile per value).  None: the kernel compiles once per type.
-    value: object = None
-
-    def __str__(self):
-        if self.scalar:
-            name = {"int": "Python int", "float": "Python float"}.get(self.dtype, self.dtype)
-            return name if self.value is None else f"{name} = {self.value}"
-        array = f"{self.dtype}[{', '.join('?' if d is None else str(d) for d in self.shape)}]"
-        return array if self.value is None else f"{array} = {self.value}"
-
-
-class NeedsValue(HybridTypeError):
-    """A scalar parameter used where a compile-time integer is needed.  ``hyb.Kernel`` answers it
-    by specialising the kernel on that parameter's value; elsewhere it is the error it says."""
-
-    def __init__(self, param: str, what: str, span, array: bool = False):
-        self.param = param
-        hint = (f"`{param}` is an array argument: pass a tuple or list of at most {MAX_VALUES} integers, which the "
-                f"kernel is compiled for" if array else
-                f"`{param}` is a scalar argument: call the kernel, which compiles it for each value of `{param}`")
-        super().__init__(f"{what} must be an integer known at compile time", span,
-                         hint + ", or use literals, constants and `x.shape[k]`")
-
-
-# The most items of a 1-D integer array argument a kernel is compiled for the values of (a shape
-# passed as a tuple: `output_tensor(shape, ...)`)
-MAX_VALUES = 32
-
-
-def arg_spec(value) -> ArgSpec:
-    """The ArgSpec of a prepared argument: a NumPy array, or a Python/NumPy scalar."""
-    if isinstance(value, np.ndarray):
-        return ArgSpec(tuple(value.shape), value.dtype.name)
-    if isinstance(value, (bool, np.bool_)):
-        return ArgSpec((), "bool", True)
-    if isinstance(value, np.generic):
-        return ArgSpec((), value.dtype.name, True)
-    if isinstance(value, int):
-        return ArgSpec((), types.WEAK_INT, True)
-    return ArgSpec((), types.WEAK_FLOAT, True)
-
-
-# Compile-time values that are not scalar expressions.
-
+# The most iterations of a `const_range` loop unrolled (a longer one is a loop)
+UNROLLED = 64
 
 
 def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> tir.TypedKernel:
@@ -128,6 +79,8 @@ class _Checker(ExpressionChecker):
         self.module = module
         self.tensors: dict = {}
         self.known_values: dict = {}  # inputs compiled for their values (a shape passed as a tuple)
+        # names every branch of an `if` assigns -> the scope (outside the `if`) their scalar goes in
+        self.hoisted: dict = {}
         self.scopes: list = [{}]
         self.closed: dict = {}  # names of scalars whose block has ended -> Span of declaration
         self.base_depth = 0  # the block depth at which the kernel being checked starts
@@ -294,13 +247,47 @@ class _Checker(ExpressionChecker):
             self.tensors[self.stdout] = tir.Tensor(self.stdout, (), "int64", "temp", call.span, "print's output")
         return tir.Print(items, self.stdout, call.span, tuple(layout))
 
+    def assert_message(self, msg) -> str:
+        """An assert's message: a string, or one formatted as TVM's script evaluates it (``"%s and
+        %s" % (x, y)``, an f-string): values known now are written in, others as their text."""
+        if isinstance(msg, syntax.Str):
+            return msg.value
+        if isinstance(msg, syntax.FString):
+            return "".join(p.value if isinstance(p, syntax.Str) else
+                           self.message_value(p.value, "{:" + p.spec + "}" if p.spec else "{}") for p in msg.parts)
+        if isinstance(msg, syntax.BinOp) and msg.op == "%" and isinstance(msg.left, syntax.Str):
+            args = list(msg.right.elts) if isinstance(msg.right, syntax.Tuple) else [msg.right]
+            out, k, at = [], 0, 0
+            for m in re.finditer(r"%[-#0 +]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa%]", msg.left.value):
+                out.append(msg.left.value[at:m.start()])
+                at = m.end()
+                if m.group() == "%%":
+                    out.append("%")
+                    continue
+                if k >= len(args):
+                    raise HybridTypeError("the assert message has more `%` fields than values", msg.span, None)
+                out.append(self.message_value(args[k], m.group()))
+                k += 1
+            if k != len(args):
+                raise HybridTypeError("the assert message has fewer `%` fields than values", msg.span, None)
+            return "".join(out) + msg.left.value[at:]
+        raise HybridTypeError("the message of an `assert` is a string", msg.span,
+                              'write `assert n > 0, "n must be positive"` (or format it with `%` or an f-string)')
+
+    def message_value(self, e, spec: str) -> str:
+        """One value of an assert message: formatted when known now, else its text in backticks."""
+        v = self.value(e)
+        if isinstance(v, tir.Const) and not isinstance(v.value, bool):
+            try:
+                return spec.format(v.value) if spec.startswith("{") else spec % v.value
+            except (ValueError, TypeError):
+                pass
+        return f"`{unparse.expr(e)}`"
+
     def assertion(self, s: syntax.Assert):
         """``assert cond, "message"``: decided now when the condition is (shapes, constants), else a
         check when it runs."""
-        if s.msg is not None and not isinstance(s.msg, syntax.Str):
-            raise HybridTypeError("the message of an `assert` is a string literal", s.msg.span,
-                                  'write `assert n > 0, "n must be positive"`')
-        message = s.msg.value if s.msg is not None else ""
+        message = self.assert_message(s.msg) if s.msg is not None else ""
         cond = self.condition(s.test)
         known = known_condition(cond)
         if known:
@@ -397,7 +384,10 @@ class _Checker(ExpressionChecker):
             dtype = self.widened[uname][0] if uname in self.widened else types.concrete(value.dtype)
             self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", tgt.span, name,
                                            private_to=tuple(self.loop_stack))
-            self.declare(name, Sym("scalar", uname))
+            if name in self.hoisted:  # assigned on every path through an `if`: visible after it
+                self.scopes[self.hoisted.pop(name)][name] = Sym("scalar", uname)
+            else:
+                self.declare(name, Sym("scalar", uname))
             return tir.Store(uname, [], self.coerce(value, dtype), s.span)
         if sym.kind == "scalar":
             self.not_a_param(sym, tgt)
@@ -455,6 +445,13 @@ class _Checker(ExpressionChecker):
                 raise HybridTypeError(f"`{t.source_name}` is a scalar ({types.concrete(t.dtype)} argument) and cannot "
                                       "be indexed", e.span, f"pass an array for `{t.source_name}`")
             raise HybridTypeError(f"`{t.source_name}` is a scalar and cannot be indexed", e.span, None)
+        if isinstance(v, tir.Load):
+            t = self.tensors[v.tensor]
+            raise HybridTypeError(f"an element of `{t.source_name}` is indexed: `{t.source_name}` has {t.ndim} "
+                                  f"dimension{'s' if t.ndim != 1 else ''} (shape {t.shape})", e.span,
+                                  f"index `{t.source_name}` with one subscript per dimension" + (
+                                      "; an empty list passed for it has one: pass `np.zeros((0, k), dtype)`"
+                                      if t.shape[:1] == (0,) else ""))
         raise HybridTypeError("only tensors and shapes can be indexed", e.span, None)
 
     def make_tensor(self, name: str, call: syntax.Call, span: Span):
@@ -713,6 +710,10 @@ class _Checker(ExpressionChecker):
             what = "an enclosing loop" if old.kind == "loop" else f"a {self.kind_word(old)}"
             raise HybridNameError(f"loop variable `{name}` is already in use by {what}", s.target.span,
                                   "choose another name for this loop variable")
+        if kind == "const_range" and isinstance(start, tir.Const) and isinstance(stop, tir.Const):
+            trips = range(int(start.value), int(stop.value), step)
+            if len(trips) <= UNROLLED:
+                return self.unrolled(s, name, trips)
         var = self.unique(name)
         self.push()
         self.depth += 1
@@ -727,9 +728,28 @@ class _Checker(ExpressionChecker):
         self.pop()
         return tir.Loop(var, start, stop, step, body, kind, s.span)
 
+    def unrolled(self, s: syntax.For, name: str, trips: range) -> list:
+        """A ``const_range`` loop of known bounds, unrolled as TVM's parser does: its body once per
+        value, the variable a constant in each (so `x.shape[i]` and `inputs[i]` are known)."""
+        out = []
+        self.depth += 1
+        for v in trips:
+            self.push()
+            self.declare(name, Sym("const", name, tir.Const(types.WEAK_INT, v)))
+            out.extend(self.block(s.body))
+            self.pop()
+        self.depth -= 1
+        return out
+
     def if_stmt(self, s: syntax.If):
         cond = self.condition(s.cond)
         known = known_condition(cond)
+        # A name every branch assigns is one scalar, visible after the `if` (as in Python, and in
+        # TVM, whose scopes are loops only)
+        mine = [n for n in always_assigned(s.body) & always_assigned(s.orelse)
+                if self.lookup(n) is None and n not in self.hoisted]
+        for n in mine:
+            self.hoisted[n] = len(self.scopes) - 1
         self.depth += 1
         self.push()
         with self.perhaps(known is not True):
@@ -740,6 +760,8 @@ class _Checker(ExpressionChecker):
             orelse = self.block(s.orelse)
         self.pop()
         self.depth -= 1
+        for n in mine:
+            self.hoisted.pop(n, None)
         return tir.If(cond, body, orelse, s.span)
 
     @contextlib.contextmanager
@@ -775,20 +797,3 @@ def _assignment_counts(body: list) -> dict:
     for st in body:
         v.visit(st)
     return counts
-
-
-
-
-def arg_specs(args, values_of=()) -> list:
-    """ArgSpecs of prepared arguments (arrays and scalars); the scalars at the positions
-    ``values_of`` carry their value (the kernel is specialised on it)."""
-    specs = [arg_spec(a) for a in args]
-    for k in values_of:
-        if k < len(specs) and specs[k].scalar:
-            v = args[k]
-            v = v.item() if isinstance(v, np.generic) else v
-            specs[k] = ArgSpec(specs[k].shape, specs[k].dtype, True, v)
-        elif (k < len(specs) and len(specs[k].shape) == 1 and specs[k].shape[0] <= MAX_VALUES
-              and types.is_int(specs[k].dtype)):  # a shape passed as a tuple or list
-            specs[k] = ArgSpec(specs[k].shape, specs[k].dtype, False, tuple(int(x) for x in args[k]))
-    return specs

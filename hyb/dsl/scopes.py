@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import ast as syntax
 from . import tir
 from . import types
 
@@ -61,3 +62,14 @@ BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid", "bind"
 # TVM's max_num_threads(): the threads of a CUDA block, on every target (a kernel written for the
 # GPU's blocks then computes the same everywhere)
 MAX_NUM_THREADS = 1024
+
+
+def always_assigned(block: list) -> set:
+    """The names a block assigns (``x = ...``) whichever way its `if`s go."""
+    out = set()
+    for st in block:
+        if isinstance(st, syntax.Assign) and isinstance(st.target, syntax.Name):
+            out.add(st.target.id)
+        elif isinstance(st, syntax.If) and st.orelse:
+            out |= always_assigned(st.body) & always_assigned(st.orelse)
+    return out

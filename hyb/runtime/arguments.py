@@ -123,6 +123,8 @@ def list_array(items, name: str = "", span=None) -> np.ndarray:
                 "one array with one more dimension", span,
                 "pass arrays of one shape and dtype, or pass them as separate arguments")
         return np.stack(arrays) if arrays else np.asarray(items)
+    if len(items) == 0:
+        return np.zeros(0, np.int64)  # an empty list (of indices or sizes, as shape functions pass)
     try:
         return np.asarray(items)
     except ValueError:

@@ -290,12 +290,15 @@ def _is_accumulation(st: Statement, read) -> bool:
 def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
     """Reads of output/temporary elements that nothing wrote before, other than accumulations.
 
-    Returns ``(statement, access, iteration)`` triples; such reads see the initial zero.
+    Returns ``(statement, access, iteration)`` triples; such reads see the initial zero.  A
+    tensor that some statement writes at an element not known before it runs (``out[k] = x``
+    with ``k`` a counter) is left out: which of its elements are written is not known here.
     """
     out = []
+    unknown = {w.tensor for st in p.statements for w in st.writes if not w.exact}
     for st in p.statements:
         for r in st.reads:
-            if not r.exact or p.kernel.tensors[r.tensor].kind not in ("output", "temp"):
+            if not r.exact or p.kernel.tensors[r.tensor].kind not in ("output", "temp") or r.tensor in unknown:
                 continue
             bad = d.uninitialized.intersect(isl.UnionMap.from_map(r.relation))
             if bad.is_empty() or _is_accumulation(st, r):
