@@ -558,7 +558,7 @@ class _Checker(ExpressionChecker):
             # hyb's names, and NumPy's spellings of them ("f4", "<f4", "i8", "u1", "f2", "double")
             try:
                 order = np.dtype(e.value).byteorder if e.value != "bfloat16" else "="
-            except TypeError:
+            except Exception:  # NumPy's parse of any string: TypeError, ValueError ("99int64"), ...
                 order = "="
             if order == ">":
                 raise HybridTypeError(f"dtype {e.value!r} is big-endian", e.span,

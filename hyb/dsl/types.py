@@ -81,7 +81,7 @@ def normalize(dtype, span=None) -> str | None:
         return "bfloat16"
     try:
         name = np.dtype(dtype).name
-    except TypeError:
+    except Exception:  # NumPy's parse of any string: TypeError, ValueError ("99int64"), ...
         return None
     return name if name in ALL_DTYPES else None
 

@@ -65,6 +65,9 @@ def test_numpy_dtype_strings(spelling, dtype):
     (">f4", "dtype '>f4' is big-endian", "write '<f4' or 'float32'"),
     ("f3", "unknown dtype 'f3'", "NumPy's spelling of one ('f4'"),
     ("U8", "unknown dtype 'U8'", "float32"),
+    ("99999999999999999999int64", "unknown dtype '99999999999999999999int64'", "float32"),  # NumPy: ValueError
+    ("i4,i4", "unknown dtype 'i4,i4'", "float32"),
+    ("3i", "unknown dtype '3i'", "float32"),
 ])
 def test_bad_dtype_strings(spelling, message, hint):
     src = f'def f(a):\n    b = output_tensor(a.shape, "{spelling}")\n    return b\n'
