@@ -481,7 +481,8 @@ class _Checker(ExpressionChecker):
                                          "create outputs at the top level of the kernel")
         uname = self.unique(name)
         kind = "output" if maker == "output_tensor" and len(self.call_stack) == 1 else "temp"
-        t = tir.Tensor(uname, shape, dtype, kind, span, name)
+        t = tir.Tensor(uname, shape, dtype, kind, span, name,
+                       private_to=tuple(self.loop_stack) if self.depth > 0 else ())
         self.tensors[uname] = t
         self.declare(name, Sym("tensor", uname))
         if self.depth > 0:

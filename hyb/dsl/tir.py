@@ -29,8 +29,9 @@ class Tensor:
     kind: str  # "input" | "output" | "temp" | "scalar" | "register" (a register block, hyb.schedule.promote)
     span: Optional[Span] = field(default=None, repr=False)
     source_name: str = ""  # the name the user wrote
-    # For a scalar local: the loops around its declaration.  Its value never flows from one
-    # iteration of these loops to the next (it is declared anew in each), so it is private to them.
+    # For a scalar local, or a temporary allocated inside loops: the loops around its declaration.
+    # Its value never flows from one iteration of these loops to the next (it is declared anew, a
+    # temporary zeroed, in each), so it is private to them.
     private_to: tuple = ()
     # a shape-generic kernel's shape as the back ends compute it (in hyb.codegen.legalise's
     # primitives); empty: ``shape``

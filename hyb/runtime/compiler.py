@@ -67,7 +67,8 @@ class CompiledKernel:
         made = self.buffers[len(typed.inputs):]
         # (every element of an `unfilled` buffer is written before it is read: np.empty will do)
         shapes = {n: (shape, dtype) for n, shape, dtype in code.staged}
-        shapes.update({n: (typed.tensors[n].shape, typed.tensors[n].dtype) for n in made if n in typed.tensors})
+        shapes.update({n: (typed.tensors[n].shape, typed.tensors[n].dtype) for n in made
+                       if n in typed.tensors and n not in shapes})  # (a stage may have reshaped a temporary)
         self._made = [(shapes[n][0], types.numpy_dtype(shapes[n][1]),
                        aligned.allocator(n not in code.unfilled, shapes[n][0], types.numpy_dtype(shapes[n][1])))
                       for n in made]

@@ -85,6 +85,9 @@ class CudaCompiledKernel(CompiledKernel):
         self._kinds = [typed.tensors[n].kind for n in typed.inputs]
         made = [n for n in self.buffers if n not in typed.inputs]
         self._made_names = made
+        # the buffers to make, as the code has them (a stage may have reshaped a temporary)
+        code_tensors = self._middle.code.kernel.tensors
+        self.made_tensors = [code_tensors.get(n) or typed.tensors[n] for n in made]
         self._out_index = [typed.inputs.index(n) if n in typed.inputs else -(made.index(n) + 1)
                            for n in typed.outputs]
         self._module = None
@@ -188,8 +191,7 @@ class CudaCompiledKernel(CompiledKernel):
             if name in self._written:
                 copy_back.append((a, alloc, host))
         made = []
-        for n in self._made_names:
-            t = k.tensors[n]
+        for t in self.made_tensors:
             nbytes = int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
             alloc = drv.mem_alloc(max(1, nbytes))
             drv.memset_d8(alloc, 0, max(1, nbytes))

@@ -31,9 +31,11 @@ import islpy as isl
 from ..codegen import abi, jit
 from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
+from ..dsl import sizes as size_expr
 from ..dsl import tir, types
 from ..errors import HybridWarning
-from ..schedule import argext, astgen, guarded, recompute, transpose, contract, deps, extract, gpu, promote, vector, verify
+from ..schedule import (argext, astgen, guarded, privatise, recompute, transpose, contract, deps, extract, gpu,
+                         promote, vector, verify)
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -81,8 +83,9 @@ class NativeCode:
     parallel_work: tuple = ()
     min_parallel_work: int = 0
     unfilled_when: tuple = ()  # (buffer, isl set text of the sizes at which it needs no zeros)
-    # the temporaries of constant shape, (name, shape, dtype) each: those a middle-end stage added
-    # (schedule.transpose's tiles) are not in the checker's typed kernel
+    # the temporaries as the code has them, (name, shape, dtype) each, a size expression in a shape
+    # as its text (dsl.sizes): a middle-end stage may have added one (schedule.transpose's tiles)
+    # or reshaped one (schedule.privatise's copies) of the checker's typed kernel
     staged: tuple = ()
 
 
@@ -207,9 +210,12 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     # option on both targets
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
-    rewritten = ()  # the decisions of the typed-kernel rewrites
+    # the decisions of the typed-kernel rewrites; temporaries allocated in `parallel` loops first
+    # get a copy per iteration (on every target and schedule: nothing else keeps such a loop parallel)
+    typed, rewritten = privatise.rewrite(typed)
     if target.kind == "cpu" and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
-        typed, rewritten = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
+        typed, found = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
+        rewritten += found
     if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
         typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes
         rewritten += found
@@ -267,8 +273,8 @@ def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple
     llvm_opt = str(module)
     loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
     buffers = tuple(abi.buffer_order(nest.kernel))
-    staged = tuple((n, nest.kernel.tensors[n].shape, nest.kernel.tensors[n].dtype) for n in buffers
-                   if nest.kernel.tensors[n].kind == "temp" and not nest.kernel.tensors[n].generic)
+    staged = tuple((n, tuple(size_expr.text(d) for d in nest.kernel.tensors[n].shape), nest.kernel.tensors[n].dtype)
+                   for n in buffers if nest.kernel.tensors[n].kind == "temp")
     return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), buffers,
                       generated.ir, sizes=tuple(tir.size_symbols(nest.kernel)), staged=staged), loaded
 

@@ -267,7 +267,7 @@ class HostLibrary:
             pointers.append(work.ctypes.data)
             if name in ck._written:
                 copy_back.append((a, work))
-        made = [np.zeros(k.tensors[n].shape, ty.concrete(k.tensors[n].dtype)) for n in ck._made_names]
+        made = [np.zeros(t.shape, ty.concrete(t.dtype)) for t in ck.made_tensors]
         pointers += [m.ctypes.data for m in made]
         sc = np.zeros(max(1, len(ck.generated.scalars)), np.int64)
         err = np.zeros(4, np.int64)

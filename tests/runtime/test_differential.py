@@ -112,6 +112,18 @@ def row_sum_local(a):
     return c
 
 
+def row_scratch(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in parallel(a.shape[0]):
+        t = allocate((2,), a.dtype)
+        for j in range(a.shape[1]):
+            t[0] += a[i, j]
+            t[1] = max(t[1], a[i, j])
+        for j in range(a.shape[1]):
+            c[i, j] = a[i, j] * 2 - t[0] + t[1]
+    return c
+
+
 def branches(a, b):
     c = output_tensor(a.shape, a.dtype)
     d = output_tensor(a.shape, a.dtype)
@@ -801,6 +813,11 @@ CASES = [
     Case("inplace_and_output", inplace_and_output, same(2), lambda a, b: (a.copy(), a + b), [(1,), (13,)], ALL,
          inplace=(0,)),
     Case("prefix_sum", MOD.prefix_sum, same(1), cumsum64, [(0,), (1,), (7,), (33,)], ALL),
+    # a scratch row per iteration of a `parallel` loop: a copy each (schedule.privatise), on threads
+    Case("row_scratch", MOD.row_scratch, same(1),
+         lambda a: (a * a.dtype.type(2) - a.sum(axis=1, keepdims=True, dtype=a.dtype)
+                    + np.max(a, axis=1, keepdims=True, initial=0)),
+         [(1, 1), (7, 13), (3, 33), (4, 0), (0, 3)], ALL),
     Case("row_sum_local", MOD.row_sum_local, positive, lambda a: a.astype(np.float64).sum(axis=1).astype(a.dtype),
          [(1, 1), (7, 13), (3, 0)], ALL),
     Case("branches", MOD.branches, lambda rng, s, d: [rand(rng, s, d, -4, 4), rand(rng, s, d, -4, 4)],
