@@ -45,6 +45,15 @@ class FString(Node):
 
 
 @dataclass(frozen=True)
+class Slice(Node):
+    """``lower:upper:step`` as a subscript (of a tuple, a shape or a grid index only); None: left out."""
+
+    lower: Optional["Expr"] = None
+    upper: Optional["Expr"] = None
+    step: Optional["Expr"] = None
+
+
+@dataclass(frozen=True)
 class Name(Node):
     id: str
 

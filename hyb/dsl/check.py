@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import re
 
 import numpy as np
 
@@ -16,15 +15,15 @@ from ..errors import (HybridArgumentError, HybridAssertionError, HybridInternalE
 from . import ast as syntax
 from . import tir
 from . import types
-from . import unparse
 from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
 from .folding import is_index_expression, is_size_expression, known_condition, of_parameters
-from .intrinsics import INTRINSICS
 from .scopes import (BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal,
                      always_assigned)
 from .signature import ArgSpec, NeedsValue, arg_spec, arg_specs  # noqa: F401 (the checker's API)
 
-# The most iterations of a `const_range` loop unrolled (a longer one is a loop)
+# built-in functions a local may take the name of (then calling it is an error saying so)
+SHADOWABLE = ("len", "likely", "max_num_threads")
+# The most copies of a body `const_range` loops unroll (nested ones: their product; more: a loop)
 UNROLLED = 64
 
 
@@ -247,43 +246,6 @@ class _Checker(ExpressionChecker):
             self.tensors[self.stdout] = tir.Tensor(self.stdout, (), "int64", "temp", call.span, "print's output")
         return tir.Print(items, self.stdout, call.span, tuple(layout))
 
-    def assert_message(self, msg) -> str:
-        """An assert's message: a string, or one formatted as TVM's script evaluates it (``"%s and
-        %s" % (x, y)``, an f-string): values known now are written in, others as their text."""
-        if isinstance(msg, syntax.Str):
-            return msg.value
-        if isinstance(msg, syntax.FString):
-            return "".join(p.value if isinstance(p, syntax.Str) else
-                           self.message_value(p.value, "{:" + p.spec + "}" if p.spec else "{}") for p in msg.parts)
-        if isinstance(msg, syntax.BinOp) and msg.op == "%" and isinstance(msg.left, syntax.Str):
-            args = list(msg.right.elts) if isinstance(msg.right, syntax.Tuple) else [msg.right]
-            out, k, at = [], 0, 0
-            for m in re.finditer(r"%[-#0 +]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa%]", msg.left.value):
-                out.append(msg.left.value[at:m.start()])
-                at = m.end()
-                if m.group() == "%%":
-                    out.append("%")
-                    continue
-                if k >= len(args):
-                    raise HybridTypeError("the assert message has more `%` fields than values", msg.span, None)
-                out.append(self.message_value(args[k], m.group()))
-                k += 1
-            if k != len(args):
-                raise HybridTypeError("the assert message has fewer `%` fields than values", msg.span, None)
-            return "".join(out) + msg.left.value[at:]
-        raise HybridTypeError("the message of an `assert` is a string", msg.span,
-                              'write `assert n > 0, "n must be positive"` (or format it with `%` or an f-string)')
-
-    def message_value(self, e, spec: str) -> str:
-        """One value of an assert message: formatted when known now, else its text in backticks."""
-        v = self.value(e)
-        if isinstance(v, tir.Const) and not isinstance(v.value, bool):
-            try:
-                return spec.format(v.value) if spec.startswith("{") else spec % v.value
-            except (ValueError, TypeError):
-                pass
-        return f"`{unparse.expr(e)}`"
-
     def assertion(self, s: syntax.Assert):
         """``assert cond, "message"``: decided now when the condition is (shapes, constants), else a
         check when it runs."""
@@ -353,7 +315,9 @@ class _Checker(ExpressionChecker):
                                       "give the new tensor its own name")
             return self.make_tensor(name, s.value, tgt.span)
         if sym is None or sym.kind == "const":
-            if name in BUILTIN_NAMES or name in INTRINSICS:
+            if name in BUILTIN_NAMES and name not in SHADOWABLE:
+                # (loop hints, tensor makers, casts: the language's own words; a function such as
+                # `len` or `max` may be shadowed by a local, as in Python)
                 raise HybridNameError(f"`{name}` is a built-in name and cannot be assigned", tgt.span,
                                       "choose another name")
             if self.assign_counts.get(name, 0) == 1 and isinstance(s.value, (syntax.Tuple, syntax.Attribute,
@@ -713,7 +677,7 @@ class _Checker(ExpressionChecker):
                                   "choose another name for this loop variable")
         if kind == "const_range" and isinstance(start, tir.Const) and isinstance(stop, tir.Const):
             trips = range(int(start.value), int(stop.value), step)
-            if len(trips) <= UNROLLED:
+            if len(trips) * self.__dict__.get("unrolling", 1) <= UNROLLED:  # (nested ones: their product)
                 return self.unrolled(s, name, trips)
         var = self.unique(name)
         self.push()
@@ -734,17 +698,25 @@ class _Checker(ExpressionChecker):
         value, the variable a constant in each (so `x.shape[i]` and `inputs[i]` are known)."""
         out = []
         self.depth += 1
+        outer = self.__dict__.get("unrolling", 1)
+        self.unrolling = outer * max(len(trips), 1)
         for v in trips:
             self.push()
             self.declare(name, Sym("const", name, tir.Const(types.WEAK_INT, v)))
             out.extend(self.block(s.body))
             self.pop()
+        self.unrolling = outer
         self.depth -= 1
         return out
 
     def if_stmt(self, s: syntax.If):
         cond = self.condition(s.cond)
         known = known_condition(cond)
+        if known is not None:
+            # decided now (shapes, constants, an unrolled loop's variable): only the branch that
+            # runs is checked, in place, as TVM's parser folds it (the other may index out of
+            # range for this shape, or `return`)
+            return self.block(s.body if known else s.orelse)
         # A name every branch assigns is one scalar, visible after the `if` (as in Python, and in
         # TVM, whose scopes are loops only)
         mine = [n for n in always_assigned(s.body) & always_assigned(s.orelse)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
 
 import numpy as np
 
@@ -11,7 +12,8 @@ from ..errors import HybridError, HybridIndexError, HybridNameError, HybridTypeE
 from . import ast as syntax
 from . import tir
 from . import types
-from .folding import convert_const, fold, fold_intrinsic, negate
+from . import unparse
+from .folding import convert_const, fold, fold_intrinsic, known_condition, negate, wrap_int
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
 from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, MAX_NUM_THREADS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
                      Sym, TensorRef, TupleVal)
@@ -258,12 +260,13 @@ class ExpressionChecker:
             self.check_unpack(base, e)
         if isinstance(base, TensorRef):
             t = base.tensor
-            if len(base.prefix) + len(e.indices) < t.ndim and not self.whole_index(t, e):
+            subs = None if self.whole_index(t, e) else self.subscripts(e)
+            if subs is not None and len(base.prefix) + len(subs) < t.ndim:
                 # fewer subscripts than dimensions: the sub-array, indexed further (`b[i][j]`) or
                 # asked its length, shape or dtype
-                prefix = base.prefix + tuple(self.index_values(t, e.indices, len(base.prefix), bounds=True))
+                prefix = base.prefix + tuple(self.index_values(t, subs, len(base.prefix), bounds=True))
                 return TensorRef(t, prefix, e.span)
-            idx = self.indices(t, e, base.prefix)
+            idx = self.indices(t, e, base.prefix, subs)
             known = self.known_values.get(t.name)
             if known is not None and all(isinstance(i, tir.Const) for i in idx):
                 k = idx[0].value
@@ -272,6 +275,8 @@ class ExpressionChecker:
             return tir.Load(t.dtype, t.name, idx, span=e.span)
         if isinstance(base, GridVal):
             base = TupleVal([tir.Var(types.WEAK_INT, v, span=e.span) for v in base.vars])
+        if isinstance(base, (ShapeVal, TupleVal)) and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Slice):
+            return TupleVal(self.tuple_items(base)[self.const_slice(e.indices[0])])  # `x.shape[1:]`
         if isinstance(base, (ShapeVal, TupleVal)):
             items = list(base.dims) if isinstance(base, ShapeVal) else base.items
             if len(e.indices) != 1:
@@ -294,6 +299,62 @@ class ExpressionChecker:
                 return tir.Const(types.WEAK_INT, item, span=e.span)
             return item
         self.not_indexable(base, e.value)
+
+    def assert_message(self, msg) -> str:
+        """An assert's message: a string, or one formatted as TVM's script evaluates it (``"%s and
+        %s" % (x, y)``, an f-string): values known now are written in, others as their text."""
+        if isinstance(msg, syntax.Str):
+            return msg.value
+        if isinstance(msg, syntax.FString):
+            return "".join(p.value if isinstance(p, syntax.Str) else
+                           self.message_value(p.value, "{:" + p.spec + "}" if p.spec else "{}") for p in msg.parts)
+        if isinstance(msg, syntax.BinOp) and msg.op == "%" and isinstance(msg.left, syntax.Str):
+            args = list(msg.right.elts) if isinstance(msg.right, syntax.Tuple) else [msg.right]
+            out, k, at = [], 0, 0
+            for m in re.finditer(r"%[-#0 +]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa%]", msg.left.value):
+                out.append(msg.left.value[at:m.start()])
+                at = m.end()
+                if m.group() == "%%":
+                    out.append("%")
+                    continue
+                if k >= len(args):
+                    raise HybridTypeError("the assert message has more `%` fields than values", msg.span, None)
+                out.append(self.message_value(args[k], m.group()))
+                k += 1
+            if k != len(args):
+                raise HybridTypeError("the assert message has fewer `%` fields than values", msg.span, None)
+            return "".join(out) + msg.left.value[at:]
+        raise HybridTypeError("the message of an `assert` is a string", msg.span,
+                              'write `assert n > 0, "n must be positive"` (or format it with `%` or an f-string)')
+
+    def message_value(self, e, spec: str) -> str:
+        """One value of an assert message: formatted when known now, else its text in backticks."""
+        v = self.value(e)
+        if isinstance(v, tir.Const) and not isinstance(v.value, bool):
+            try:
+                return spec.format(v.value) if spec.startswith("{") else spec % v.value
+            except (ValueError, TypeError):
+                pass
+        return f"`{unparse.expr(e)}`"
+
+    def const_slice(self, sl: syntax.Slice) -> slice:
+        """A slice of a tuple or a shape: its bounds and step are integers known now."""
+        parts = []
+        for part in (sl.lower, sl.upper, sl.step):
+            v = self.expr(part) if part is not None else None
+            if v is not None and not (isinstance(v, tir.Const) and types.is_int(v.dtype)):
+                self.needs_value(v, part.span, "a slice bound")
+                raise HybridTypeError("the bounds of a slice of a tuple or a shape must be integers known at "
+                                      "compile time", part.span, "write `x.shape[1:]` or `idx[:2]`")
+            parts.append(int(v.value) if v is not None else None)
+        if parts[2] == 0:
+            raise HybridTypeError("slice step cannot be zero", sl.step.span, None)
+        return slice(*parts)
+
+    def v_Slice(self, e: syntax.Slice):
+        raise HybridUnsupportedError("slices are not supported; index one element at a time", e.span,
+                                     "write a loop over the range the slice would cover (tuples and shapes "
+                                     "may be sliced: `x.shape[1:]`)")
 
     def check_unpack(self, base, e: syntax.Subscript):
         """``x, y = value``: ``value`` must be a shape, a tuple or a grid index of as many items."""
@@ -334,8 +395,17 @@ class ExpressionChecker:
             f"`{t.source_name}` has {t.ndim} dimension{'s' if t.ndim != 1 else ''} but is indexed with {n}", span,
             f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
 
-    def indices(self, t: tir.Tensor, e: syntax.Subscript, prefix: tuple = ()) -> list:
-        """The subscripts of ``e`` after the ``prefix`` already written (``b[i][j]``): one per dimension."""
+    def subscripts(self, e: syntax.Subscript) -> list:
+        """``e``'s subscripts: one tuple-valued subscript (``out[(i,) + idx]``) stands for its items."""
+        if len(e.indices) == 1 and isinstance(e.indices[0], syntax.BinOp):
+            items = self.tuple_items(self.value(e.indices[0]))
+            if items is not None:
+                return items
+        return list(e.indices)
+
+    def indices(self, t: tir.Tensor, e: syntax.Subscript, prefix: tuple = (), subs=None) -> list:
+        """The subscripts of ``e`` (``subs``: as :meth:`subscripts` gave them) after the ``prefix``
+        already written (``b[i][j]``): one per dimension."""
         if self.whole_index(t, e) and not prefix:
             if t.ndim == 0:
                 return []  # x[()] on a 0-d tensor
@@ -344,16 +414,17 @@ class ExpressionChecker:
                 raise HybridTypeError(f"`{t.source_name}` has {t.ndim} dimension(s) but the grid index "
                                       f"`{e.indices[0].id}` has {len(sym.value)}", e.span, None)
             return [tir.Var(types.WEAK_INT, v, span=e.span) for v in sym.value]
-        if len(prefix) + len(e.indices) != t.ndim:
-            raise self.count_error(t, len(prefix) + len(e.indices), e.span)
-        return list(prefix) + self.index_values(t, e.indices, len(prefix))
+        subs = self.subscripts(e) if subs is None else subs
+        if len(prefix) + len(subs) != t.ndim:
+            raise self.count_error(t, len(prefix) + len(subs), e.span)
+        return list(prefix) + self.index_values(t, subs, len(prefix))
 
     def index_values(self, t: tir.Tensor, exprs: list, first_axis: int, bounds: bool = False) -> list:
         """Integer index expressions of ``t`` from axis ``first_axis`` on; a known negative one is an
         error, and with ``bounds`` (a sub-array's, which may be read for its length only) one past the end."""
         out = []
         for axis, ie in enumerate(exprs, first_axis):
-            v = self.expr(ie)
+            v = ie if isinstance(ie, tir.TExpr) else self.expr(ie)
             if isinstance(v, tir.Const) and types.is_int(v.dtype) and v.value < 0:
                 last = f"{t.source_name}.shape[{axis}] - {-v.value}"
                 if t.ndim == 1:
@@ -383,7 +454,27 @@ class ExpressionChecker:
         return "convert it with int32(...)"
 
     def v_BinOp(self, e: syntax.BinOp):
+        if e.op == "+":
+            a, b = self.value(e.left), self.value(e.right)
+            if self.tuple_items(a) is not None and self.tuple_items(b) is not None:
+                return TupleVal(self.tuple_items(a) + self.tuple_items(b))  # `(n,) + a.shape`, as Python
+            return self.binop(e.op, self.expr_of(a, e.left), self.expr_of(b, e.right), e.span)
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.span)
+
+    @staticmethod
+    def tuple_items(v):
+        """The items of a tuple, a shape or a grid index known now (None for anything else)."""
+        if isinstance(v, TupleVal):
+            return list(v.items)
+        if isinstance(v, ShapeVal):
+            return [tir.Const(types.WEAK_INT, d) if isinstance(d, int) else d for d in v.dims]
+        if isinstance(v, GridVal):
+            return [tir.Var(types.WEAK_INT, name) for name in v.vars]
+        return None
+
+    def expr_of(self, v, e) -> tir.TExpr:
+        """``v``, the value of ``e``, as a scalar expression (the error of :meth:`expr` otherwise)."""
+        return v if isinstance(v, tir.TExpr) else self.expr(e)
 
     def binop(self, op: str, a: tir.TExpr, b: tir.TExpr, span: Span) -> tir.TExpr:
         if op == "@":
@@ -414,6 +505,13 @@ class ExpressionChecker:
             folded = fold(op, a.value, b.value)
             if folded is not None:
                 return tir.Const(t, folded, span=span)
+        if (isinstance(a, tir.Const) and isinstance(b, tir.Const) and types.is_int(t) and op != "/"
+                and not isinstance(a.value, bool) and not isinstance(b.value, bool)):
+            # integers of a fixed dtype known now (a NumPy scalar argument the kernel is compiled
+            # for, times a shape): folded exactly, then wrapped into the dtype as NumPy computes
+            folded = fold(op, int(a.value), int(b.value))
+            if folded is not None:
+                return tir.Const(t, wrap_int(folded, t), span=span)
         return tir.Bin(t, op, a, b, span=span)
 
     def coerce(self, e: tir.TExpr, dtype: str) -> tir.TExpr:
@@ -474,6 +572,18 @@ class ExpressionChecker:
 
     def v_IfExp(self, e: syntax.IfExp):
         c = self.condition(e.cond)
+        known = known_condition(c)
+        if known is not None:
+            # decided now (an unrolled loop's variable, a shape): the arm that runs; the other
+            # still gives its type, unless it indexes out of range where it does not run
+            live, dead = (e.body, e.orelse) if known else (e.orelse, e.body)
+            v = self.expr(live)
+            try:
+                other = self.expr(dead)
+            except HybridIndexError:
+                return v
+            t = "bool" if types.is_bool(v.dtype) and types.is_bool(other.dtype) else types.promote(v.dtype, other.dtype)
+            return self.coerce(v, t)
         a, b = self.expr(e.body), self.expr(e.orelse)
         t = "bool" if types.is_bool(a.dtype) and types.is_bool(b.dtype) else types.promote(a.dtype, b.dtype)
         return tir.Select(t, c, self.coerce(a, t), self.coerce(b, t), span=e.span)
@@ -490,7 +600,9 @@ class ExpressionChecker:
             raise HybridTypeError("only built-in functions can be called", e.func.span, None)
         name = e.func.id
         if self.lookup(name) is not None:
-            raise HybridTypeError(f"`{name}` is not a function", e.func.span, None)
+            hides = name in BUILTIN_NAMES or name in INTRINSICS
+            raise HybridTypeError(f"`{name}` is not a function", e.func.span,
+                                  f"a local named `{name}` hides the built-in here: rename the local" if hides else None)
         if e.kwargs:
             raise HybridTypeError(f"{as_written(e.func)}() takes no keyword arguments",
                                   next(iter(e.kwargs.values())).span, None)
@@ -501,6 +613,10 @@ class ExpressionChecker:
             if name == "bfloat16":
                 types.bfloat16(e.func.span)  # ml_dtypes is needed to hold the results
             return self.coerce(self.expr(e.args[0]), name) if name != "bool" else self._to_bool(e)
+        if name == "likely":  # TVM's branch hint: the condition itself
+            if len(e.args) != 1 or e.kwargs:
+                raise HybridTypeError("likely() takes one argument, a condition", e.span, "if likely(i < n):")
+            return self.expr(e.args[0])
         if name == "max_num_threads":
             if len(e.args) > 1 or e.kwargs:
                 raise HybridTypeError("max_num_threads() takes at most one argument", e.span, "max_num_threads(True)")

@@ -25,6 +25,13 @@ def fold(op, x, y):
             "%": int.__mod__}[op](x, y)
 
 
+def wrap_int(value: int, dtype: str) -> int:
+    """A Python integer as ``dtype`` holds it (two's complement wrapping, as NumPy's arithmetic)."""
+    info = np.iinfo(types.numpy_dtype(dtype))
+    span = int(info.max) - int(info.min) + 1
+    return (value - int(info.min)) % span + int(info.min)
+
+
 _NP_BINOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide,
               "%": np.remainder, "**": np.power}
 

@@ -190,7 +190,7 @@ class _Linter:
             if err is not None:
                 raise err
             return
-        if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print", "max_num_threads") \
+        if name in CAST_NAMES or name in TENSOR_MAKERS or name in ("len", "print", "max_num_threads", "likely") \
                 or name in self.known:
             return
         if name in LOOP_KINDS or name in ("grid", "bind"):

@@ -689,9 +689,9 @@ class _TreeBuilder:
         value, subs = n.children
         idx = []
         for s in subs.children:
-            if isinstance(s, lark.Tree) and s.data == "slice":
-                raise HybridUnsupportedError("slices are not supported; index one element at a time", self.sp(s),
-                                             "write a loop over the range the slice would cover")
+            if isinstance(s, lark.Tree) and s.data == "slice":  # (of a tuple or a shape only: the checker says)
+                idx.append(syntax.Slice(self.sp(s), *[self.expr(c) if c is not None else None for c in s.children]))
+                continue
             idx.append(self.expr(s))
         return syntax.Subscript(self.sp(n), self.expr(value), idx)
 

@@ -58,7 +58,7 @@ class Sym:
 LOOP_KINDS = ("range", "serial", "parallel", "vectorize", "unroll", "reduce", "const_range")
 TENSOR_MAKERS = ("output_tensor", "allocate")
 CAST_NAMES = types.ALL_DTYPES
-BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid", "bind", "max_num_threads")
+BUILTIN_NAMES = LOOP_KINDS + TENSOR_MAKERS + CAST_NAMES + ("len", "grid", "bind", "max_num_threads", "likely")
 # TVM's max_num_threads(): the threads of a CUDA block, on every target (a kernel written for the
 # GPU's blocks then computes the same everywhere)
 MAX_NUM_THREADS = 1024

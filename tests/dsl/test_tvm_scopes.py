@@ -1,6 +1,8 @@
-"""TVM's hybrid-script rules that differ from a plain loop language: `const_range` unrolled with its
-variable a constant, a scalar that every branch of an `if` assigns visible after it, and no false
-alarm about unwritten elements of a tensor written at run-time positions."""
+"""TVM's and akg's hybrid-script rules that differ from a plain loop language: `const_range` unrolled
+with its variable a constant, branches decided at compile time folded, a scalar that every branch of
+an `if` assigns visible after it, tuples joined and sliced, `likely`, locals named like built-in
+functions, NumPy integer scalars as sizes, and no false alarm about unwritten elements of a tensor
+written at run-time positions."""
 import warnings
 
 import numpy as np
@@ -131,3 +133,155 @@ def test_an_element_indexed_further_names_the_rank():
     assert info.value.message == "an element of `lst` is indexed: `lst` has 1 dimension (shape (0,))"
     assert (info.value.line, info.value.col) == (4, 20) and "np.zeros((0, k), dtype)" in info.value.hint
     np.testing.assert_array_equal(k(np.array([5, 6]), np.zeros((0, 2), np.int64)), [0])
+
+
+AKG = '''
+def up(a, s):
+    out = output_tensor((a.shape[0] * s,), a.dtype)
+    n = s
+    for i in range(a.shape[0]):
+        for j in range(n):
+            out[i * s + j] = a[i]
+    return out
+
+def dead(a):
+    c = output_tensor(a.shape, a.dtype)
+    for i in const_range(3):
+        if i > 0:
+            c[i - 1] = a[i - 1]
+    return c
+
+def early(a):
+    if a.shape[0] > 2:
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = a[i] * 2
+        return c
+    else:
+        d = output_tensor(a.shape, a.dtype)
+        return d
+
+def last(a):
+    c = output_tensor((1,), a.dtype)
+    if a.shape[0] > 0:
+        c[0] = a[a.shape[0] - 1]
+    return c
+
+def stack(a, b):
+    out = output_tensor((b.shape[0],) + a.shape, a.dtype)
+    for i in range(b.shape[0]):
+        for idx in grid(a.shape):
+            out[(i,) + idx] = a[idx] * b[i]
+    return out
+
+def tail_sum(k):
+    out = output_tensor(k.shape[1:], k.dtype)
+    for idx in grid(k.shape[1:]):
+        s = 0.0
+        for b in range(k.shape[0]):
+            s += k[(b,) + idx[:]]
+        out[idx] = s
+    return out
+
+def shadow(a):
+    c = output_tensor(a.shape, a.dtype)
+    len = a.shape[0]
+    max = 0.0
+    for i in range(len):
+        if likely(i < len):
+            max = a[i] if a[i] > max else max
+            c[i] = max
+    return c
+
+def nested(a):
+    out = output_tensor((20, 20), "int64")
+    for i in const_range(20):
+        for j in const_range(20):
+            out[i, j] = i * j + a[0]
+    return out
+
+def sliced_by(a, n):
+    c = output_tensor(a.shape[n:], a.dtype)
+    return c
+'''
+
+AKG_BAD = '''
+def tensor_slice(a):
+    c = output_tensor(a.shape, a.dtype)
+    c[0] = a[0:2]
+    return c
+
+def hidden(a):
+    c = output_tensor(a.shape, a.dtype)
+    len = 3
+    c[0] = len(a)
+    return c
+
+def variable_slice(a):
+    c = output_tensor((1,), a.dtype)
+    for i in range(2):
+        c[0] = a.shape[i:][0]
+    return c
+'''
+
+
+@pytest.fixture(scope="module")
+def akg():
+    return hyb.compile_source(AKG, "akg.hyb")
+
+
+@pytest.mark.parametrize("s", [2, np.int32(2), np.int64(3), np.uint8(2), np.int16(1)])
+def test_a_numpy_integer_sizes_through_arithmetic(akg, s):
+    a = np.arange(3.0)
+    np.testing.assert_array_equal(both(akg.up, a, s), np.repeat(a, int(s)))
+
+
+def test_branches_decided_now_are_folded(akg):
+    a = np.arange(4.0)
+    np.testing.assert_array_equal(both(akg.dead, a), [0, 1, 0, 0])  # `c[i - 1]` for i = 0 is never checked
+    np.testing.assert_array_equal(both(akg.early, a), 2 * a)  # `return` inside an `if` decided now
+    np.testing.assert_array_equal(both(akg.early, a[:2]), [0, 0])
+    np.testing.assert_array_equal(both(akg.last, a), [3])
+    np.testing.assert_array_equal(both(akg.last, a[:0]), [0])  # a[-1] only where it runs
+
+
+def test_tuples_joined_and_sliced(akg):
+    a, b = np.arange(6.0).reshape(2, 3), np.array([1.0, 2.0])
+    np.testing.assert_array_equal(both(akg.stack, a, b), b[:, None, None] * a)
+    k = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(both(akg.tail_sum, k), k.sum(0))
+    assert both(akg.sliced_by, np.ones((2, 3, 4)), 1).shape == (3, 4)  # compiled for the value of `n`
+
+
+def test_likely_and_locals_named_like_built_in_functions(akg):
+    np.testing.assert_array_equal(both(akg.shadow, np.array([1.0, 3.0, 2.0])), [1, 3, 3])
+
+
+def test_nested_const_range_unrolls_at_most_64_copies(akg):
+    np.testing.assert_array_equal(both(akg.nested, np.array([1])), np.outer(np.arange(20), np.arange(20)) + 1)
+    assert "for " in akg.nested.compile(np.array([1])).inspect("loops")  # 400 copies: loops kept
+
+
+@pytest.mark.parametrize("name,cls,message,place,hint", [
+    ("tensor_slice", hyb.HybridUnsupportedError, "slices are not supported; index one element at a time", (4, 14),
+     "tuples and shapes may be sliced"),
+    ("hidden", hyb.HybridTypeError, "`len` is not a function", (10, 12), "a local named `len` hides the built-in"),
+    ("variable_slice", hyb.HybridTypeError,
+     "the bounds of a slice of a tuple or a shape must be integers known at compile time", (16, 24), "x.shape[1:]"),
+])
+def test_akg_spellings_refused_by_name(name, cls, message, place, hint):
+    k = getattr(hyb.compile_source(AKG_BAD, "bad.hyb"), name)
+    with pytest.raises(cls) as info:
+        k(np.ones(3))
+    assert info.value.message == message and (info.value.line, info.value.col) == place
+    assert hint in info.value.hint
+
+
+def test_a_conditional_expression_decided_now_checks_the_arm_that_runs():
+    src = "def k(x):\n    y = output_tensor(x.shape, x.dtype)\n    for i in const_range(x.shape[0]):\n" \
+          "        y[i] = x[i - 1] if i >= 1 else 100\n    return y\n"
+    k = hyb.compile_source(src, "ifexp.hyb").k
+    x = np.array([5, 6, 7], np.int8)
+    got = both(k, x)
+    np.testing.assert_array_equal(got, [100, 5, 6])
+    assert got.dtype == np.int8
