@@ -328,7 +328,8 @@ class _Checker(ExpressionChecker):
                     self.declare(name, Sym("const", name, whole))
                     return None
             value = self.expr(s.value)
-            if ((isinstance(value, tir.Const) or is_size_expression(value)) and types.is_weak(value.dtype)
+            if (((isinstance(value, tir.Const) or is_size_expression(value)) and types.is_weak(value.dtype)
+                 or isinstance(value, tir.Const) and types.is_int(value.dtype) and not isinstance(value.value, bool))
                     and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
                 # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
                 self.declare(name, Sym("const", name, value))

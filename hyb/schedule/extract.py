@@ -579,6 +579,21 @@ class _Extractor:
         rel = isl.Map.from_domain_and_range(domain, self.box(tensor))
         return Access(tensor, rel, False, span)
 
+    def partial(self, name, iters, domain: isl.Set, tensor: str, indices: list, span) -> Access:
+        """An access some of whose subscripts are not affine (``t[b, m - j]`` with ``m`` a scalar):
+        the affine ones as they are, the others any index in range (all of them: :meth:`whole`)."""
+        conds = []
+        for k, i in enumerate(indices):
+            try:
+                conds.append(f"o{k} = {affine(i)}")
+            except _NotAffine:
+                pass
+        if not conds:
+            return self.whole(name, iters, domain, tensor, span)
+        outs = ", ".join(f"o{k}" for k in range(len(indices)))
+        rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{outs}] : {' and '.join(conds)} }}"))
+        return Access(tensor, rel.intersect_domain(domain).intersect_range(self.box(tensor)).coalesce(), False, span)
+
     def reached(self, name, iters, domain: isl.Set, tensor: str, indices: list, inner: list, span,
                 surely: bool = False) -> Access:
         """The elements ``tensor[indices]`` may be from one instance, over the loops ``inner``
@@ -606,7 +621,7 @@ class _Extractor:
             idx = [affine(i) for i in indices]
         except _NotAffine:
             self.checked.add(id(node))
-            return self.whole(name, iters, domain, tensor, span)
+            return self.partial(name, iters, domain, tensor, indices, span)
         rel = isl.Map(self.isl_text(f"{{ {sp} -> {tensor}[{', '.join(idx)}] }}")).intersect_domain(domain)
         rel = rel.detect_equalities().coalesce()
         outside = rel.subtract_range(self.box(tensor))

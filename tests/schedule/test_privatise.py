@@ -103,3 +103,32 @@ def test_copies_past_the_limit_keep_one_buffer_and_the_warning(m):
         got = m.huge(x)
     np.testing.assert_array_equal(got, 2 * x)
     assert not any("privatise" in d for d in m.huge.compile(x).plan.decisions)
+
+
+def test_a_subscript_known_only_when_running_keeps_the_copy_exact():
+    # `t[m - j]`: the row's copy is still known exactly, so the parallel loop keeps its threads
+    src = '''
+def mirror(a, m):
+    out = output_tensor(a.shape, a.dtype)
+    for b in parallel(a.shape[0]):
+        t = allocate((a.shape[1],), a.dtype)
+        for j in range(a.shape[1]):
+            t[j] = a[b, j]
+        for j in range(a.shape[1]):
+            out[b, j] = t[m - j]
+    return out
+
+def reverse(a):
+    out = output_tensor(a.shape, a.dtype)
+    m = int32(a.shape[0] - 1)
+    for j in range(a.shape[0]):
+        out[j] = a[m - j]
+    return out
+'''
+    mod = hyb.compile_source(src, "mirror.hyb", threads=2, shapes="specialise")
+    a = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(quiet(mod.mirror, a, np.int32(3)), a[:, ::-1])
+    with pytest.raises(hyb.HybridIndexError):
+        mod.mirror(a, np.int32(4))  # t[4] is past the row: the run-time check still stands
+    np.testing.assert_array_equal(quiet(mod.reverse, np.arange(5.0)), np.arange(5.0)[::-1])
+    assert "m" not in mod.reverse.typed(np.arange(5.0)).tensors  # int32(a constant): a constant, not a scalar
