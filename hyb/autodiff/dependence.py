@@ -144,10 +144,10 @@ def instance_pairs(nz: Normalised, act: Activity, s, sub, w, depth: int, tag: st
 
 
 def affine(nz: Normalised, act: Activity, e):
-    """``e`` as an affine form of the loop variables (``affine.affine_form``), or None.  Scalar
-    parameters and scalars that are not constant-like are known only when the kernel runs."""
-    return affine_form(e, nz.loops, lambda n: n in nz.scalar_params
-                       or (n in nz.scalars and not constant_like(nz, act, n)))
+    """``e`` as an affine form of the loop variables (``affine.affine_form``), or None.  Scalars
+    that are not constant-like are known only when the kernel runs; a scalar parameter is fixed for
+    the whole call, a symbol like a shape (a gradient whose tape it sizes is compiled for its value)."""
+    return affine_form(e, nz.loops, lambda n: n in nz.scalars and not constant_like(nz, act, n))
 
 
 def constant_like(nz: Normalised, act: Activity, n, depth=0) -> bool:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
+
+import hyb
 
 from hyb.autodiff import derive
 from hyb.autodiff.reverse import (Activity, Normalised, SavePlan, activity, emit, normalise, plan_saves, reverse)
@@ -169,3 +172,23 @@ def test_no_active_input_is_refused_by_the_driver():
     assert activity(nz, frozenset({"a"})).active_t == frozenset()
     with pytest.raises(HybridUnsupportedError, match="no input of `k` has a gradient"):
         reverse(mod.kernels["k"], mod, frozenset({"a"}))
+
+
+def test_a_scalar_parameter_bounds_a_taped_loop():
+    # a size parameter is fixed for the call: the tape it sizes is allocated for its value
+    src = '''
+def scan(x, n):
+    out = output_tensor((n,), x.dtype)
+    for i in range(n):
+        out[i] = x[i]
+    for i in range(n - 1):
+        out[i + 1] = out[i + 1] * x[i]
+    return out
+'''
+    k = hyb.compile_source(src, "scan.hyb").scan
+    x = np.array([1.5, 2.0, 3.0, 0.5])
+    got, none = k.grad()(x, 4, np.ones(4))
+    assert none is None and "allocate((max(0, n - 1),), out.dtype)" in k.grad().source
+    eps = 1e-6
+    fd = [(k(x + eps * e, 4).sum() - k(x - eps * e, 4).sum()) / (2 * eps) for e in np.eye(4)]
+    np.testing.assert_allclose(got, fd, rtol=1e-6)
