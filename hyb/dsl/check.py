@@ -176,7 +176,7 @@ class _Checker(ExpressionChecker):
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
         fits = tuple(dict.fromkeys(self.__dict__.get("fits", ())))
         return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
-                               dict(self.grid_ranks), fits)
+                               dict(self.grid_ranks), fits, dict(self.__dict__.get("var_names", {})))
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:
@@ -625,6 +625,7 @@ class _Checker(ExpressionChecker):
             raise HybridNameError(f"loop variable `{name}` is already in use", s.target.span,
                                   "choose another name for this loop variable")
         vars_ = [self.unique(f"{name}_{k}") for k in range(len(dims))]
+        self.__dict__.setdefault("var_names", {}).update({v: f"{name}[{k}]" for k, v in enumerate(vars_)})
         self.push()
         self.depth += 1
         self.declare(name, Sym("grid", name, vars_))
@@ -681,6 +682,7 @@ class _Checker(ExpressionChecker):
             if len(trips) * self.__dict__.get("unrolling", 1) <= UNROLLED:  # (nested ones: their product)
                 return self.unrolled(s, name, trips)
         var = self.unique(name)
+        self.__dict__.setdefault("var_names", {})[var] = name
         self.push()
         self.depth += 1
         self.declare(name, Sym("loop", var))

@@ -298,6 +298,8 @@ class TypedKernel:
     # (input, dtype, span): a Python integer argument used as a narrower integer dtype, whose value
     # must fit it (NumPy raises OverflowError where it does not): checked at every call
     fits: tuple = field(default=(), compare=False)
+    # each loop variable's unique name -> the name the user wrote (`idx[0]` for a grid index's)
+    var_names: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def written(self) -> set:

@@ -336,7 +336,8 @@ def uninitialized_warnings(poly, d) -> list:
             continue
         seen.add((st.name, access.tensor))
         t = poly.kernel.tensors[access.tensor]
-        at = ", ".join(f"{k} = {v}" for k, v in iteration.items())
+        names = poly.kernel.var_names
+        at = ", ".join(f"{names.get(k, k)} = {v}" for k, v in iteration.items())
         out.append(HybridWarning(
             f"`{t.source_name}` is read before anything writes it{' (e.g. when ' + at + ')' if at else ''}; "
             "the value read is 0", access.span,
@@ -357,7 +358,8 @@ def parallel_hint_warnings(poly, d) -> list:
         k = src.iters.index(loop.var)
         a, b = coords[k], coords[len(src.iters) + dst.iters.index(loop.var)]
         out.append(HybridWarning(
-            f"loop `{loop.var}` is written `parallel` but its iterations depend on each other: iteration "
+            f"loop `{poly.kernel.var_names.get(loop.var, loop.var)}` is written `parallel` but its iterations "
+            "depend on each other: iteration "
             f"{b} needs iteration {a} (line {src.span.line} before line {dst.span.line})", loop.span,
             "it runs in an order that respects the dependence; write `range` to silence this"))
     return out

@@ -290,9 +290,9 @@ def k(x):
     y = output_tensor((2, 4, 4), "float64")
     for i in range(4):
         for j in range(2):
-            s = int64(1)
+            s = int64(x[0] * 0 + 1)
             for k in range(1, 4):
-                y[x[0], k, k - 1] = 2.0
+                y[x[0], k + x[0] * 0, k - 1 + x[0] * 0] = 2.0
             y[0, i, j] = s
     return y
 '''
@@ -304,6 +304,8 @@ def test_regression_parallel_mark_on_dependent_loop(marks, monkeypatch):
     # coincident = [1, 0]; its first member is constant for each c0, so the AST's first loop is the
     # second member, which carries the flow dependence s = 1 -> y[0, i, j] = s.  Run on 2+ threads
     # (each with its own copy of s), that loop leaves column 1 of y[0] at 0 (emulated: 1).
+    # (`s` and the subscripts are written so that hyb cannot see through them: a constant `s` or
+    # affine subscripts would let the analysis find this kernel's legal parallel loops.)
     # Every loop of this kernel carries a dependence (each (i, j) stores into the cells of
     # y[x[0]]), so none may run on threads: as scheduled no band is marked; with the marks forced
     # the check of the generated loops finds the broken dependence and keeps the original order.
