@@ -69,12 +69,13 @@ def check_parity(prog, allow_index_errors=False):
         e_args = [copy(a) for a in prog.args]
         try:
             got, got_err = outcome(kernel, c_args)
-        except hyb.HybridTypeError as rejected:
+        except (hyb.HybridTypeError, hyb.HybridArgumentError) as rejected:
             # a program the checker refuses for this signature (a weak float constant that leaves an
-            # integer output's range): emulate, which checks the same way, must refuse it alike
+            # integer output's range; a Python int argument out of the dtype it meets, as NumPy's
+            # OverflowError): emulate, which checks the same way, must refuse it alike
             try:
                 kernel.emulate(*e_args)
-            except hyb.HybridTypeError as also:
+            except (hyb.HybridTypeError, hyb.HybridArgumentError) as also:
                 assert str(also) == str(rejected), f"compiled: {rejected}\nemulate: {also}"
                 return "rejected"
             raise AssertionError(f"compiled raised {rejected!r}, emulate ran") from None
