@@ -396,11 +396,14 @@ class ExpressionChecker:
             f"write {t.source_name}[{', '.join('i' + str(k) for k in range(t.ndim))}]")
 
     def subscripts(self, e: syntax.Subscript) -> list:
-        """``e``'s subscripts: one tuple-valued subscript (``out[(i,) + idx]``) stands for its items."""
-        if len(e.indices) == 1 and isinstance(e.indices[0], syntax.BinOp):
-            items = self.tuple_items(self.value(e.indices[0]))
+        """``e``'s subscripts: one tuple-valued subscript (``out[(i,) + idx]``, ``b[idx[1:]]``) stands
+        for its items (a single subscript comes back evaluated)."""
+        if len(e.indices) == 1 and not isinstance(e.indices[0], syntax.Slice):
+            v = self.value(e.indices[0])
+            items = self.tuple_items(v)
             if items is not None:
                 return items
+            return [v if isinstance(v, tir.TExpr) else e.indices[0]]
         return list(e.indices)
 
     def indices(self, t: tir.Tensor, e: syntax.Subscript, prefix: tuple = (), subs=None) -> list:

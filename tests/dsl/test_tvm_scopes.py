@@ -200,6 +200,12 @@ def nested(a):
             out[i, j] = i * j + a[0]
     return out
 
+def row_plus(a, b):
+    c = output_tensor(a.shape, a.dtype)
+    for arg in grid(a.shape):
+        c[arg] = a[arg] + b[arg[1:]]
+    return c
+
 def sliced_by(a, n):
     c = output_tensor(a.shape[n:], a.dtype)
     return c
@@ -251,6 +257,8 @@ def test_tuples_joined_and_sliced(akg):
     k = np.arange(24.0).reshape(2, 3, 4)
     np.testing.assert_array_equal(both(akg.tail_sum, k), k.sum(0))
     assert both(akg.sliced_by, np.ones((2, 3, 4)), 1).shape == (3, 4)  # compiled for the value of `n`
+    a2 = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(both(akg.row_plus, a2, np.array([10.0, 20.0, 30.0])), a2 + [10, 20, 30])
 
 
 def test_likely_and_locals_named_like_built_in_functions(akg):
