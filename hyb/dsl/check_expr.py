@@ -17,6 +17,7 @@ from .folding import convert_const, fold, fold_intrinsic, known_condition, negat
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
 from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, MAX_NUM_THREADS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
                      Sym, TensorRef, TupleVal)
+from .signature import NeedsValue
 
 # Modules users reach for out of habit, and the NumPy/math names of built-in functions.
 FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
@@ -258,6 +259,13 @@ class ExpressionChecker:
         base = self.value(e.value)
         if e.unpack:
             self.check_unpack(base, e)
+        if isinstance(base, TensorRef) and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Slice):
+            t = base.tensor  # a shape passed as a tuple, sliced (`out_shape[1:]`): its values, known now
+            if not base.prefix and t.ndim == 1 and types.is_int(t.dtype) and t.kind == "input":
+                if t.name not in self.known_values:
+                    raise NeedsValue(t.source_name, "a sliced shape", e.span, array=True)
+                items = [tir.Const(types.WEAK_INT, v) for v in self.known_values[t.name]]
+                return TupleVal(items[self.const_slice(e.indices[0])])
         if isinstance(base, TensorRef):
             t = base.tensor
             subs = None if self.whole_index(t, e) else self.subscripts(e)

@@ -59,6 +59,12 @@ def fill(output_shape, v):
             out[i, j] = v + output_shape[1]
     return out
 
+def tail(s, x):
+    out = output_tensor(s[1:], x.dtype)
+    for idx in grid(out.shape):
+        out[idx] = x[0] + s[0]
+    return out
+
 def rows(s, x):
     out = output_tensor((s[0], x.shape[0]), x.dtype)
     for i in range(s[0]):
@@ -117,6 +123,11 @@ def test_a_tuple_argument_as_a_shape(m, shape):
     got = both(m.fill, shape, 7)
     assert got.shape == tuple(int(d) for d in shape) and got.dtype == np.int32
     assert (got == 7 + int(shape[1])).all()
+
+
+def test_a_shape_argument_sliced(m):
+    np.testing.assert_array_equal(both(m.tail, (7, 2, 2), np.ones(1)), np.full((2, 2), 8.0))
+    assert both(m.tail, [1, 3], np.ones(1)).shape == (3,)
 
 
 def test_each_shape_value_compiles_once_and_is_never_mixed_up(m):
