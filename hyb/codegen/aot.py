@@ -204,9 +204,11 @@ static int64_t thread_count(int64_t built_with) {
 
 
 def wrapper_source(typed, sig: AotSignature, check_sites: list, kernel_symbol: str, threads: int | None,
-                   origin: str = "", *, buffers) -> str:
+                   origin: str = "", *, buffers, staged=()) -> str:
     """The C source of the exported function for a typed kernel whose code is ``kernel_symbol``;
-    ``buffers``: the tensors that code takes, in order (the compiled kernel's ``buffers``)."""
+    ``buffers``: the tensors that code takes, in order (the compiled kernel's ``buffers``);
+    ``staged``: its temporaries as the code has them, ``(name, shape, dtype)`` each (a stage may
+    have added or reshaped one)."""
     order = list(buffers)
     n_in = len(typed.inputs)
     n_par = len(sig.params)
@@ -248,7 +250,7 @@ int {s}(int nparam, void **params, int *ndims, int64_t **shapes, const char **dt
             return fail(5, "parameter %d (`%s`) is NULL", i, PARAMS[i].name);
     }}
     void *buf[{len(order)}];""")
-    body, after, owned = _buffer_plan(typed, order, sig)
+    body, after, owned = _buffer_plan(typed, order, sig, {n: (shape, dt) for n, shape, dt in staged})
     lines.extend("    " + b for b in body)
     if owned:
         cond = " || ".join(f"!buf[{k}]" for k in owned)
@@ -274,7 +276,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
-def _buffer_plan(typed, order: list, sig: AotSignature):
+def _buffer_plan(typed, order: list, sig: AotSignature, staged: dict):
     """C statements that set ``buf[k]`` for every buffer of the kernel (before the call), the
     copies made after it, and the indices of the buffers the wrapper allocates."""
     n_in = len(typed.inputs)
@@ -284,9 +286,10 @@ def _buffer_plan(typed, order: list, sig: AotSignature):
         out_index.setdefault(name, n_in + j)
     body, after, owned = [], [], []
     for k, name in enumerate(order):
-        t = typed.tensors[name]
-        nbytes = int(np.prod(t.shape, dtype=np.int64)) * types.numpy_dtype(t.dtype).itemsize
-        label = t.source_name or name
+        t = typed.tensors.get(name)
+        shape, dtype = staged.get(name) or (t.shape, t.dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * types.numpy_dtype(dtype).itemsize
+        label = (t.source_name if t is not None else "") or name
         if k < n_in:
             if name in written and name in out_index:
                 o = out_index[name]
@@ -371,7 +374,8 @@ def build_library(compiled, output, symbol: str | None = None, *, cc: str | None
     if vecmath.calls_variants(llvm_opt) and cpu not in (None, "native", "host"):
         # the vector math variants were chosen for this machine's ISA: another CPU gets libm's calls
         llvm_opt = str(jit.optimize(vecmath.without_variants(compiled.llvm_ir)))
-    c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin, buffers=compiled.buffers)
+    c_text = (wrapper_source(typed, sig, compiled.check_sites, inner, threads, origin, buffers=compiled.buffers,
+                             staged=compiled.code.staged)
               + vecmath.c_definitions(llvm_opt))
     obj = object_code(llvm_opt, llvm_codegen.function_name(typed), inner, cpu)
     compiler = find_c_compiler(cc)

@@ -132,3 +132,23 @@ def reverse(a):
         mod.mirror(a, np.int32(4))  # t[4] is past the row: the run-time check still stands
     np.testing.assert_array_equal(quiet(mod.reverse, np.arange(5.0)), np.arange(5.0)[::-1])
     assert "m" not in mod.reverse.typed(np.arange(5.0)).tensors  # int32(a constant): a constant, not a scalar
+
+
+def test_an_aot_library_allocates_the_copies(tmp_path):
+    import ctypes
+    import shutil
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("needs a C compiler")
+    from hyb.codegen import aot
+    x = np.arange(5000.0)
+    ck = hyb.compile_source(SRC, "priv.hyb", threads=2, shapes="specialise").scratch.compile(x)
+    assert any("privatise" in d for d in ck.plan.decisions)
+    aot.build_library(ck, tmp_path / "lib.so", "scratch")
+    lib = ctypes.CDLL(str(tmp_path / "lib.so"))
+    out = np.zeros_like(x)
+    params = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    shape = (ctypes.c_int64 * 1)(x.size)
+    rc = lib.scratch(2, params, (ctypes.c_int * 2)(1, 1), (ctypes.POINTER(ctypes.c_int64) * 2)(shape, shape),
+                     (ctypes.c_char_p * 2)(b"float64", b"float64"), None, None)
+    assert rc == 0
+    np.testing.assert_array_equal(out, 4 * x + 1)
