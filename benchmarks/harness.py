@@ -188,13 +188,16 @@ def cold_compile(bench, dims, pristine, opts, n) -> tuple:
 def time_runners(runners: dict, pristine: dict, opts, rounds: int) -> tuple:
     """Median seconds per call of each runner: warm-up, then `rounds` rounds that visit every runner in
     turn (rotating the order), each taking enough samples to fill --min-time; slow runners get fewer
-    rounds once --budget would be exceeded. Arrays are reset before each call, outside the timing."""
+    rounds once --budget would be exceeded. The arrays a call writes are reset before each call,
+    outside the timing; those it only reads are left as they are, as the frameworks' peers leave theirs."""
     est = {}
     for v, r in runners.items():
         r.reset(pristine)
         t0 = time.perf_counter()
         r.call()
         est[v] = max(time.perf_counter() - t0, 1e-7)
+        if hasattr(r, "learn_written"):
+            r.learn_written(pristine)  # only what a call writes is reset before each timed call
     per_round = {v: max(1, min(50, int(opts.min_time / est[v]))) for v in runners}
     n_rounds = {v: min(rounds, max(3, math.ceil(opts.budget / (est[v] * per_round[v])))) for v in runners}
     samples = {v: [] for v in runners}

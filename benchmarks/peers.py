@@ -47,11 +47,18 @@ class Runner:
         self.call = make_call(self.bufs)
         self._collect = collect
         self.last = None
+        self.written = None  # the buffers a call changes, once learned (None: reset them all)
 
     def reset(self, pristine: dict):
         for n, b in self.bufs.items():
-            if isinstance(b, np.ndarray):
+            if isinstance(b, np.ndarray) and (self.written is None or n in self.written):
                 np.copyto(b, pristine[n])
+
+    def learn_written(self, pristine: dict):
+        """After a call: the buffers it changed are the ones reset from now on, so that inputs a
+        version only reads stay as the frameworks' peers (never reset) have theirs."""
+        self.written = {n for n, b in self.bufs.items()
+                        if isinstance(b, np.ndarray) and not np.array_equal(b, pristine[n], equal_nan=b.dtype.kind in "fc")}
 
     def run(self):
         self.last = self.call()
