@@ -145,7 +145,7 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
     out.append(f"- NumPy: vectorised where natural; BLAS threads: {meta.get('blas_threads', 'as configured')}; "
                f"BLAS: {meta.get('blas', 'not recorded')}")
     out.append(f"- times: median of per-call samples after warm-up ({meta['repeat']} rounds, versions "
-               "interleaved, arrays reset before each call outside the timed region); cold compile: "
+               "interleaved; the arrays a call writes reset before each call outside the timed region); cold compile: "
                f"median of {meta['compile_repeat']} fresh `hyb.compile_source` + first `.compile(*args)`")
     out.append("- speedup = peer time / hyb time (> 1: hyb is faster); every version's results were checked "
                "against the reference (NumPy, else C) before timing; ✗ marks a version whose results differ")
