@@ -80,6 +80,8 @@ class _Checker(ExpressionChecker):
         self.known_values: dict = {}  # inputs compiled for their values (a shape passed as a tuple)
         # names every branch of an `if` assigns -> the scope (outside the `if`) their scalar goes in
         self.hoisted: dict = {}
+        self.unrolling = 1  # the copies of a body the `const_range` loops around it unroll
+        self.var_names: dict = {}  # each loop variable's unique name -> the name written
         self.scopes: list = [{}]
         self.closed: dict = {}  # names of scalars whose block has ended -> Span of declaration
         self.base_depth = 0  # the block depth at which the kernel being checked starts
@@ -176,7 +178,7 @@ class _Checker(ExpressionChecker):
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
         fits = tuple(dict.fromkeys(self.__dict__.get("fits", ())))
         return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
-                               dict(self.grid_ranks), fits, dict(self.__dict__.get("var_names", {})))
+                               dict(self.grid_ranks), fits, dict(self.var_names))
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:
@@ -475,13 +477,9 @@ class _Checker(ExpressionChecker):
             return tuple(dims)
         if isinstance(v, tir.TExpr):
             return (self.const_int(v, e.span, "a shape"),)
-        if isinstance(v, TensorRef) and not v.prefix and v.ndim == 1 and types.is_int(v.tensor.dtype):
-            t = v.tensor
-            if t.name in self.known_values:
-                return tuple(self.const_int(tir.Const(types.WEAK_INT, d), e.span, "a shape")
-                             for d in self.known_values[t.name])
-            if t.kind == "input":  # a shape passed as a tuple or list: compiled for its items
-                raise NeedsValue(t.source_name, "a shape", e.span, array=True)
+        items = self.shape_argument(v, e.span, "a shape") if isinstance(v, TensorRef) else None
+        if items is not None:  # a shape passed as a tuple or list: compiled for its items
+            return tuple(self.const_int(tir.Const(types.WEAK_INT, d), e.span, "a shape") for d in items)
         if isinstance(v, TensorRef) and v.tensor.kind == "input" and not v.prefix and v.ndim == 1:
             raise HybridTypeError(f"expected a shape, but `{v.tensor.source_name}` holds {v.tensor.dtype}", e.span,
                                   "pass a tuple or list of integers as the shape")
@@ -625,7 +623,7 @@ class _Checker(ExpressionChecker):
             raise HybridNameError(f"loop variable `{name}` is already in use", s.target.span,
                                   "choose another name for this loop variable")
         vars_ = [self.unique(f"{name}_{k}") for k in range(len(dims))]
-        self.__dict__.setdefault("var_names", {}).update({v: f"{name}[{k}]" for k, v in enumerate(vars_)})
+        self.var_names.update({v: f"{name}[{k}]" for k, v in enumerate(vars_)})
         self.push()
         self.depth += 1
         self.declare(name, Sym("grid", name, vars_))
@@ -679,10 +677,10 @@ class _Checker(ExpressionChecker):
                                   "choose another name for this loop variable")
         if kind == "const_range" and isinstance(start, tir.Const) and isinstance(stop, tir.Const):
             trips = range(int(start.value), int(stop.value), step)
-            if len(trips) * self.__dict__.get("unrolling", 1) <= UNROLLED:  # (nested ones: their product)
+            if len(trips) * self.unrolling <= UNROLLED:  # (nested ones: their product)
                 return self.unrolled(s, name, trips)
         var = self.unique(name)
-        self.__dict__.setdefault("var_names", {})[var] = name
+        self.var_names[var] = name
         self.push()
         self.depth += 1
         self.declare(name, Sym("loop", var))
@@ -701,7 +699,7 @@ class _Checker(ExpressionChecker):
         value, the variable a constant in each (so `x.shape[i]` and `inputs[i]` are known)."""
         out = []
         self.depth += 1
-        outer = self.__dict__.get("unrolling", 1)
+        outer = self.unrolling
         self.unrolling = outer * max(len(trips), 1)
         for v in trips:
             self.push()
@@ -727,14 +725,13 @@ class _Checker(ExpressionChecker):
         for n in mine:
             self.hoisted[n] = len(self.scopes) - 1
         self.depth += 1
-        self.push()
-        with self.perhaps(known is not True):
+        with self.perhaps(True):  # either branch may not run (a condition known now was folded above)
+            self.push()
             body = self.block(s.body)
-        self.pop()
-        self.push()
-        with self.perhaps(known is not False):
+            self.pop()
+            self.push()
             orelse = self.block(s.orelse)
-        self.pop()
+            self.pop()
         self.depth -= 1
         for n in mine:
             self.hoisted.pop(n, None)

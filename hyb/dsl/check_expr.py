@@ -260,12 +260,9 @@ class ExpressionChecker:
         if e.unpack:
             self.check_unpack(base, e)
         if isinstance(base, TensorRef) and len(e.indices) == 1 and isinstance(e.indices[0], syntax.Slice):
-            t = base.tensor  # a shape passed as a tuple, sliced (`out_shape[1:]`): its values, known now
-            if not base.prefix and t.ndim == 1 and types.is_int(t.dtype) and t.kind == "input":
-                if t.name not in self.known_values:
-                    raise NeedsValue(t.source_name, "a sliced shape", e.span, array=True)
-                items = [tir.Const(types.WEAK_INT, v) for v in self.known_values[t.name]]
-                return TupleVal(items[self.const_slice(e.indices[0])])
+            items = self.shape_argument(base, e.span, "a sliced shape")  # `out_shape[1:]`
+            if items is not None:
+                return TupleVal([tir.Const(types.WEAK_INT, v) for v in items][self.const_slice(e.indices[0])])
         if isinstance(base, TensorRef):
             t = base.tensor
             subs = None if self.whole_index(t, e) else self.subscripts(e)
@@ -307,6 +304,16 @@ class ExpressionChecker:
                 return tir.Const(types.WEAK_INT, item, span=e.span)
             return item
         self.not_indexable(base, e.value)
+
+    def shape_argument(self, ref: TensorRef, span, what: str):
+        """The items of a 1-D integer argument used as ``what`` (a shape passed as a tuple or list),
+        which the kernel is compiled for (NeedsValue until it is); None for any other tensor."""
+        t = ref.tensor
+        if ref.prefix or t.ndim != 1 or not types.is_int(t.dtype) or t.kind != "input":
+            return None
+        if t.name not in self.known_values:
+            raise NeedsValue(t.source_name, what, span, array=True)
+        return self.known_values[t.name]
 
     def assert_message(self, msg) -> str:
         """An assert's message: a string, or one formatted as TVM's script evaluates it (``"%s and
@@ -467,8 +474,9 @@ class ExpressionChecker:
     def v_BinOp(self, e: syntax.BinOp):
         if e.op == "+":
             a, b = self.value(e.left), self.value(e.right)
-            if self.tuple_items(a) is not None and self.tuple_items(b) is not None:
-                return TupleVal(self.tuple_items(a) + self.tuple_items(b))  # `(n,) + a.shape`, as Python
+            left, right = self.tuple_items(a), self.tuple_items(b)
+            if left is not None and right is not None:
+                return TupleVal(left + right)  # `(n,) + a.shape`, as Python
             return self.binop(e.op, self.expr_of(a, e.left), self.expr_of(b, e.right), e.span)
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.span)
 

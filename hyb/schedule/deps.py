@@ -179,15 +179,14 @@ def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, 
                 if x.exact:
                     extra = extra.union(isl.UnionMap.from_map(one_cell(p.kernel, x.relation) if not expanded
                                                               else x.relation))
-        full = flow_of(sink, must.union(extra), may).get_full_may_dependence()
+        maps = []  # the dependences of each source statement
+        flow_of(sink, must.union(extra), may).get_full_may_dependence().foreach_map(maps.append)
         for w in writers:
             shared = 0
             while shared < min(len(w.iters), len(r.iters)) and w.iters[shared] == r.iters[shared]:
                 shared += 1
             a = [f"a{k}" for k in range(len(w.iters))]
             b = [f"b{k}" for k in range(len(r.iters))]
-            maps = []
-            full.foreach_map(maps.append)
             for m in maps:
                 if m.get_tuple_name(isl.dim_type.in_) != w.name:
                     continue

@@ -18,6 +18,7 @@ expanded, and ``rewrite(typed)`` returns ``(typed, decisions)``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..dsl import tir, types
@@ -48,14 +49,13 @@ def rewrite(typed: tir.TypedKernel) -> tuple:
         trips = [_trips(lp) for lp in around]
         if not around or None in trips:
             continue
-        copies = 1  # (a shape-generic kernel's count is the loop's size: its copies take what the loop reads)
-        for n in trips:
-            copies = copies * n if isinstance(n, int) and isinstance(copies, int) else "run-time"
-        if isinstance(copies, int) and copies * max(t.size, 1) * types.numpy_dtype(t.dtype).itemsize > MAX_BYTES:
+        # (a shape-generic kernel's count is the loops' sizes: its copies take what those loops read)
+        copies = math.prod(trips) if all(isinstance(n, int) for n in trips) else None
+        if copies is not None and copies * max(t.size, 1) * types.numpy_dtype(t.dtype).itemsize > MAX_BYTES:
             continue
-        expand[t.name] = around
+        expand[t.name] = (around, trips)
         loops_text = ", ".join(f"`{lp.var}`" for lp in around)
-        count = f"{copies} copies" if isinstance(copies, int) else "as many copies as the loop has iterations"
+        count = f"{copies} copies" if copies is not None else "as many copies as the loop has iterations"
         decisions.append(f"privatise: `{t.source_name}` (allocated inside the parallel loop{'s' if len(around) > 1 else ''}"
                          f" {loops_text}) has a copy per iteration: {count}")
     if not expand:
@@ -73,12 +73,12 @@ def rewrite(typed: tir.TypedKernel) -> tuple:
     def by(node):
         if isinstance(node, (tir.Load, tir.Store)) and node.tensor in expand:
             node = tir.rewrite_children(node, by)
-            return replace(node, indices=[number(lp) for lp in expand[node.tensor]] + list(node.indices))
+            return replace(node, indices=[number(lp) for lp in expand[node.tensor][0]] + list(node.indices))
         return None
 
     body = [tir.rewrite(s, by) for s in typed.body]
     tensors = dict(typed.tensors)
-    for name, around in expand.items():
+    for name, (_, trips) in expand.items():
         t = tensors[name]
-        tensors[name] = replace(t, shape=tuple(_trips(lp) for lp in around) + tuple(t.shape), code_shape=())
+        tensors[name] = replace(t, shape=tuple(trips) + tuple(t.shape), code_shape=())
     return replace(typed, tensors=tensors, body=body), tuple(decisions)

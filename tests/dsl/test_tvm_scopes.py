@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import hyb
+from tests.dsl.test_lists import both  # compiled, checked against emulate()
 
 SRC = '''
 def dims(a):
@@ -77,11 +78,6 @@ def counter(a):
 def m():
     return hyb.compile_source(SRC, "tvm.hyb")
 
-
-def both(k, *args):
-    got = k(*args)
-    np.testing.assert_array_equal(got, k.emulate(*args))
-    return got
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (5,), (1, 1)])
