@@ -219,6 +219,12 @@ def hidden(a):
     c[0] = len(a)
     return c
 
+def hint(a):
+    c = output_tensor(a.shape, a.dtype)
+    if likely(a.shape[0] > 1, True):
+        c[0] = 1.0
+    return c
+
 def variable_slice(a):
     c = output_tensor((1,), a.dtype)
     for i in range(2):
@@ -270,8 +276,9 @@ def test_nested_const_range_unrolls_at_most_64_copies(akg):
     ("tensor_slice", hyb.HybridUnsupportedError, "slices are not supported; index one element at a time", (4, 14),
      "tuples and shapes may be sliced"),
     ("hidden", hyb.HybridTypeError, "`len` is not a function", (10, 12), "a local named `len` hides the built-in"),
+    ("hint", hyb.HybridTypeError, "likely() takes one argument, a condition", (15, 8), "if likely(i < n):"),
     ("variable_slice", hyb.HybridTypeError,
-     "the bounds of a slice of a tuple or a shape must be integers known at compile time", (16, 24), "x.shape[1:]"),
+     "the bounds of a slice of a tuple or a shape must be integers known at compile time", (22, 24), "x.shape[1:]"),
 ])
 def test_akg_spellings_refused_by_name(name, cls, message, place, hint):
     k = getattr(hyb.compile_source(AKG_BAD, "bad.hyb"), name)
