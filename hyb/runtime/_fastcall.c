@@ -40,10 +40,13 @@ static PyObject *str_shape, *str_dtype, *str_run;
  * with the GIL held only. */
 #define CHECK_NS 2000000LL /* busy.CHECK_SECONDS */
 #define SPIN_NS 5000000LL  /* busy.SPIN_SECONDS */
+#define READINGS 3         /* busy.READINGS */
 static char loadavg_path[256] = "/proc/loadavg";
 static int adapt_threads = 1;
 static int64_t checked_ns = INT64_MIN / 2, ended_ns = INT64_MIN / 2, free_cpus = -1;
 static int64_t last_threads = 1;
+static int64_t seen[READINGS]; /* other processes' runnable tasks in the last reads, newest at seen_next - 1 */
+static int seen_count = 0, seen_next = 0;
 
 static int64_t now_ns(void)
 {
@@ -84,9 +87,20 @@ static int64_t threads_now(int64_t wanted)
         int64_t running = runnable_tasks();
         int64_t mine = 1 + (t - ended_ns < SPIN_NS ? last_threads - 1 : 0);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int64_t others = running - mine > 0 ? running - mine : 0;
-        int64_t left = (cpus > 0 ? cpus : 1) - others;
-        free_cpus = running < 0 ? -1 : (left > 0 ? left : 0);
+        if (running < 0) {
+            free_cpus = -1;
+            seen_count = seen_next = 0;
+        } else {
+            seen[seen_next] = running - mine > 0 ? running - mine : 0;
+            seen_next = (seen_next + 1) % READINGS;
+            if (seen_count < READINGS)
+                seen_count++;
+            int64_t fewest = seen[0];
+            for (int k = 1; k < seen_count; k++)
+                fewest = seen[k] < fewest ? seen[k] : fewest;
+            int64_t left = (cpus > 0 ? cpus : 1) - fewest;
+            free_cpus = left > 0 ? left : 0;
+        }
         checked_ns = t;
     }
     if (free_cpus < 0)
@@ -130,6 +144,7 @@ static PyObject *fc_configure(PyObject *module, PyObject *const *argv, Py_ssize_
     adapt_threads = enabled;
     checked_ns = ended_ns = INT64_MIN / 2;
     last_threads = 1;
+    seen_count = seen_next = 0;
     Py_RETURN_NONE;
 }
 

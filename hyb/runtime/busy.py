@@ -11,8 +11,11 @@ code has parallel loops asks :func:`threads_now` how many of its threads to use:
 * the tasks that are this process's own are taken out: the calling thread, and the workers of the
   last parallel call where it ended less than :data:`SPIN_SECONDS` ago (libgomp's workers spin for
   a few milliseconds after a parallel region before they sleep);
-* the rest run on as many CPUs; the call takes the CPUs left, at least one and at most the threads
-  it was given.
+* the rest run on as many CPUs, counted as the fewest seen in the last :data:`READINGS` reads: a
+  task that is runnable for a moment (a kernel thread, a short command, our own worker spinning a
+  little past :data:`SPIN_SECONDS`) shows in one read and not the next, where a busy neighbour
+  shows in every one, so a passing task does not take a call's threads away for the reads after;
+* the call takes the CPUs left, at least one and at most the threads it was given.
 
 On an idle machine every call gets its threads.  ``HYB_ADAPT_THREADS=0`` in the environment (read
 when hyb is imported) turns the check off, as does a system without ``/proc/loadavg``.  The C
@@ -25,10 +28,11 @@ import time
 
 CHECK_SECONDS = 0.002
 SPIN_SECONDS = 0.005
+READINGS = 3
 LOADAVG = "/proc/loadavg"
 ENABLED = os.environ.get("HYB_ADAPT_THREADS", "1") != "0"
 
-_state = {"checked": -1.0, "free": None, "ended": -1.0, "last": 1}
+_state = {"checked": -1.0, "free": None, "ended": -1.0, "last": 1, "seen": ()}
 
 
 def runnable(path: str) -> int | None:
@@ -41,9 +45,9 @@ def runnable(path: str) -> int | None:
         return None
 
 
-def free_cpus(running: int, cpus: int, mine: int) -> int:
-    """CPUs not running another process's task: ``running`` runnable tasks, ``mine`` of them ours."""
-    return cpus - max(0, running - mine)
+def others(running: int, mine: int) -> int:
+    """Runnable tasks of other processes: ``running`` in all, ``mine`` of them ours."""
+    return max(0, running - mine)
 
 
 def threads_now(wanted: int, now: float | None = None) -> int:
@@ -54,7 +58,11 @@ def threads_now(wanted: int, now: float | None = None) -> int:
     if now - _state["checked"] >= CHECK_SECONDS:
         running = runnable(LOADAVG)
         mine = 1 + (_state["last"] - 1 if now - _state["ended"] < SPIN_SECONDS else 0)
-        _state["free"] = None if running is None else free_cpus(running, os.cpu_count() or 1, mine)
+        if running is None:
+            _state["free"], _state["seen"] = None, ()
+        else:
+            _state["seen"] = (_state["seen"] + (others(running, mine),))[-READINGS:]
+            _state["free"] = (os.cpu_count() or 1) - min(_state["seen"])
         _state["checked"] = now
     free = _state["free"]
     return wanted if free is None else max(1, min(wanted, free))

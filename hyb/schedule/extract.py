@@ -465,10 +465,11 @@ class _Extractor:
 
     def opaque(self, loop, ctx: _Ctx):
         """A loop with non-affine bounds (or an `if` that changes its own condition, or a loop
-        with a form): one statement, checked at run time.  Each access touches the whole tensor;
-        in a loop with a form, a private scalar's access touches its own copy, and, where the
-        loops around an access inside the statement and its subscripts are affine, it touches
-        the elements those loops reach from this instance (all of them, for a store under no
+        with a form): one statement, checked at run time.  Each access touches the whole tensor,
+        a scalar declared inside the statement only this instance's copies, and in a loop with a
+        form a private scalar's access touches its own copy (:meth:`whole`); there, where the loops
+        around an access inside the statement and its subscripts are affine, it touches the
+        elements those loops reach from this instance (all of them, for a store under no
         condition inside the statement)."""
         name = f"S{len(self.statements)}"
         domain = self._domain(name, ctx)
@@ -568,12 +569,15 @@ class _Extractor:
         return tensor_box(self.k, tensor, self.params)
 
     def whole(self, name, iters, domain: isl.Set, tensor: str, span, private: bool = False) -> Access:
-        """An access that may touch any element of ``tensor`` (of a private scalar, where
-        ``private``: its copy of this iteration of the loops it is private to, as :meth:`access`
-        models it)."""
+        """An access that may touch any element of ``tensor``.  Of a scalar private to loops, from
+        inside an opaque statement: where it is declared inside the statement (private to a loop
+        of it), only the copies this instance makes, which no other instance sees; where
+        ``private`` (a loop with a form), the copy of this iteration of the loops around it, as
+        :meth:`access` models it; else all of them."""
         t = self.k.tensors.get(tensor)
-        if private and t is not None and t.kind == "scalar" and set(t.private_to) <= set(iters):
-            idx = ", ".join(iname(v) for v in t.private_to)
+        if t is not None and t.kind == "scalar" and t.private_to and (
+                private and set(t.private_to) <= set(iters) or not set(t.private_to) <= set(iters)):
+            idx = ", ".join(iname(v) if v in iters else f"any{k}" for k, v in enumerate(t.private_to))
             rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{idx}] }}"))
             return Access(tensor, rel.intersect_domain(domain), False, span)
         rel = isl.Map.from_domain_and_range(domain, self.box(tensor))

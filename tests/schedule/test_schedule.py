@@ -680,3 +680,40 @@ def k(x0):
     ck = k.compile(x)
     broken = verify.violations(ck.nest, ck.deps.all, ck.cell_deps.all)
     assert broken is not None and broken.is_empty()
+
+
+OPAQUE_ROWS = '''
+def topk(x):
+    vals = output_tensor((x.shape[0], 3), x.dtype)
+    for i in range(x.shape[0]):
+        for t in range(3):
+            vals[i, t] = -1.0e30
+        for j in range(x.shape[1]):
+            v = x[i, j]
+            for t in range(3):
+                if v > vals[i, t]:
+                    tv = vals[i, t]
+                    vals[i, t] = v
+                    v = tv
+    return vals
+'''
+
+
+@pytest.mark.parametrize("rows,cols", [(0, 5), (1, 1), (7, 2), (300, 40)])
+def test_scalars_declared_inside_an_opaque_loop_leave_its_rows_on_threads(rows, cols):
+    # the j loop, a search for the elements above the third largest so far, is one opaque
+    # statement per row; its scalars `v` and `tv` live and die in that row's instance, so the
+    # rows are independent and run on threads
+    x = np.random.default_rng(rows).standard_normal((rows, cols))
+    k = hyb.compile_source(OPAQUE_ROWS, threads=2, schedule={"min_parallel_work": 1}).topk
+    want = np.full((rows, 3), -1.0e30)
+    top = -np.sort(-x, axis=1)[:, :3]
+    want[:, :top.shape[1]] = top
+    np.testing.assert_array_equal(k(x), want)
+    np.testing.assert_array_equal(k.emulate(x), want)
+    if rows == 300:
+        ck = k.compile(x)
+        opaque = re.search(r"(S\d+):  # for j in range", ck.inspect("isl")).group(1)
+        assert f"{opaque}[h_i] -> {opaque}[h_i']" not in ck.inspect("deps")  # no dependence between rows
+        assert re.search(r"parallel for \(c0 = 0;[^\n]*\n(?:[^\n]*\n)*?[^\n]*" + opaque + r"\(",
+                         ck.inspect("loops"))
