@@ -167,8 +167,8 @@ def select(spec: str | None):
 
 def cold_compile(bench, dims, pristine, opts, n) -> tuple:
     """Seconds from kernel text to a compiled kernel, each time under a new kernel name (so no cache
-    of any kind can serve it); also the last kernel compiled. A compile slower than 30 s is not
-    repeated."""
+    of any kind can serve it); also the last kernel compiled and its compile's (stage, seconds)
+    pairs (``inspect("timings")``). A compile slower than 30 s is not repeated."""
     args = [pristine[p] for p in bench.hyb_params]
     options = hyb_options(opts.fastmath, opts.schedule, opts.hyb_threads)
     times, kernel = [], None
@@ -177,12 +177,51 @@ def cold_compile(bench, dims, pristine, opts, n) -> tuple:
         with hyb_threads_env(opts.hyb_threads):
             t0 = time.perf_counter()
             mod, entry = hyb_module(bench, dims, options, entry_suffix=suffix)
-            mod.kernels[entry].compile(*args)
+            compiled = mod.kernels[entry].compile(*args)
             times.append(time.perf_counter() - t0)
         kernel = mod.kernels[entry]
         if times[-1] > 30.0:
             break
-    return times, kernel
+    return times, kernel, [list(pair) for pair in compiled.timings.stages]
+
+
+def second_shape(bench, size: str, dims: dict, pristine: dict):
+    """(size, dims, data) of another size whose arrays have other shapes than this size's data
+    ``pristine`` (the kernel text's constants kept), the nearest below first; None if every size
+    has the same shapes."""
+    k = SIZES.index(size)
+    shapes = _shapes(bench, pristine)
+    for other in list(reversed(SIZES[:k])) + list(SIZES[k + 1:]):
+        if other not in bench.sizes:
+            continue
+        dims2 = dict(bench.dims(other), **{c: dims[c] for c in bench.hyb_consts})
+        data = bench.init(dims2)
+        if _shapes(bench, data) != shapes:
+            return other, dims2, data
+    return None
+
+
+def _shapes(bench, data: dict) -> tuple:
+    return tuple(np.shape(data[p]) for p in bench.hyb_params)
+
+
+def second_shape_compile(bench, kernel, size: str, dims: dict, pristine: dict, opts, row: dict) -> None:
+    """Seconds to compile ``kernel``, just compiled for this size, for the shapes of another size in
+    the same process (row["second_compile_s"]): a second shape compiles the shape-generic code and
+    binds it to that shape, or, for a kernel that has none, compiles that shape."""
+    other = second_shape(bench, size, dims, pristine)
+    if other is None:
+        row["second_shape"] = "no other size has other shapes"
+        return
+    name, dims2, data = other
+    with hyb_threads_env(opts.hyb_threads):
+        t0 = time.perf_counter()
+        compiled = kernel.compile(*[data[p] for p in bench.hyb_params])
+        row["second_compile_s"] = time.perf_counter() - t0
+    generic = bool(getattr(compiled, "generic", False))
+    row["second_shape"] = (f"{name}: " + " ".join(f"{k}={v}" for k, v in dims2.items())
+                           + ("; shape-generic code" if generic else "; compiled for that shape (no shape-generic code)"))
+    row["second_generic"] = generic
 
 
 def time_runners(runners: dict, pristine: dict, opts, rounds: int) -> tuple:
@@ -239,12 +278,19 @@ def run_bench(bench, opts, cc: CCompiler, size: str, rounds: int | None = None, 
         # 1. cold compile (parse to callable)
         stage("hyb", "cold compile", row)
         try:
-            row["compile_samples"], kernel = cold_compile(bench, dims, pristine, opts, max(1, opts.compile_repeat))
+            row["compile_samples"], kernel, row["compile_stages"] = cold_compile(
+                bench, dims, pristine, opts, max(1, opts.compile_repeat))
             row["compile_s"] = statistics.median(row["compile_samples"])
         except hyb.HybridUnsupportedError as e:
             row["errors"]["hyb"] = f"not available: {type(e).__name__}: {str(e).splitlines()[0]}"
         except Exception as e:  # noqa: BLE001 - a kernel that does not compile is a result to report
             row["errors"]["hyb"] = f"{type(e).__name__}: {e}"
+        if kernel is not None:  # 1b. the same kernel compiled for a second shape
+            stage("hyb", "compiling it for a second shape", row)
+            try:
+                second_shape_compile(bench, kernel, size, dims, pristine, opts, row)
+            except Exception as e:  # noqa: BLE001 - reported in the row's notes, the row still runs
+                row["notes"].append(f"second-shape compile failed: {type(e).__name__}: {str(e).splitlines()[0]}")
         # 2. the versions
         runners = {}
         for v in variants:
@@ -393,6 +439,8 @@ def progress(k: int, n: int, row: dict, seconds: float):
         t = row["time"].get(v)
         parts.append(f"{LABELS[v]} {t * 1e3:.3g} ms" if t else f"{LABELS[v]} {'error' if v in row['errors'] else 'n/a'}")
     comp = f"compile {row['compile_s']:.2f} s" if row["compile_s"] else "compile —"
+    if row.get("second_compile_s"):
+        comp += f", second shape {row['second_compile_s']:.2f} s"
     sp = speedup(row, "numba")
     vs = f"  hyb {sp:.2f}x Numba" if sp else ""
     vs += "".join(f", {speedup(row, p):.2f}x {LABELS[p]}" for p in ("torch-compile", "jax") if speedup(row, p))
@@ -503,7 +551,8 @@ def new_row(bench, size: str) -> dict:
     dims = bench.dims(size)
     return {"name": bench.name, "group": bench.group, "size": size,
             "dims": " ".join(f"{k}={v}" for k, v in dims.items()), "status": "ok", "compile_s": None,
-            "compile_samples": [], "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
+            "compile_samples": [], "compile_stages": [], "second_compile_s": None, "second_shape": None,
+            "second_generic": None, "time": {}, "samples": {}, "first_call_s": {}, "errors": {}, "na": {},
             "check": {}, "mismatch": [], "problems": [], "notes": list(bench.notes), "reference": None,
             "modes": bench.hyb_modes}
 

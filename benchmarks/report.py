@@ -89,7 +89,21 @@ def summary(rows: list, group: str) -> dict:
     out["compile_max_s"] = max(comp) if comp else None
     out["compile_median_s"] = float(np.median(comp)) if comp else None
     out["compile_over_0.5s"] = [r["name"] for r in ok if r.get("compile_s") and r["compile_s"] > 0.5]
+    # the same kernel compiled for a second shape: the shape-generic code and its binding
+    second = [r["second_compile_s"] for r in ok if r.get("second_compile_s")]
+    out["second_compile_max_s"] = max(second) if second else None
+    out["second_compile_median_s"] = float(np.median(second)) if second else None
+    out["second_compile_n"] = len(second)
     return out
+
+
+def fmt_s(t) -> str:
+    return "—" if t is None else f"{t:.3f}"
+
+
+def second_cell(row: dict) -> str:
+    """The second-shape compile time; † where the kernel got no shape-generic code (it compiled that shape)."""
+    return fmt_s(row.get("second_compile_s")) + (" †" if row.get("second_generic") is False else "")
 
 
 def fmt_ms(t) -> str:
@@ -146,21 +160,24 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
                f"BLAS: {meta.get('blas', 'not recorded')}")
     out.append(f"- times: median of per-call samples after warm-up ({meta['repeat']} rounds, versions "
                "interleaved; the arrays a call writes reset before each call outside the timed region); cold compile: "
-               f"median of {meta['compile_repeat']} fresh `hyb.compile_source` + first `.compile(*args)`")
+               f"median of {meta['compile_repeat']} fresh `hyb.compile_source` + first `.compile(*args)`; "
+               "second shape: then `.compile(*args)` of the same kernel on the arrays of another size (the next "
+               "smaller, else larger), which compiles the shape-generic code and binds it to that shape "
+               "(† no shape-generic code: that shape compiled on its own)")
     out.append("- speedup = peer time / hyb time (> 1: hyb is faster); every version's results were checked "
                "against the reference (NumPy, else C) before timing; ✗ marks a version whose results differ")
     out.append("")
     shown = [v for v in VARIANTS if v in meta["variants"] and v not in MODE_VARIANTS]  # modes: rows_markdown
     peers = [p for p in RATIO_PEERS if p in shown]
     par = "hyb-par" in shown and "numba-par" in shown
-    out.append("| kernel | dims | check | hyb compile s | " + " | ".join(f"{LABELS[v]} ms" for v in shown) + " | "
+    out.append("| kernel | dims | check | hyb compile s | hyb 2nd shape compile s | "
+               + " | ".join(f"{LABELS[v]} ms" for v in shown) + " | "
                + " | ".join(f"vs {LABELS[p]}" for p in peers) + (" | hyb par vs Numba par |" if par else " |"))
-    out.append("|---|---|---|--:|" + "--:|" * (len(shown) + len(peers) + par))
+    out.append("|---|---|---|--:|--:|" + "--:|" * (len(shown) + len(peers) + par))
     for group in ("polybench", "ml", "dense"):
         for r in (r for r in rows if r["group"] == group):
             check = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
-            comp = "—" if r.get("compile_s") is None else f"{r['compile_s']:.3f}"
-            out.append(f"| {r['name']} | {r['dims']} | {check} | {comp} | "
+            out.append(f"| {r['name']} | {r['dims']} | {check} | {fmt_s(r.get('compile_s'))} | {second_cell(r)} | "
                        + " | ".join(cell(r, v) for v in shown) + " | "
                        + " | ".join(fmt_x(speedup(r, p)) for p in peers)
                        + (f" | {fmt_x(speedup(r, 'numba-par', 'hyb-par'))} |" if par else " |"))
@@ -171,7 +188,10 @@ def markdown(meta: dict, rows: list, gemm: dict | None) -> str:
             continue
         out.append(f"**Geometric mean of hyb's speedup, {title}** ({s['kernels']} kernels whose checks passed): "
                    + ", ".join(f"vs {LABELS[p]} {fmt_x(s[p])} (n={s[p + '_n']})" for p in RATIO_PEERS if s[p + "_n"])
-                   + f"; cold compile median {s['compile_median_s']:.3f} s, max {s['compile_max_s']:.3f} s."
+                   + f"; cold compile median {fmt_s(s['compile_median_s'])} s, max {fmt_s(s['compile_max_s'])} s"
+                   + (f"; second-shape compile median {s['second_compile_median_s']:.3f} s, max "
+                      f"{s['second_compile_max_s']:.3f} s (n={s['second_compile_n']})" if s["second_compile_n"] else "")
+                   + "."
                    + (f" Shape-generic code runs at {fmt_x(s['generic'])} the speed of the code compiled for the "
                       f"shape (geometric mean, n={s['generic_n']})." if s["generic_n"] else ""))
         out.append("")
@@ -600,7 +620,8 @@ def targets_markdown(rows: list, gemm: dict | None, meta: dict | None = None) ->
 
 
 def write_csv(path, rows: list):
-    cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s"] + [f"{v}_s" for v in VARIANTS]
+    cols = (["kernel", "group", "size", "dims", "status", "hyb_compile_s", "hyb_second_shape_compile_s"]
+            + [f"{v}_s" for v in VARIANTS]
             + [f"speedup_vs_{p}" for p in RATIO_PEERS] + [f"max_rel_err_{v}" for v in VARIANTS]
             + ["hyb_grad_s", "grad_over_forward"] + [f"grad_{p}_s" for p in GRAD_PEERS]
             + [f"grad_speedup_vs_{p}" for p in GRAD_PEERS]
@@ -610,7 +631,8 @@ def write_csv(path, rows: list):
         w = csv.writer(f)
         w.writerow([c.replace("-", "_") for c in cols])
         for r in rows:
-            w.writerow([r["name"], r["group"], r["size"], r["dims"], r["status"], _num(r.get("compile_s"))]
+            w.writerow([r["name"], r["group"], r["size"], r["dims"], r["status"], _num(r.get("compile_s")),
+                        _num(r.get("second_compile_s"))]
                        + [_num(r["time"].get(v)) for v in VARIANTS]
                        + [_num(speedup(r, p)) for p in RATIO_PEERS]
                        + [_num(r["check"].get(v)) for v in VARIANTS]

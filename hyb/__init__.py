@@ -15,7 +15,6 @@
 from .errors import (HybridArgumentError, HybridAssertionError, HybridCompileError, HybridDependencyError,
                      HybridError, HybridIndexError, HybridInternalError, HybridNameError, HybridSyntaxError,
                      HybridTypeError, HybridUnsupportedError, HybridWarning)
-from .runtime.compiler import CompiledKernel
 from .runtime.kernel import HybModule, Kernel, compile_source, hybrid, load
 
 from .version import __version__
@@ -56,8 +55,23 @@ from .ops.builder import include_dir
 __all__ += ["Function", "AutogradContext", "include_dir"]
 
 
+# `import hyb` loads neither the compiler's libraries (islpy, llvmlite) nor the parser's (lark): the
+# modules it imports load them where a kernel is parsed or compiled.  The names below whose modules
+# need them at import are made when first read, by __getattr__ (the same objects as those modules').
+_LAZY = {"CompiledKernel": ".runtime.compiler"}
+
+
 def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # read once: later reads find it in the module
+        return value
     if name == "bfloat16":
         from . import tensor
         return tensor.bfloat16
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

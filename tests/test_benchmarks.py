@@ -69,6 +69,55 @@ def test_table_csv_and_chart_are_written(run):
     assert (out / "speedups.png").exists() == HAS_MPL
 
 
+def test_the_cold_and_second_shape_compile_times_are_written(run):
+    _, out = run
+    doc = json.loads((out / "results.json").read_text())
+    rows = {r["name"]: r for r in doc["kernels"]}
+    for name, r in rows.items():
+        # the same kernel compiled again for the arrays of the next size: shape-generic code, or that shape
+        assert r["second_compile_s"] > 0 and isinstance(r["second_generic"], bool), name
+        assert r["second_shape"].startswith("small: "), (name, r["second_shape"])
+        stages = [stage for stage, _ in r["compile_stages"]]  # the cold compile, stage by stage
+        assert {"check", "extract", "dependences", "plan", "LLVM optimisation"} <= set(stages), (name, stages)
+        assert all(seconds >= 0 for _, seconds in r["compile_stages"]), name
+    mini = harness.all_benches()["jacobi-2d"].dims("mini")
+    assert f"TSTEPS={mini['TSTEPS']}" in rows["jacobi-2d"]["second_shape"]  # a constant of its text, kept
+    s = doc["geomean"]["polybench"]
+    assert s["second_compile_n"] == 3
+    assert s["second_compile_max_s"] == max(rows[n]["second_compile_s"] for n in ("gemm", "atax", "jacobi-2d"))
+    assert s["second_compile_median_s"] == rows[sorted(("gemm", "atax", "jacobi-2d"),
+                                                     key=lambda n: rows[n]["second_compile_s"])[1]]["second_compile_s"]
+    md = (out / "results.md").read_text()
+    assert "| kernel | dims | check | hyb compile s | hyb 2nd shape compile s |" in md
+    assert "second-shape compile median" in md and "(n=3)" in md
+    with open(out / "results.csv", newline="") as f:
+        assert all(float(r["hyb_second_shape_compile_s"]) > 0 for r in csv.DictReader(f))
+
+
+def test_the_compile_summary_and_the_mark_of_a_shape_compiled_on_its_own():
+    from benchmarks import report
+
+    rows = []
+    for name, cold, second, generic in (("gemm", 0.2, 0.5, True), ("atax", 0.4, 0.25, False),
+                                         ("bicg", 0.3, 0.75, True), ("mvt", 0.1, None, None)):
+        r = harness.new_row(harness.all_benches()[name], "mini")
+        r.update(compile_s=cold, second_compile_s=second, second_generic=generic)
+        rows.append(r)
+    s = report.summary(rows, "polybench")
+    assert (s["compile_median_s"], s["compile_max_s"]) == (0.25, 0.4)
+    assert (s["second_compile_median_s"], s["second_compile_max_s"], s["second_compile_n"]) == (0.5, 0.75, 3)
+    assert [report.second_cell(r) for r in rows] == ["0.500", "0.250 †", "0.750", "—"]
+
+
+def test_the_second_shape_is_the_next_size_with_the_kernel_texts_constants_kept():
+    b = harness.all_benches()["jacobi-2d"]
+    for size, other in (("mini", "small"), ("medium", "small"), ("small", "mini")):
+        dims = b.dims(size)
+        name, dims2, data = harness.second_shape(b, size, dims, b.init(dims))
+        assert name == other and dims2["TSTEPS"] == dims["TSTEPS"] and dims2["N"] == b.dims(other)["N"]
+        assert harness._shapes(b, data) != harness._shapes(b, b.init(dims))
+
+
 def test_a_wrong_version_is_reported_and_marked(capsys):
     opts = harness.parse_args(["--size", "mini", "--repeat", "1", "--compile-repeat", "1", "--min-time", "0.001",
                                "--variants", "hyb,numpy"])

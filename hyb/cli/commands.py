@@ -250,6 +250,8 @@ def cmd_compile(args) -> int:
             path.write_text(text if text.endswith("\n") else text + "\n")
     for e in failed:
         report(e.render(), args)
+    if args.time:
+        sys.stderr.write(ck.inspect("timings"))
     return 1 if failed else 0
 
 
@@ -345,6 +347,8 @@ def cmd_run(args) -> int:
         if len(times) > 1:
             line += f" (best of {len(times)}, median {float(np.median(times)) * 1e3:.3f} ms)"
         print(line, file=sys.stderr)
+        if not args.emulate:
+            sys.stderr.write(ck.inspect("timings"))
     return 0
 
 

@@ -10,6 +10,7 @@ import os
 import sys
 import warnings
 
+from ..dsl import deep
 from ..errors import HybridError, HybridWarning
 from ..version import __version__
 from . import commands
@@ -71,12 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
              "OUT.ll, OUT.s, ... (the suffix of each stage); an existing folder, or OUT ending in /, gets\n"
              "KERNEL.ll, KERNEL.s, ...",
              "  hyb compile examples/matmul.hyb --args \"a=float32[128,64] b=float32[64,32]\" --emit loops\n"
-             "  hyb compile examples/matmul.hyb -a \"float32[128,64] float32[64,32]\" --emit llvm-opt,asm -o out/",
+             "  hyb compile examples/matmul.hyb -a \"float32[128,64] float32[64,32]\" --emit llvm-opt,asm -o out/\n"
+             "  hyb compile examples/matmul.hyb -a \"float32[128,64] float32[64,32]\" --time   (stage times on stderr)",
              (color, kernel, signature, options))
     p.add_argument("file", metavar="FILE.hyb")
     p.add_argument("-e", "--emit", action="append", metavar="STAGE",
                    help=f"a stage to write (repeat it or separate by commas): {_STAGES}")
     p.add_argument("-o", "--output", metavar="OUT", help="file, file stem or folder to write to (default: stdout)")
+    p.add_argument("--time", action="store_true",
+                   help="print how long each stage of the compile took, and the total, on stderr")
     p.set_defaults(func=commands.cmd_compile)
 
     p = _sub(sub, "run", "compile and run a kernel on .npy files or random data",
@@ -93,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--random", action="store_true", help="random inputs for the parameters not given (needs --args)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
     p.add_argument("-o", "--output", metavar="OUT.npy|OUT.npz", help="save the outputs instead of printing them")
-    p.add_argument("--time", action="store_true", help="print compile and run times on stderr")
+    p.add_argument("--time", action="store_true",
+                   help="print compile and run times on stderr, and how long each stage of the compile took")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (for --time; default 1)")
     p.add_argument("--emulate", action="store_true", help="run the reference interpreter instead of native code")
     p.set_defaults(func=commands.cmd_run)
@@ -193,7 +198,9 @@ def main(argv=None) -> int:
         warnings.simplefilter("default")
         warnings.showwarning = show_warning
         try:
-            return args.func(args)
+            # (on a thread with the stack for the deepest kernel the parser accepts: the commands walk
+            # the syntax tree too, and this process runs no code but hyb's)
+            return deep.call(deep.MAX_DEPTH, args.func, args)
         except UsageError as e:
             commands.report(e.render(), args)
             return 2

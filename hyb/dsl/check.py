@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import (HybridArgumentError, HybridAssertionError, HybridInternalError, HybridNameError, HybridTypeError,
                       HybridUnsupportedError, Span)
 from . import ast as syntax
+from . import deep
 from . import tir
 from . import types
 from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
@@ -32,7 +33,12 @@ def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> t
 
     A scalar local takes the type of every value assigned to it, promoted together (as Python and
     Numba do: `acc = 0` then `acc += a[i]` with float `a` makes `acc` a float).  The checker runs
-    again with the wider types until no assignment widens one; types only widen, so this ends."""
+    again with the wider types until no assignment widens one; types only widen, so this ends.
+    It recurses once per level of the module's nesting, with the room for it (:mod:`.deep`)."""
+    return deep.call(deep.depth(module), _check_kernel, kdef, module, args)
+
+
+def _check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> tir.TypedKernel:
     widened: dict = {}
     try:
         for _ in range(_MAX_WIDENINGS):
@@ -42,7 +48,7 @@ def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> t
                 return typed
             widened.update(checker.widen)
         raise HybridInternalError(f"the scalar types of `{kdef.name}` do not settle", "check")
-    except RecursionError:
+    except RecursionError:  # (not expected: the parser refuses what deep.call has no room for)
         raise HybridUnsupportedError(f"kernel `{kdef.name}` is nested too deeply to check", kdef.span,
                                      "split long expressions into several statements") from None
 

@@ -13,6 +13,7 @@ import difflib
 
 from ..errors import HybridError, HybridNameError, HybridTypeError
 from . import ast as syntax
+from . import deep
 from .check_expr import (TENSOR_ATTRIBUTES, astype_error, attribute_error, foreign_error,
                          intrinsic_arity_error, is_foreign, kernel_arity_error, kernel_in_expression_error,
                          loop_iterable_error, outside_error, unknown_function_error)
@@ -22,6 +23,10 @@ from .scopes import BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, TENSOR_MAKERS
 
 def prints(module: syntax.Module) -> list:
     """``(kernel name, span)`` of every ``print(...)`` call of the module's kernels."""
+    return deep.call(deep.depth(module), _prints, module)
+
+
+def _prints(module: syntax.Module) -> list:
     out = []
 
     def walk(node, kernel):
@@ -41,6 +46,10 @@ def prints(module: syntax.Module) -> list:
 def lint(module: syntax.Module, names=None) -> list:
     """The errors of the kernels of ``module`` (of those named ``names``), in the order of the
     text: every unknown name of a line, not only the first (an empty list: nothing found)."""
+    return deep.call(deep.depth(module), _lint, module, names)
+
+
+def _lint(module: syntax.Module, names) -> list:
     found = []
     for k in module.kernels.values():
         if names is None or k.name in names:

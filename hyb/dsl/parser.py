@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ast as pyast
 import functools
-import threading
 import inspect
 import os
 import textwrap
+import threading
 from dataclasses import dataclass, replace
 
 import lark
@@ -22,6 +22,7 @@ from lark.indenter import DedentError, Indenter
 
 from ..errors import HybridSyntaxError, HybridUnsupportedError, Span
 from . import ast as syntax
+from . import deep, tables
 from .desugar import desugar
 
 
@@ -35,15 +36,28 @@ class _HybIndenter(Indenter):
 
 
 _PARSE_LOCK = threading.Lock()
+_GRAMMAR = os.path.join(os.path.dirname(__file__), "grammar.lark")
+_LARK_OPTIONS = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
+# The parser's tables in use were loaded from this file (None: built in this process)
+tables_loaded_from: str | None = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lark() -> Lark:
-    path = os.path.join(os.path.dirname(__file__), "grammar.lark")
-    with open(path, encoding="utf-8") as f:
+    """The parser, its LALR tables read from hyb's cache folder where an earlier process left
+    them (building them takes most of a first parse), else built and left there."""
+    global tables_loaded_from
+    with open(_GRAMMAR, encoding="utf-8") as f:
         grammar = f.read()
-    return Lark(grammar, parser="lalr", postlex=_HybIndenter(), propagate_positions=True,
-                maybe_placeholders=True)
+    path = tables.path(grammar, _LARK_OPTIONS)
+    parser = tables.load(path) if path is not None else None
+    if parser is not None and isinstance(parser.options.postlex, _HybIndenter):
+        tables_loaded_from = path
+        return parser
+    parser = Lark(grammar, postlex=_HybIndenter(), **_LARK_OPTIONS)
+    if path is not None:
+        tables.store(parser, path)
+    return parser
 
 
 @dataclass
@@ -155,10 +169,7 @@ def parse_text(text: str, smap: SourceMap, kernels_elsewhere=()) -> syntax.Modul
         text += "\n"
     try:
         with _PARSE_LOCK:  # lark's indentation post-lexer keeps state while it parses
-            tree = _lark().parse(text)
-    except RecursionError:
-        raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
-                                "split long expressions into several statements") from None
+            tree = _lark().parse(text)  # (LALR: no recursion, however deep the text nests)
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         open_at = None
@@ -207,17 +218,66 @@ def parse_text(text: str, smap: SourceMap, kernels_elsewhere=()) -> syntax.Modul
         line = _bad_dedent_line(text)
         raise HybridSyntaxError("unindent does not match any outer indentation level",
                                 smap.span(line, 1), "line up the block with an enclosing one") from None
+    levels = _nesting(tree, smap)
+    return deep.call(levels, _build, tree, text, smap, kernels_elsewhere)
+
+
+def _build(tree, text: str, smap: SourceMap, kernels_elsewhere) -> syntax.Module:
+    """The syntax module of a parse tree, in core forms."""
+    names = [tok for node in tree.iter_subtrees() for tok in node.children
+             if isinstance(tok, Token) and tok.type == "NAME" and not tok.isascii()]
+    if names:
+        # isl, the generated LLVM and C name things after them: ASCII only
+        tok = min(names, key=lambda t: (t.line, t.column))
+        raise HybridSyntaxError(f"name `{tok}` has characters other than ASCII letters, digits and `_`",
+                                smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
     try:
-        for tok in tree.scan_values(lambda v: isinstance(v, lark.Token) and v.type == "NAME" and not v.isascii()):
-            # isl, the generated LLVM and C name things after them: ASCII only
-            raise HybridSyntaxError(f"name `{tok}` has characters other than ASCII letters, digits and `_`",
-                                    smap.token_span(tok), "rename it with ASCII letters, digits and `_`")
         with _PARSE_LOCK:  # the tree builder uses Python's ast module, not thread-safe in CPython 3.11
             module = _TreeBuilder(smap, text).module(tree)
         return desugar(module, kernels_elsewhere)
-    except RecursionError:
+    except RecursionError:  # (deep.call gave it room for the tree's depth: not expected)
         raise HybridSyntaxError("the code is nested too deeply to parse", smap.span(1, 1),
                                 "split long expressions into several statements") from None
+
+
+# Expressions inside one another: brackets, calls, subscripts, operators (a chain of binary
+# operators, `a + b - c * d`, counts once however long it is)
+MAX_NESTING = 200
+# The deepest parse tree accepted (a chain of binary operators is as deep as it has terms)
+MAX_LEVELS = 50_000
+_EXPRESSIONS = frozenset({"paren", "tuple", "empty_tuple", "list", "brace", "call", "getitem", "getattr", "binop",
+                          "unop", "invert", "not_op", "and_op", "or_op", "compare", "ifexp", "lambdef"})
+_N_ARY = frozenset({"and_op", "or_op", "compare", "arguments"})
+
+
+def _nesting(tree, smap: SourceMap) -> int:
+    """The depth of the parse tree (the later stages recurse once per level), walked without
+    recursion; a HybridSyntaxError at the expression nested more than MAX_NESTING levels inside
+    other expressions, where there is one."""
+    deepest = 0
+    stack = [(tree, 1, 0)]
+    while stack:
+        node, levels, nesting = stack.pop()
+        if nesting > MAX_NESTING:
+            raise HybridSyntaxError(f"expression nested too deeply to parse: more than {MAX_NESTING} levels",
+                                    smap.meta_span(node.meta),
+                                    f"brackets, calls, subscripts and operators nest at most {MAX_NESTING} levels "
+                                    "inside one another; compute inner parts into variables first (a chain "
+                                    "`a + b + c + ...` counts as one level, however long)")
+        if levels > MAX_LEVELS:
+            raise HybridUnsupportedError(f"expression too long: more than {MAX_LEVELS:,} levels deep",
+                                         smap.meta_span(node.meta),
+                                         "split it into several statements (`s = a + b + ...`, then `s = s + ...`)")
+        deepest = max(deepest, levels)
+        # the operands of `a and b and c`, `a < b < c`, `max(a, b, c)` become a chain of binary nodes
+        below = levels + (len(node.children) if node.data in _N_ARY else 1)
+        for i in reversed(range(len(node.children))):  # (the first in the text is met first)
+            child = node.children[i]
+            if isinstance(child, lark.Tree):
+                chain = node.data == "binop" and child.data == "binop" and i == 0
+                step = child.data in _EXPRESSIONS and not chain
+                stack.append((child, below, nesting + step))
+    return deepest
 
 
 def _bad_dedent_line(text: str) -> int:

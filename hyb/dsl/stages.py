@@ -34,6 +34,7 @@ STAGES = (
     Stage("ptx", "nvcc's PTX of the CUDA C", "asm", ".ptx", ("cuda",)),
     Stage("emulate", "the reference interpreter's Python", "hyb", ".emulate.py", ("cpu", "cuda")),
     Stage("grad", "the gradient kernel and the bytes of tape it allocates", "hyb", ".grad.hyb", ("cpu", "cuda"), 9),
+    Stage("timings", "how long each stage of the compile took, and the total", "text", ".timings.txt", ("cpu",)),
 )
 
 BY_NAME = {s.name: s for s in STAGES}

@@ -358,26 +358,24 @@ def rewrite_children(node, by):
 
 
 def walk_expr(e: TExpr):
-    """Yield ``e`` and every sub-expression, parents first."""
-    yield e
-    if isinstance(e, Load):
-        for i in e.indices:
-            yield from walk_expr(i)
-    elif isinstance(e, (Bin, Cmp, Logic, Bits)):
-        yield from walk_expr(e.a)
-        yield from walk_expr(e.b)
-    elif isinstance(e, (Unary, Cast)):
-        yield from walk_expr(e.a)
-    elif isinstance(e, (Select, Pick)):
-        yield from walk_expr(e.cond)
-        yield from walk_expr(e.a)
-        yield from walk_expr(e.b)
-    elif isinstance(e, (Intrinsic, Prim)):
-        for a in e.args:
-            yield from walk_expr(a)
-    elif isinstance(e, Let):
-        yield from walk_expr(e.value)
-        yield from walk_expr(e.body)
+    """Yield ``e`` and every sub-expression, parents first (children in order; walked with a stack
+    of its own, so that a chain of thousands of terms takes time in proportion to its length)."""
+    stack = [e]
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, Load):
+            stack.extend(reversed(e.indices))
+        elif isinstance(e, (Bin, Cmp, Logic, Bits)):
+            stack += (e.b, e.a)
+        elif isinstance(e, (Unary, Cast)):
+            stack.append(e.a)
+        elif isinstance(e, (Select, Pick)):
+            stack += (e.b, e.a, e.cond)
+        elif isinstance(e, (Intrinsic, Prim)):
+            stack.extend(reversed(e.args))
+        elif isinstance(e, Let):
+            stack += (e.body, e.value)
 
 
 _NODES = (TExpr, Loop, Store, If, Print, Assert)  # what rewrite() descends into

@@ -27,7 +27,6 @@ import subprocess
 import sys
 
 from ..errors import HybridUnsupportedError, Span
-from ..runtime import cache as _cache
 from .builder import CustomOpBuildError, _hash_with_includes, build_file, cxx_compiler, first_diagnostic, include_dir
 from .values import refused
 
@@ -102,6 +101,7 @@ def compile_source(source: str, cuda: bool = False, quiet: bool = False) -> str:
         if proc.returncode != 0:
             raise compile_error(source, cmd, proc.stdout + proc.stderr)
 
+    from ..runtime import cache as _cache
     base = _cache.directory()
     return build_file(None if base is None else os.path.join(base, "aot"), stem, key, f"lib{stem}.so", ".so",
                       "aot", compile_to)

@@ -35,7 +35,6 @@ import sysconfig
 import tempfile
 
 from ..errors import HybridArgumentError, HybridCompileError, HybridTypeError, HybridUnsupportedError, Span
-from ..runtime import cache as _cache
 
 __all__ = ["CustomOpBuilder", "CustomOpBuildError", "include_dir"]
 
@@ -166,6 +165,7 @@ class CustomOpBuilder:
         key = self._key()
         base = self.build_dir
         if base is None:
+            from ..runtime import cache as _cache
             cache_dir = _cache.directory()
             base = os.path.join(cache_dir, "extensions") if cache_dir else None
 

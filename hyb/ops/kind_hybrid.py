@@ -7,10 +7,9 @@ import inspect
 import numpy as np
 
 from ..dsl import ast as syntax
-from ..dsl import parser
 from ..dsl import types
 from ..errors import HybridArgumentError, HybridUnsupportedError
-from ..runtime.compiler import prepare_arrays
+from ..runtime.arguments import prepare_arrays
 from ..runtime.kernel import Kernel, hybrid
 from .values import compare_specs, refused
 
@@ -105,6 +104,7 @@ def refuse_ir_builder(func, func_type: str):
     """A function written with TVM's IR builder (akg's other way to write a kernel: ``ib =
     tvm.ir_builder.create()``, ``with ib.for_range(...)``) is refused where it uses the builder,
     before the language's parser would stop at some construct of it."""
+    from ..dsl import parser
     try:
         text, smap = parser.function_source(func)
         tree = ast.parse(text)

@@ -14,6 +14,17 @@ directory that cannot be written is skipped: kernels are then compiled in memory
 
 ``HYB_CACHE_DIR`` sets the directory (default: ``$XDG_CACHE_HOME/hyb`` or ``~/.cache/hyb``);
 ``HYB_CACHE=0`` turns the disk cache off.
+
+Trust: an entry is native code that runs in the user's process, so whoever can write the cache
+can run code as the user.  hyb only uses a cache folder that belongs to the user (the effective
+uid) and that neither its group nor other users can write; the same holds for the folder of
+each entry and for the entry itself, which must also be a regular file and not a symbolic link.
+Anything else is refused with a :class:`~hyb.errors.HybridWarning` (once per process and path)
+and the kernel is compiled in memory.  The checks read the status of the opened descriptors
+(``fstat``) and the entries' folders and files are opened relative to their folder's descriptor
+without following links, so nothing can be swapped in between a check and its use; the folders
+above the cache folder are not checked (a shared ``/tmp`` holding a folder of the user's own is
+fine).  Folders hyb makes get mode 0700 and entries 0600, whatever the umask.
 """
 from __future__ import annotations
 
@@ -21,7 +32,9 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat
+import warnings
 from dataclasses import fields
 
 from ..codegen.abi import AssertSite, CheckSite, PrintSite
@@ -31,7 +44,8 @@ from ..target import host_cpu
 FORMAT = b"hyb-cache-3\n"
 
 
-def directory() -> str | None:
+def configured() -> str | None:
+    """The cache folder the environment names (None: the cache is turned off), checked or not."""
     if os.environ.get("HYB_CACHE", "1").lower() in ("0", "no", "off", "false"):
         return None
     d = os.environ.get("HYB_CACHE_DIR")
@@ -41,7 +55,136 @@ def directory() -> str | None:
     return os.path.join(base, "hyb")
 
 
-@functools.lru_cache(maxsize=None)
+def directory() -> str | None:
+    """The cache folder, made (mode 0700) where it is missing; None when the cache is turned off,
+    when the folder cannot be made, or when it is not the user's own (warned about once)."""
+    d = configured()
+    fd = None if d is None else _folder(d, create=True)
+    if fd is None:
+        return None
+    os.close(fd)
+    return d
+
+
+# ---------------------------------------------------------------------- trust
+_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OWN_FOLDER = "point HYB_CACHE_DIR at a folder of your own"
+_warned: set = set()  # the paths refused so far in this process
+
+
+def user() -> int | None:
+    """The uid the cache's folders and entries must belong to: the process's effective uid (None
+    on a system without owners)."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def _flaw(st: os.stat_result, path: str) -> tuple[str, str] | None:
+    """What makes a folder or an entry of status ``st`` unsafe to use and how to mend it, or None."""
+    uid = user()
+    if uid is not None and st.st_uid != uid:
+        return f"is owned by uid {st.st_uid}, not by you (uid {uid})", _OWN_FOLDER
+    writers = [who for bit, who in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "all users")) if st.st_mode & bit]
+    if writers:
+        return (f"can be written by {' and '.join(writers)} (mode {stat.S_IMODE(st.st_mode):04o})",
+                f"chmod go-w {path}, or {_OWN_FOLDER}")
+    return None
+
+
+def _refuse(path: str, what: str, flaw: tuple[str, str]):
+    """Warn (once per process and path) that ``path`` is not used."""
+    if path in _warned:
+        return
+    _warned.add(path)
+    if what == "entry":
+        consequence = "hyb did not load it and compiles the kernel again"
+    else:
+        consequence = ("whoever can write there could run code in this process, so hyb neither loads nor "
+                       "stores compiled code there; kernels are compiled in memory")
+    warnings.warn(HybridWarning(f"hyb's disk cache {what} {path} {flaw[0]}: {consequence}", None, flaw[1]),
+                  stacklevel=2)
+
+
+def _link_flaw(path: str, name: str, dir_fd: int) -> tuple[str, str] | None:
+    """The flaw of a name that could not be opened without following links: being a link."""
+    try:
+        if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
+            return "is a symbolic link", f"remove the link ({path}), or {_OWN_FOLDER}"
+    except OSError:
+        pass
+    return None
+
+
+def _checked(fd: int, path: str, what: str) -> int | None:
+    """``fd`` when what it opened is safe to use, else None (closed, and the reason warned about)."""
+    flaw = _flaw(os.fstat(fd), path)
+    if flaw is None:
+        return fd
+    os.close(fd)
+    _refuse(path, what, flaw)
+    return None
+
+
+def _mkdir(name: str, dir_fd: int | None = None):
+    """Make the folder ``name`` with mode 0700 whatever the umask (nothing where it exists)."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        return
+    fd = os.open(name, _DIR | _NOFOLLOW, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def _folder(path: str, create: bool, parent: int | None = None) -> int | None:
+    """An open descriptor of a cache folder that is the user's and that no one else can write, or
+    None.  Without ``parent``, ``path`` is the cache folder itself (it may be a link to a folder
+    of the user's; with ``create``, it and the folders missing above it are made); with it, the
+    folder of that name in ``parent``, which must not be a link."""
+    name = path if parent is None else os.path.basename(path)
+    flags = _DIR if parent is None else _DIR | _NOFOLLOW
+    try:
+        try:
+            fd = os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                return None
+            if parent is None:
+                missing = []
+                p = os.path.abspath(path)
+                while not os.path.lexists(p):
+                    missing.append(p)
+                    p = os.path.dirname(p)
+                for p in reversed(missing):
+                    _mkdir(p)
+            else:
+                _mkdir(name, parent)
+            fd = os.open(name, flags, dir_fd=parent)
+    except OSError:
+        flaw = None if parent is None else _link_flaw(path, name, parent)
+        if flaw is not None:
+            _refuse(path, "folder", flaw)
+        return None
+    return _checked(fd, path, "folder")
+
+
+def _entry_folder(k: str, create: bool) -> tuple[str, int] | None:
+    """The path and an open descriptor of the (checked) folder of the entry with key ``k``, or None."""
+    d = configured()
+    root = None if d is None else _folder(d, create)
+    if root is None:
+        return None
+    sub = os.path.join(d, k[:2])
+    try:
+        fd = _folder(sub, create, root)
+    finally:
+        os.close(root)
+    return None if fd is None else (sub, fd)
+
+
+@functools.cache
 def code_fingerprint() -> str:
     """A hash of hyb's own code, so that a changed compiler never reuses old entries."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,15 +224,10 @@ def key(kernel_name: str, module, specs: list, options, size_hint: dict | None =
 
 
 def load(k: str):
-    """The record stored under key ``k``, or None (no entry, or one that is damaged or of another
-    format: it is not trusted)."""
-    d = directory()
-    if d is None:
-        return None
-    try:
-        with open(os.path.join(d, k[:2], k), "rb") as f:
-            data = f.read()
-    except OSError:
+    """The record stored under key ``k``, or None (no entry, or one that is damaged, of another
+    format or not safe to load: it is not trusted)."""
+    data = _read(k)
+    if data is None:
         return None
     if not data.startswith(FORMAT):
         return None
@@ -123,27 +261,69 @@ def _names(value) -> tuple:
 
 def store(k: str, code) -> bool:
     """Write the code record ``code`` (a NativeCode) under key ``k``; False when it cannot be written."""
-    d = directory()
-    if d is None or not code.object:
+    if not code.object:
         return False
     header = json.dumps({f.name: _CODECS[f.name][0](getattr(code, f.name))
                          for f in fields(code) if f.name in _CODECS}).encode()
     rest = b"%016d" % len(header) + header + code.object
     data = FORMAT + hashlib.sha256(rest).hexdigest().encode() + b"\n" + rest
-    sub = os.path.join(d, k[:2])
     try:
-        os.makedirs(sub, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=sub, prefix=".tmp-")
+        folder = _entry_folder(k, create=True)
+    except OSError:
+        return False
+    if folder is None:
+        return False
+    sub = folder[1]
+    tmp = ".tmp-" + secrets.token_hex(8)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600,
+                     dir_fd=sub)
         try:
             with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o600)  # (the umask may have taken the owner's bits)
                 f.write(data)
-            os.replace(tmp, os.path.join(sub, k))
+            os.replace(tmp, k, src_dir_fd=sub, dst_dir_fd=sub)  # (a link in the way is replaced, not followed)
         except BaseException:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=sub)
             raise
     except OSError:
         return False
+    finally:
+        os.close(sub)
     return True
+
+
+def _read(k: str) -> bytes | None:
+    """The bytes of the entry with key ``k`` when it is a regular file that is safe to load, else None."""
+    try:
+        folder = _entry_folder(k, create=False)
+    except OSError:
+        return None
+    if folder is None:
+        return None
+    path, sub = os.path.join(folder[0], k), folder[1]
+    try:
+        try:
+            # (not blocking: a FIFO in an entry's place must not hang the process)
+            fd = os.open(k, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0),
+                         dir_fd=sub)
+        except OSError:
+            flaw = _link_flaw(path, k, sub)
+            if flaw is not None:
+                _refuse(path, "entry", flaw)
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        fd = _checked(fd, path, "entry")
+        if fd is None:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(sub)
 
 
 def _span_to_json(s: Span | None):
@@ -178,13 +358,13 @@ def _warning_to_json(w: HybridWarning) -> list:
 
 def _text(v) -> str:
     if not isinstance(v, str):
-        raise ValueError("not a text")
+        raise TypeError("not a text")
     return v
 
 
 def _count(v) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError("not a count")
+        raise TypeError("not a count")
     return v
 
 

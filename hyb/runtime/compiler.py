@@ -11,7 +11,7 @@ import numpy as np
 
 from ..codegen import abi, jit
 from ..codegen import llvm as llvm_codegen
-from ..dsl import interp, stages
+from ..dsl import deep, interp, stages
 from ..dsl import tir
 from ..dsl import types
 from ..dsl.check import arg_spec
@@ -26,8 +26,9 @@ from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
 from .printing import printing
 from .sites import site_error
+from .timings import Clock, Timings, format_seconds
 
-STAGES = stages.names("cpu")
+STAGES = stages.names("cpu")  # (hyb.dsl.stages names each, with what it shows)
 
 
 class CompiledKernel:
@@ -38,9 +39,16 @@ class CompiledKernel:
     :meth:`build` (the whole pipeline) or :meth:`restore` (code from the disk cache; the
     middle-end records are then made by the same stage functions if ``inspect`` asks)."""
 
+    # how long each stage of this signature's compile took, or its load from the disk cache
+    # (inspect("timings")); the Kernel that compiles it adds its own stages (the check) in front
+    timings = Timings()
+
     def __init__(self, typed: tir.TypedKernel, specs: list, options: KernelOptions, code: NativeCode,
-                 middle: MiddleEnd | None = None, loaded=None, target=None, size_hint: dict | None = None):
+                 middle: MiddleEnd | None = None, loaded=None, target=None, size_hint: dict | None = None,
+                 timings: Timings | None = None):
         self.typed = typed
+        if timings is not None:
+            self.timings = timings
         self.specs = list(specs)
         self.options = options
         self.size_hint = size_hint  # shape-generic code: the sizes its register blocks were sized for
@@ -79,25 +87,37 @@ class CompiledKernel:
 
     @classmethod
     def build(cls, typed: tir.TypedKernel, specs: list, options: KernelOptions,
-              size_hint: dict | None = None) -> "CompiledKernel":
+              size_hint: dict | None = None) -> CompiledKernel:
         """Run every stage for this signature (warning about what the kernel's analysis finds);
         ``size_hint``: shape-generic code's sizes to size register blocks for."""
         target = host_cpu(options.threads)
         middle = pipeline.middle_end(typed, options, target, size_hint)
         pipeline.emit_warnings(middle.warnings)
-        code, loaded = pipeline.generate_code(middle.code, options, target)
+        code, loaded, generated = pipeline.generate_code(middle.code, options, target)
+        clock = Clock()
+        clock.include(middle.timings)
+        clock.include(generated)
+        checks = {}
+        if middle.poly.params:  # shape-generic code: what the runtime tests for each new shape
+            with clock.stage("shape checks"):
+                checks = pipeline.shape_checks(middle, options, target)
         code = replace(code, warnings=middle.warnings,
                        unfilled=tuple(n for n in code.buffers if n in middle.written_first
-                                      and middle.written_first[n] is None),
-                       **pipeline.shape_checks(middle, options, target))
-        return cls(typed, specs, options, code, middle, loaded, target, size_hint)
+                                      and middle.written_first[n] is None), **checks)
+        return cls(typed, specs, options, code, middle, loaded, target, size_hint, clock.record())
 
     @classmethod
     def restore(cls, typed: tir.TypedKernel, specs: list, options: KernelOptions, code: NativeCode,
-                size_hint: dict | None = None) -> "CompiledKernel":
-        """Load code the disk cache kept for this signature (its warnings are given again)."""
+                size_hint: dict | None = None, found: Timings | None = None) -> CompiledKernel:
+        """Load code the disk cache kept for this signature (its warnings are given again);
+        ``found``: the time it took to find the entry, which the load's timings start with."""
         pipeline.emit_warnings(code.warnings)
-        return cls(typed, specs, options, code, size_hint=size_hint)
+        clock = Clock()
+        clock.include(found or Timings())
+        with clock.stage("load object code"):
+            ck = cls(typed, specs, options, code, size_hint=size_hint)
+        ck.timings = clock.record(loaded=True)
+        return ck
 
     # ------------------------------------------------------------ the records
     @property
@@ -164,10 +184,24 @@ class CompiledKernel:
         lines += [f"# rule: {r}" for r in derived.rules]
         return "\n".join(lines) + "\n" + derived.source
 
+    def timings_text(self) -> str:
+        """How long each stage of this signature's compile took, with the total (or, for code
+        loaded from the disk cache, the load)."""
+        sig = f"`{self.name}`({', '.join(str(s) for s in self.specs)})"
+        if not self.timings.loaded:
+            return self.timings.describe(f"{sig}: compiled, stage by stage")
+        text = self.timings.describe(f"{sig}: loaded from the disk cache (not compiled); the load:")
+        if self._middle is not None:
+            text += (f"(the middle end's records that inspect() reads were made again from the typed kernel "
+                     f"in {format_seconds(self._middle.timings.total)}: not compile time)\n")
+        return text
+
+    @deep.method(lambda ck: deep.depth(ck.typed))  # (the stages it runs again recurse through it)
     def inspect(self, stage: str = "loops") -> str:
         """Text of one pipeline stage: ``"ast"``, ``"isl"``, ``"deps"``, ``"schedule"``, ``"loops"``,
-        ``"llvm"``, ``"llvm-opt"``, ``"asm"``, ``"emulate"`` (the interpreter's Python) or ``"grad"``
-        (the gradient kernel and the bytes of tape it allocates for this signature)."""
+        ``"llvm"``, ``"llvm-opt"``, ``"asm"``, ``"emulate"`` (the interpreter's Python), ``"grad"``
+        (the gradient kernel and the bytes of tape it allocates for this signature) or
+        ``"timings"`` (how long each stage of the compile took)."""
         if stage == "ast":
             return print_typed(self.typed)
         if stage == "isl":
@@ -190,6 +224,8 @@ class CompiledKernel:
             return interp.emulate_source(self.typed)
         if stage == "grad":
             return self.grad_text()
+        if stage == "timings":
+            return self.timings_text()
         if stage in ("cuda", "ptx"):  # the same signature compiled for the GPU (needs no GPU)
             if self.kernel is None:
                 raise HybridArgumentError(f"inspect({stage!r}) needs the kernel this was compiled from", None, None)

@@ -19,17 +19,18 @@ The result, a :class:`Binding`, holds those per-shape values; the native code is
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import islpy as isl
+from typing import TYPE_CHECKING
 
 from ..dsl import sizes as size_expr
 from ..dsl import tir
-from ..dsl.check import ArgSpec
+from ..dsl.signature import ArgSpec
 from ..errors import HybridInternalError
-from ..schedule import deps as dependences
-from ..schedule import extract
-from ..schedule.counting import box_size
 from . import aligned
+
+# `import hyb` reads this module (the kernel's options and signatures); islpy and the isl stages are
+# imported by the functions that bind compiled code to a shape.
+if TYPE_CHECKING:
+    import islpy as isl
 
 # the kernel option `shapes=`: when a kernel is compiled for run-time sizes
 SHAPE_MODES = ("auto", "generic", "specialise")
@@ -80,12 +81,17 @@ def sizes_of(typed: tir.TypedKernel, arrays: list) -> dict:
 
 
 def _at(params: tuple, sizes: dict) -> isl.Set:
+    from ..schedule import extract
     return extract.params_set(params, " and ".join(f"{p} = {sizes[p]}" for p in params))
 
 
 def _instances(text: str, sizes: dict) -> int:
     """An upper bound on the points of the isl (union) set ``text`` at these sizes (the bounding
     box of each of its sets)."""
+    import islpy as isl
+
+    from ..schedule import extract
+    from ..schedule.counting import box_size
     sets = []
     isl.UnionSet(text).foreach_set(sets.append)
     boxes = [box_size(extract.at_sizes(s, sizes)) for s in sets]
@@ -108,11 +114,15 @@ class Binding:
 def bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
     """The Binding of shape-generic compiled kernel ``ck`` for the call ``arrays``, whose kernel the
     checker passed for their shapes (``concrete``); raises the errors a compile for these shapes would."""
+    from ..schedule import deps as dependences
     with dependences.ISL_LOCK:
         return _bind(ck, arrays, concrete)
 
 
 def _bind(ck, arrays: list, concrete: tir.TypedKernel) -> Binding:
+    import islpy as isl
+
+    from ..schedule import extract
     typed, code = ck.typed, ck.code
     sizes = sizes_of(typed, arrays)
     params = tuple(code.sizes)
@@ -165,6 +175,12 @@ class BoundKernel:
         if stage == "grad":  # the tape of this shape
             return self.ck.grad_text(self.specs, self.concrete)
         text = self.ck.inspect(stage)
+        if stage == "timings":  # the shared code's compile (perhaps for another shape), then this shape's
+            own = vars(self).get("timings")  # (the Kernel that bound it measured the binding)
+            sig = ", ".join(str(s) for s in self.specs)
+            head = f"this shape ({sig}): the shape-generic code above, bound to it"
+            text = "shape-generic code, compiled once for every shape of its ranks and dtypes:\n" + text
+            text += own.describe(head) if own is not None else head + " (not timed)\n"
         if stage == "schedule":
             sizes = ", ".join(f"{p} = {v}" for p, v in zip(self.ck.code.sizes, self.binding.sizes))
             typed = self.ck.typed

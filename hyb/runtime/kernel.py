@@ -11,32 +11,43 @@ import difflib
 import inspect
 import threading
 import warnings
+from typing import TYPE_CHECKING
 
-import islpy as isl
 import numpy as np
 
-from .. import autodiff
-from ..autodiff.normalise import grid_loops
+# `import hyb` imports this module: the parser (lark), the checker, the compiler (islpy, llvmlite) and
+# autodiff are imported by the functions that use them, so a program loads each when it first
+# parses, checks or compiles a kernel.
 from ..dsl import ast as syntax
-from ..schedule import deps as dependences
-from ..dsl import interp
-from ..dsl import parser
+from ..dsl import deep
 from ..dsl import types
-from ..dsl.check import NeedsValue, arg_specs, check_kernel
+from ..dsl.signature import NeedsValue, arg_specs
 from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
-from . import cache, fastcall
-from .arguments import check_fits, check_written_are_arrays
-from .compiler import CompiledKernel, check_in_place, prepare_arrays
+from . import fastcall
+from .arguments import check_fits, check_in_place, check_written_are_arrays, prepare_arrays
 from .options import TARGETS, KernelOptions
 from ..target import thread_count
 from .generic import BoundKernel, bind, generic_specs, serves, sizes_of
+from .timings import Clock
+
+if TYPE_CHECKING:
+    from .compiler import CompiledKernel
 
 # isl operations a shape-generic compile may take between two analyses that keep their own limits
 # (sets with sizes as parameters can cost far more than the same sets for one shape); past them the
 # kernel is compiled for each shape
 GENERIC_OPERATIONS = 6_000_000
 _default_target = ["cpu"]  # the back end of kernels made without target=
+
+
+def _levels(kernel) -> int:
+    """How deeply the records a kernel's work recurses through nest: its module's (and its forward
+    kernel's, for a gradient), which :func:`hyb.dsl.deep.call` makes room for."""
+    return max(deep.depth(k.module) for k in (kernel, getattr(kernel, "forward", None)) if hasattr(k, "module"))
+
+
+_roomy = deep.method(_levels)  # (a chain of thousands of terms needs a deep stack in every stage)
 
 
 def set_default_target(target: str) -> None:
@@ -90,6 +101,7 @@ class Kernel:
             return args
         return bind_arguments(self.name, self.params, args, kwargs)
 
+    @_roomy
     def typed(self, *args, **kwargs):
         """The typed kernel IR for the signature of ``args`` (checks without compiling)."""
         arrays = prepare_arrays(self, self.bind(args, kwargs))
@@ -99,6 +111,7 @@ class Kernel:
         """``(typed kernel, specs)`` of a call's arguments.  A scalar parameter the kernel needs as a
         compile-time integer (a shape of `output_tensor`, a loop step) is specialised on its value:
         its value joins the signature, so each value compiles once."""
+        from ..dsl.check import check_kernel
         while True:
             specs = arg_specs(arrays, self._value_params)
             try:
@@ -122,6 +135,7 @@ class Kernel:
             return self.options.target
         return _default_target[0]
 
+    @_roomy
     def _compiled(self, arrays, target=None) -> CompiledKernel:
         target = target or self.target
         if target not in TARGETS:
@@ -131,11 +145,19 @@ class Kernel:
         ck = self._cache.get(key)
         if ck is None:
             with self._lock:
-                typed, specs = self._checked(arrays)
+                clock = Clock()
+                with clock.stage("check"):
+                    typed, specs = self._checked(arrays)
                 key = (tuple(specs), target)
                 ck = self._cache.get(key)
                 if ck is None:
-                    ck = self._cache[key] = self._for_shape(typed, specs, target, arrays)
+                    started = clock.now()
+                    ck = self._for_shape(typed, specs, target, arrays)
+                    clock.include(ck.timings)  # (the check ran first)
+                    if not isinstance(ck, BoundKernel):  # (shape-generic code shows its compile apart)
+                        clock.add("other (set-up, imports)", clock.now() - started - ck.timings.total)
+                    ck.timings = clock.record()
+                    self._cache[key] = ck
         return ck
 
     def _for_shape(self, typed, specs: list, target: str, arrays):
@@ -144,35 +166,44 @@ class Kernel:
         the shape-generic code, which then serves every shape of the signature (bound to each one
         by :func:`hyb.runtime.generic.bind`).  ``shapes="generic"`` starts with it, ``"specialise"``
         never makes it.  A kernel the generic compile refuses is compiled for each shape."""
+        from .compiler import CompiledKernel
         mode = self.options.shapes
         if (target == "cpu" and mode != "specialise" and self.options.schedule.mode != "tune"
                 and any(not s.scalar and s.shape for s in specs)):
             family = tuple(generic_specs(specs))
             g = next((v for k, v in self._generic.items() if serves(k, specs)), None)
+            tried = Clock()  # a shape-generic compile made for this shape
             if g is None and (mode == "generic" or family in self._generic_seen):
                 # the first shape-generic compile of a family keeps the small sizes the shapes met so
                 # far share; a shape it does not serve makes the family's fully generic code
                 made = any(tuple(generic_specs(list(k))) == family for k in self._generic)
                 gspecs = list(family) if mode == "generic" or made else \
                     generic_specs(specs, self._generic_seen[family])
-                g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs, arrays)
+                with tried.stage("shape-generic compile, refused"):
+                    g = self._generic[tuple(gspecs)] = self._compile_generic(gspecs, arrays)
             self._generic_seen.setdefault(family, specs)
             if isinstance(g, CompiledKernel):
-                return BoundKernel(g, bind(g, arrays, typed), specs, typed)
+                return _bound(g, arrays, typed, specs)
             ck = self.compile_typed(typed, specs, target, arrays)
+            tried.include(ck.timings)
+            ck.timings = tried.record()
             ck.shape_note = (f"shapes: compiled for this shape ({g})" if g is not None else
                              "shapes: compiled for this shape (the first of its ranks and dtypes; another "
                              "shape compiles code for all shapes)")
             return ck
         return self.compile_typed(typed, specs, target, arrays)
 
+    @_roomy
     def compile_generic(self, *args, **kwargs):
         """The shape-generic code for shapes like those of ``args``, compiled now as a second shape
         would make it (the sizes of at most ``generic.SMALL_SIZE`` kept constant) and bound to
         ``args``' shape, which calls then run; a HybridUnsupportedError says why a kernel has none."""
+        from .compiler import CompiledKernel
         arrays = prepare_arrays(self, self.bind(args, kwargs))
         with self._lock:
-            typed, specs = self._checked(arrays)
+            checking = Clock()
+            with checking.stage("check"):
+                typed, specs = self._checked(arrays)
             gspecs = generic_specs(specs, specs)
             g = self._generic.get(tuple(gspecs))
             if g is None:
@@ -180,7 +211,7 @@ class Kernel:
             self._generic_seen.setdefault(tuple(generic_specs(specs)), specs)
             if not isinstance(g, CompiledKernel):
                 raise HybridUnsupportedError(f"`{self.name}`: {g}", self.kdef.span, "call it: it compiles each shape")
-            ck = self._cache[(tuple(specs), "cpu")] = BoundKernel(g, bind(g, arrays, typed), specs, typed)
+            ck = self._cache[(tuple(specs), "cpu")] = _bound(g, arrays, typed, specs, checking)
             key = _fast_key(args, self._value_params)
             self._fast.pop(key, None)
             self._plans.pop(key, None)
@@ -189,12 +220,21 @@ class Kernel:
     def _compile_generic(self, gspecs: list, arrays):
         """The shape-generic CompiledKernel of a generic signature, or the reason it cannot be made
         (``arrays``: the call that compiles it, whose sizes size its register blocks)."""
+        import islpy as isl
+
+        from ..dsl.check import check_kernel
+        from ..schedule import deps as dependences
         try:
             with warnings.catch_warnings(), dependences.operations(GENERIC_OPERATIONS):
                 if self.options.shapes == "auto":
                     warnings.simplefilter("ignore", HybridWarning)  # the first shape's compile gave them
-                typed = check_kernel(self.kdef, self.module, gspecs)
-                return self.compile_typed(typed, gspecs, "cpu", hint=sizes_of(typed, arrays))
+                clock = Clock()
+                with clock.stage("check"):
+                    typed = check_kernel(self.kdef, self.module, gspecs)
+                ck = self.compile_typed(typed, gspecs, "cpu", hint=sizes_of(typed, arrays))
+                clock.include(ck.timings)
+                ck.timings = clock.record()
+                return ck
         except tir.NotGeneric as e:
             return f"no shape-generic code: {e}"
         except isl.Error as e:
@@ -214,25 +254,33 @@ class Kernel:
         (:mod:`hyb.runtime.tune`) and the fastest is what the disk cache keeps.  ``hint``: for
         shape-generic code, the sizes of the shape that compiles it (the register blocks are sized
         for them; the code serves every size)."""
+        from . import cache
+        from .compiler import CompiledKernel
         if target == "cuda":
             from . import cuda
             ck = cuda.compile_kernel(typed, specs, self.options)
         else:
             tuning = self.options.schedule.mode == "tune"
-            disk_key = cache.key(self.name, self.module, specs, self.options, hint)
-            entry = cache.load(disk_key)
+            clock = Clock()
+            with clock.stage("disk cache lookup"):
+                disk_key = cache.key(self.name, self.module, specs, self.options, hint)
+                entry = cache.load(disk_key)
             if entry is not None and tuning and entry.tuned is None:
                 entry = None  # made without measuring (no arguments to measure on)
             options = self.options if entry is None or entry.tuned is None else \
                 self.options.with_schedule(entry.tuned)
-            ck = CompiledKernel.restore(typed, specs, options, entry, hint) if entry is not None else None
+            ck = None if entry is None else CompiledKernel.restore(typed, specs, options, entry, hint, clock.record())
             if ck is None:
                 if tuning and arrays is not None:
                     from .tune import tune
-                    ck = tune(typed, specs, self.options, arrays)
+                    with clock.stage("schedule tuning (every candidate compiled and run)"):
+                        ck = tune(typed, specs, self.options, arrays)
                 else:
                     ck = CompiledKernel.build(typed, specs, self.options, hint)
-                cache.store(disk_key, ck.code)
+                    clock.include(ck.timings)
+                with clock.stage("disk cache store"):
+                    cache.store(disk_key, ck.code)
+                ck.timings = clock.record()
         ck.kernel = self
         return ck
 
@@ -256,8 +304,10 @@ class Kernel:
             self._plans[key] = fastcall.entry(plan()) if plan is not None else ck
         return ck.run(arrays)
 
+    @_roomy
     def emulate(self, *args, **kwargs):
         """Run the kernel in the reference interpreter (NumPy semantics, no compilation)."""
+        from ..dsl import interp
         arrays = prepare_arrays(self, self.bind(args, kwargs))
         typed = self._checked(arrays)[0]
         check_written_are_arrays(typed, self.bind(args, kwargs))
@@ -267,6 +317,7 @@ class Kernel:
         outs = interp.run(typed, [by_name[n] for n in typed.inputs])
         return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
+    @_roomy
     def grad(self, with_outputs: bool = False) -> GradKernel:
         """The gradient kernel, derived source to source (``.source`` is its ``.hyb`` text).
 
@@ -289,6 +340,7 @@ class GradKernel(Kernel):
     which the arguments decide: its text is ``source_for(*inputs)``."""
 
     def __init__(self, forward: Kernel, with_outputs: bool):
+        from ..autodiff.normalise import grid_loops
         self.forward = forward
         self.with_outputs = with_outputs
         self._variants: dict = {}
@@ -301,6 +353,7 @@ class GradKernel(Kernel):
         super().__init__(module.kernels[derived.name], module, **_public_options(forward.options))
         self.derived = derived
 
+    @_roomy
     def _variant(self, inactive: frozenset, ranks=None):
         # Costly values kept in rows (autodiff/rows.py) keep the loop around them off threads: only
         # a gradient that runs on one thread keeps them.
@@ -308,6 +361,8 @@ class GradKernel(Kernel):
         key = (inactive, tuple(sorted(ranks.items())) if ranks else (), rows)
         v = self._variants.get(key)
         if v is None:
+            from .. import autodiff
+            from ..dsl import parser
             d = autodiff.derive(self.forward.kdef, self.forward.module, inactive, self.with_outputs, ranks, rows)
             filename = f"<gradient of {self.forward.name}>"
             module = parser.parse_string(d.source, filename)
@@ -442,6 +497,18 @@ def bind_arguments(name: str, params: list, args: tuple, kwargs: dict) -> tuple:
 _fast_key = fastcall.fast_key
 
 
+def _bound(g: CompiledKernel, arrays, typed, specs: list, clock: Clock | None = None) -> BoundKernel:
+    """Shape-generic code ``g`` bound to the shape of ``arrays`` (checked as ``typed``), with the
+    time the binding took (after what ``clock`` holds) as its timings (``inspect("timings")`` shows
+    ``g``'s compile too)."""
+    clock = clock or Clock()
+    with clock.stage("bind"):
+        binding = bind(g, arrays, typed)
+    bound = BoundKernel(g, binding, specs, typed)
+    bound.timings = clock.record()
+    return bound
+
+
 class HybModule:
     """The kernels of one ``.hyb`` file or source string: ``mod.name`` or ``mod.kernels["name"]``."""
 
@@ -466,11 +533,13 @@ class HybModule:
 
 def load(path, **options) -> HybModule:
     """Parse a ``.hyb`` file."""
+    from ..dsl import parser
     return HybModule(parser.parse_file(str(path)), **options)
 
 
 def compile_source(text: str, filename: str = "<string>", **options) -> HybModule:
     """Parse kernels from a string."""
+    from ..dsl import parser
     return HybModule(parser.parse_string(text, filename), **options)
 
 
@@ -520,6 +589,7 @@ def hybrid(fn=None, **options):
     """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target=None, fastmath=False, schedule=None, threads=None)``
     (``target``: ``"cpu"``, ``"cuda"``, or None for the context's ``device_target``)."""
     def wrap(f):
+        from ..dsl import parser
         module = parser.parse_function(f, _captured_kernels(f))
         if f.__name__ not in module.kernels:
             raise HybridUnsupportedError(f"could not find the source of `{f.__name__}`", None, None)

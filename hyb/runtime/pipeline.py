@@ -40,6 +40,7 @@ from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
 from .options import KernelOptions
+from .timings import Clock, Timings
 from ..schedule.parallel import mark_original_parallel, parallel_hint_conflicts
 
 
@@ -60,6 +61,7 @@ class MiddleEnd:
     # outputs and temporaries whose initial zeros are never seen (no zero fill; the CPU's runtime
     # reads it): name -> None, or the isl set of the sizes at which that holds (deps.written_before_read)
     written_first: dict = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)  # how long each of these stages took (runtime.timings)
 
 
 @dataclass(frozen=True)
@@ -200,61 +202,88 @@ def middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hint
     """Every polyhedral stage of one signature, from the typed kernel to the marked loop nest, and
     that nest legalised for the back ends (``code``); one thread at a time (isl's context is shared:
     :data:`~hyb.schedule.deps.ISL_LOCK`).  ``size_hint``: for shape-generic code, the sizes of the
-    shape that compiles it (its register blocks are sized for them)."""
-    with deps.ISL_LOCK:
-        return _middle_end(typed, KernelOptions.of(options), target, size_hint)
+    shape that compiles it (its register blocks are sized for them).  ``MiddleEnd.timings``: how
+    long each stage took (and the wait for another thread's compile, if there was one)."""
+    clock = Clock()
+    with clock.holding(deps.ISL_LOCK, "waiting for another compile (isl)"):
+        return _middle_end(typed, KernelOptions.of(options), target, size_hint, clock)
 
 
-def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hint) -> MiddleEnd:
+def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hint, clock: Clock) -> MiddleEnd:
     # the plan follows the target's policy; the loop stages after it read the CPU's reading of the
     # option on both targets
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
+    cpu = target.kind == "cpu"
     # the decisions of the typed-kernel rewrites; temporaries allocated in `parallel` loops first
     # get a copy per iteration (on every target and schedule: nothing else keeps such a loop parallel)
-    typed, rewritten = privatise.rewrite(typed)
-    if target.kind == "cpu" and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
-        typed, found = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
+    with clock.stage("privatise"):
+        typed, rewritten = privatise.rewrite(typed)
+    if cpu and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
+        with clock.stage("recompute"):
+            typed, found = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
         rewritten += found
-    if target.kind == "cpu" and plan_opts.reassociate and not plan_opts.original:
-        typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes
+    if cpu and plan_opts.reassociate and not plan_opts.original:
+        with clock.stage("argext"):
+            typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes
         rewritten += found
-    if target.kind == "cpu" and plan_opts.vectorize and not plan_opts.original:
-        typed, found = guarded.rewrite(typed)  # loops acting only where a comparison holds: vector searches
+    if cpu and plan_opts.vectorize and not plan_opts.original:
+        with clock.stage("guarded"):
+            typed, found = guarded.rewrite(typed)  # loops acting only where a comparison holds: vector searches
         rewritten += found
-    if target.kind == "cpu" and not plan_opts.original and plan_opts.tile is not False:
-        typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions
+    if cpu and not plan_opts.original and plan_opts.tile is not False:
+        with clock.stage("transpose"):
+            typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions
         rewritten += staged
-    poly = extract.extract(typed, size_hint)
-    budget = plan_opts.analysis_operations
-    d = deps.compute(poly, budget=budget)
-    cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact) if poly.has_private_scalars else None
+    with clock.stage("extract"):
+        poly = extract.extract(typed, size_hint)
+    budget = deps.budget_for(poly, plan_opts.analysis_operations)
+    with clock.stage("dependences"):
+        d = deps.compute(poly, budget=budget)
+    cells = None
+    if poly.has_private_scalars:
+        with clock.stage("one-cell dependences"):
+            cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact)
     if d.exact and (cells is None or cells.exact):
-        planned = planning.plan(poly, d, plan_opts, cells)
+        with clock.stage("plan"):
+            planned = planning.plan(poly, d, plan_opts, cells)
     else:
-        planned = planning.Plan(None, (f"dependence analysis stopped at its budget of {budget:,} isl operations "
-                                       "(schedule={'analysis_operations': ...} changes it): dependences "
-                                       "over-approximated, original order",))
-    nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
+        planned = planning.Plan(None, ((f"dependence analysis stopped at its budget of {budget:,} isl operations "
+                                        "(schedule={'analysis_operations': ...} changes it): dependences "
+                                        "over-approximated, original order"),))
+    with clock.stage("loop nest"):
+        nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
     decisions = rewritten + tuple(followed.decisions)
-    nest, more = mark_escaping(poly, nest, budget, d.exact)
-    decisions += more
-    nest, more = mark_vectors(poly, nest, loop_opts)
-    decisions += more
-    if target.kind == "cpu":  # temporaries held in scalars (on the GPU: once its grid loops are marked)
-        nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
+    with clock.stage("marks"):
+        nest, more = mark_escaping(poly, nest, budget, d.exact)
         decisions += more
-    if target.kind == "cpu" and loop_opts.register is not False:
-        nest, more = promote_blocks(poly, d, cells, nest)
+        nest, more = mark_vectors(poly, nest, loop_opts)
+        decisions += more
+    if cpu:  # temporaries held in scalars (on the GPU: once its grid loops are marked)
+        with clock.stage("contraction"):
+            nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
+        decisions += more
+    if cpu and loop_opts.register is not False:
+        with clock.stage("register blocks"):
+            nest, more = promote_blocks(poly, d, cells, nest)
         decisions += more
     if target.kind == "cuda":
-        nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
+        with clock.stage("GPU grid loops"):
+            nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
         decisions += more
-        nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
+        with clock.stage("contraction"):
+            nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
         decisions += more
-    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), diagnose(poly, d),
-                     legalise(nest, options.fastmath and target.kind == "cpu", plan_opts.reassociate),
-                     deps.written_before_read(poly, d) if target.kind == "cpu" else {})
+    with clock.stage("warnings"):
+        found = diagnose(poly, d)
+    with clock.stage("legalise"):
+        code = legalise(nest, options.fastmath and cpu, plan_opts.reassociate)
+    written_first = {}
+    if cpu:
+        with clock.stage("zero fills"):
+            written_first = deps.written_before_read(poly, d)
+    return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), found,
+                     code, written_first, clock.record())
 
 
 def llvm_options(options: KernelOptions, target) -> llvm_codegen.Options:
@@ -267,16 +296,20 @@ def llvm_options(options: KernelOptions, target) -> llvm_codegen.Options:
 
 def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple:
     """LLVM IR of a legalised nest (``MiddleEnd.code``), optimised and compiled:
-    ``(NativeCode, the loaded JitFunction)``."""
-    generated = llvm_codegen.generate_ir(nest, llvm_options(KernelOptions.of(options), target))
-    module = jit.optimize(generated.ir)
-    llvm_opt = str(module)
-    loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
+    ``(NativeCode, the loaded JitFunction, Timings of these three steps)``."""
+    clock = Clock()
+    with clock.stage("LLVM IR"):
+        generated = llvm_codegen.generate_ir(nest, llvm_options(KernelOptions.of(options), target))
+    with clock.stage("LLVM optimisation"):
+        module = jit.optimize(generated.ir)
+        llvm_opt = str(module)
+    with clock.stage("machine code (MCJIT)"):
+        loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
     buffers = tuple(abi.buffer_order(nest.kernel))
     staged = tuple((n, tuple(size_expr.text(d) for d in nest.kernel.tensors[n].shape), nest.kernel.tensors[n].dtype)
                    for n in buffers if nest.kernel.tensors[n].kind == "temp")
     return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), buffers,
-                      generated.ir, sizes=tuple(tir.size_symbols(nest.kernel)), staged=staged), loaded
+                      generated.ir, sizes=tuple(tir.size_symbols(nest.kernel)), staged=staged), loaded, clock.record()
 
 
 def shape_checks(middle: MiddleEnd, options: KernelOptions, target) -> dict:

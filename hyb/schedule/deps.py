@@ -1,8 +1,10 @@
 """Dependences between statement instances, from isl's exact dataflow analysis.
 
 * flow (read after write): for each read, the last write before it of the same element;
-* anti (write after read): for each write, the reads before it of the same element;
-* output (write after write): for each write, the writes before it of the same element.
+* anti (write after read): for each write, the reads of the same element since the last write
+  of it that surely happens (the earlier ones follow by transitivity, through that write);
+* output (write after write): for each write, the last sure write of the same element before it
+  and the conditional ones since.
 
 Dependences are computed against the original schedule and are what any new schedule must
 respect.  They also yield the reads of output/temporary elements that no statement wrote
@@ -27,6 +29,9 @@ class Dependences:
     output: isl.UnionMap
     uninitialized: isl.UnionMap  # reads (statement -> element) with no earlier write
     exact: bool = True  # False: over-approximated, the exact analysis went past its budget
+    # (source, sink) statement pairs whose exact dependences were too intricate for the scheduler
+    # and stand as every earlier access of an element instead (:func:`tame`)
+    simplified: tuple = ()
 
     @property
     def all(self) -> isl.UnionMap:
@@ -66,6 +71,17 @@ def operations(limit: int):
         finally:
             ctx.set_max_operations(outer)
             ctx.reset_operations()
+
+
+# the statements one budget of ``analysis_operations`` is for: a longer kernel gets one more for
+# each as many more, so the budget bounds the cost of a statement, not the length of a kernel
+BUDGET_STATEMENTS = 32
+
+
+def budget_for(p: PolyProgram, operations: int) -> int:
+    """The isl operations the analyses of ``p`` may take, given ``operations`` for each
+    :data:`BUDGET_STATEMENTS` statements (0: no limit)."""
+    return operations * max(1, -(-len(p.statements) // BUDGET_STATEMENTS))
 
 
 def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool = True) -> Dependences:
@@ -108,10 +124,59 @@ def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
         # element, it is written whatever the condition: those reads are not of the initial zero.
         uninit = flow_of(reads, must.union(both), may).get_may_no_source()
     uninit = same_condition_writes(p, expanded, uninit, must.union(both), may, flow_of)
-    # Anti: writes depending on earlier reads.  Output: writes depending on earlier writes.
-    anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence()
-    output = flow_of(may, must, may).get_may_dependence()
-    return Dependences(flow.coalesce(), anti.coalesce(), output.coalesce(), uninit.coalesce())
+    # Output: writes depending on earlier writes, each on the writes since the last sure one.
+    # Anti: writes depending on the earlier reads since the last sure write of the element; a read
+    # before that write is ordered before the write it precedes, and that write before this one by
+    # the output dependences, so the rest follow by transitivity, and their number grows with
+    # the program's length, not its square.  (The sure writes' own part of the answer is among
+    # the output dependences, and left there.)
+    output = flow_of(may, must, may).get_may_dependence().coalesce()
+    anti = flow_of(may, must, reads).get_may_dependence().coalesce().subtract(output)
+    flow, simple_flow = tame(flow.coalesce(), may, reads, schedule)
+    anti, simple_anti = tame(anti.coalesce(), reads, may, schedule)
+    output, simple_output = tame(output, may, may, schedule)
+    simplified = tuple(sorted(set(simple_flow + simple_anti + simple_output)))
+    return Dependences(flow, anti, output, uninit.coalesce(), simplified=simplified)
+
+
+# A dependence relation with a piece of more constraints than this is one isl's scheduler takes
+# seconds only to be given (the last write before each instance of a deep nest's reduction, 8
+# loops deep and more: each loop's last iteration hands over to the next one's first, a piece
+# whose constraints grow with the square of the depth); the kernels of the benchmarks and tests
+# have at most 27.
+MAX_DEPENDENCE_CONSTRAINTS = 48
+
+
+def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedule: isl.UnionMap) -> tuple:
+    """``deps`` with each statement pair's relation that has a piece of more than
+    :data:`MAX_DEPENDENCE_CONSTRAINTS` constraints replaced by every access of ``sources`` before
+    an access of ``sinks`` to the same element (a superset of it, correct for any schedule, and
+    with the same transitive order where every instance touches the element; a few pieces of a
+    few constraints each).  Returns ``(the relations, the (source, sink) pairs replaced)``."""
+    maps = _maps(deps)
+    if all(b.n_constraint() <= MAX_DEPENDENCE_CONSTRAINTS for m in maps for b in m.get_basic_maps()):
+        return deps, ()
+    out, replaced = isl.UnionMap.empty(deps.get_space()), []
+    for m in maps:
+        if all(b.n_constraint() <= MAX_DEPENDENCE_CONSTRAINTS for b in m.get_basic_maps()):
+            out = out.union(isl.UnionMap.from_map(m))
+            continue
+        a, b = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)
+        src = _of_statement(sources, a)
+        snk = _of_statement(sinks, b)
+        touching = src.apply_range(snk.reverse())
+        before = _of_statement(schedule, a).lex_lt_union_map(_of_statement(schedule, b))
+        out = out.union(touching.intersect(before).coalesce())
+        replaced.append((a, b))
+    return out, tuple(replaced)
+
+
+def _of_statement(u: isl.UnionMap, name: str) -> isl.UnionMap:
+    out = isl.UnionMap.empty(u.get_space())
+    for m in _maps(u):
+        if m.get_tuple_name(isl.dim_type.in_) == name:
+            out = out.union(isl.UnionMap.from_map(m))
+    return out
 
 
 def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
@@ -231,10 +296,11 @@ def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:
 
 
 class _Flow:
-    """A dataflow answer with isl's UnionFlow methods (the ones used here)."""
+    """A dataflow answer with isl's UnionFlow methods (the ones used here); ``full``: the
+    dependences with the element each carries (``get_full_may_dependence``), where known."""
 
-    def __init__(self, dependence: isl.UnionMap, no_source: isl.UnionMap):
-        self.dependence, self.no_source = dependence, no_source
+    def __init__(self, dependence: isl.UnionMap, no_source: isl.UnionMap, full: isl.UnionMap | None = None):
+        self.dependence, self.no_source, self.full = dependence, no_source, full
 
     def get_may_dependence(self) -> isl.UnionMap:
         return self.dependence
@@ -243,10 +309,74 @@ class _Flow:
         return self.no_source
 
     def get_full_may_dependence(self) -> isl.UnionMap:
-        return isl.UnionMap.empty(self.dependence.get_space())  # (which element each carries is not known)
+        if self.full is None:  # (which element each carries is not known)
+            return isl.UnionMap.empty(self.dependence.get_space())
+        return self.full
+
+
+def _maps(u: isl.UnionMap) -> list:
+    out = []
+    u.foreach_map(out.append)
+    return out
 
 
 def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
+    """:func:`isl_dataflow`, one top-level loop nest at a time, for a program in original order
+    (``schedule``'s first member numbers its top-level nests).  The instances of an earlier nest
+    all run before those of a later one, so each read (or write, as a sink) is matched first
+    against the sources of its own nest, then against those of the nests before it that touch
+    its tensor, latest first, until a sure write has covered every element it reads: the last
+    write of an element is found where it is, and the analysis costs about as many small problems
+    as there are accesses, where one problem of the whole program grows with its square.  The
+    answer is isl's for the whole program.  Falls back to that where a statement's first
+    member is not a constant."""
+    sched_of, nest_of = {}, {}
+    for m in _maps(schedule):
+        name = m.get_tuple_name(isl.dim_type.in_)
+        first = m.plain_get_val_if_fixed(isl.dim_type.out, 0) if m.dim(isl.dim_type.out) else None
+        if first is None or not first.is_int():
+            return isl_dataflow(sink, must_src, may_src, schedule)
+        sched_of[name], nest_of[name] = m, first.to_python()
+    sources = {}  # (tensor, nest) -> [must maps, may maps]
+    for k, u in enumerate((must_src, may_src)):
+        for m in _maps(u):
+            key = (m.get_tuple_name(isl.dim_type.out), nest_of[m.get_tuple_name(isl.dim_type.in_)])
+            sources.setdefault(key, ([], []))[k].append(m)
+    nests = {}  # tensor -> the nests with sources of it, latest first
+    for tensor, nest in sources:
+        nests.setdefault(tensor, []).append(nest)
+    for v in nests.values():
+        v.sort(reverse=True)
+    empty = isl.UnionMap.empty(sink.get_space())
+    dependence, full, no_source = empty, empty, empty
+    for m in _maps(sink):
+        name, tensor = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)
+        left = isl.UnionMap.from_map(m)
+        for nest in nests.get(tensor, ()):
+            if nest > nest_of[name]:
+                continue
+            must, may = sources[(tensor, nest)]
+            order = isl.UnionMap.from_map(sched_of[name])
+            for src in must + may:
+                order = order.union(isl.UnionMap.from_map(sched_of[src.get_tuple_name(isl.dim_type.in_)]))
+            f = isl_dataflow(left, _union(must, empty), _union(may, empty), order)
+            dependence = dependence.union(f.get_may_dependence())
+            full = full.union(f.get_full_may_dependence())
+            left = f.get_may_no_source()
+            if left.is_empty():
+                break
+        no_source = no_source.union(left)
+    return _Flow(dependence, no_source, full)
+
+
+def _union(maps: list, empty: isl.UnionMap) -> isl.UnionMap:
+    out = empty
+    for m in maps:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def isl_dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
     """isl's exact dataflow analysis of ``sink`` against the sources; where isl cannot do it (some
     strided domains make it fail: "affine expression involves some of the domain dimensions"), a
     conservative answer: every source instance before a sink instance touching the same element

@@ -309,7 +309,10 @@ def affine_cond(e: tir.TExpr, negate: bool = False) -> str:
         op = e.op
         if negate:
             op = "or" if op == "and" else "and"
-        return f"(({affine_cond(e.a, negate)}) {op} ({affine_cond(e.b, negate)}))"
+        # the right side first: a long chain `a and b and ...` (left-deep) that is not affine
+        # fails at its last operand, without going down the rest of the chain each time
+        right = affine_cond(e.b, negate)
+        return f"(({affine_cond(e.a, negate)}) {op} ({right}))"
     if isinstance(e, tir.Cmp) and types.is_int(e.a.dtype):
         op = e.op
         if negate:

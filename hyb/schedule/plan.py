@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from .deps import Dependences
+from .deps import MAX_DEPENDENCE_CONSTRAINTS, Dependences
 from .deps import compute as compute_deps
 from .deps import operations
 from .extract import PolyProgram
@@ -177,7 +177,8 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
           cells: Dependences | None = None) -> Plan:
     """One schedule of ``p`` for ``d``; ``cells``: one-cell dependences of the private scalars,
     added to the validity constraints only (see :func:`plan`)."""
-    decisions = []
+    decisions = [f"dependences {a} -> {b} over-approximated (every earlier access of an element): the exact "
+                 f"ones have more than {MAX_DEPENDENCE_CONSTRAINTS} constraints in a piece" for a, b in d.simplified]
     dom = p.union("domain")
     deps_all = d.all
     serial = serial_order(p)

@@ -6,6 +6,9 @@
 * :mod:`.oracle` judges one program: compiled == ``emulate`` (``check_parity``), the derived gradient ==
   central finite differences (``check_grad``), and mutated source text only ever gives a ``HybridError``
   or a kernel (``check_frontend``, with a hang detector).
+* :mod:`.compile_time` times every compile the judges make (parse, check, middle end, LLVM; not the
+  run): a program that takes longer than the limit (2 s, ``--compile-seconds``) twice, each time
+  compiled afresh, is a compile-time failure; a compile that does not end is stopped.
 * :mod:`.campaign` runs them for a time budget with progress output and writes every failure, shrunk by
   hypothesis, to a directory: ``python -m tests.fuzz --minutes 10``.
 

@@ -1,21 +1,20 @@
 """The judges of one fuzzing case.  Each raises AssertionError (or the unexpected exception) on a bug
-and returns a short word saying what was checked otherwise."""
+and returns a short word saying what was checked otherwise.  Every compile they make is timed by
+the compile-time oracle (:mod:`.compile_time`): one over its limit twice raises CompileTimeError."""
 from __future__ import annotations
 
-import contextlib
 import random
 import re
-import signal
-import threading
+import time
 import warnings
 
 import numpy as np
 
 import hyb
-
 from tests.autodiff import gradcases as G
 
-from . import programs
+from . import compile_time, programs
+from .compile_time import CompileTimeError, Hang, time_limit  # noqa: F401 - the judges' failures and limits
 
 RTOL = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-5, "float64": 1e-12}
 RTOL_INEXACT = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-4, "float64": 1e-10}  # transcendental intrinsics, pow()
@@ -64,7 +63,11 @@ def check_parity(prog, allow_index_errors=False):
     HybridIndexError or neither."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hyb.HybridWarning)
-        kernel = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
+        try:
+            kernel = compile_time.kernel(prog.source, prog.args, prog.options)
+        except (hyb.HybridTypeError, hyb.HybridArgumentError, hyb.HybridIndexError):
+            # refused for this signature: the call below is refused alike, and judged there
+            kernel = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
         c_args = [copy(a) for a in prog.args]
         e_args = [copy(a) for a in prog.args]
         try:
@@ -117,7 +120,7 @@ KNOWN_BUG_GRAD_DROPS_SCALAR = False  # test_regression_gradient_of_two_scalars_u
 # old y[0] for the value stored before the loop).  While set, a gradient that disagrees with finite
 # differences in a program updating a tensor element from itself is counted as this bug instead of failing.
 KNOWN_BUG_PRODUCT_INTO_AN_ELEMENT = False
-SELF_UPDATE = re.compile(r"^\s*(\w+\[[^\]\n]*\]) (?:[*/]=|=[^\n]*\1)", re.M)
+SELF_UPDATE = re.compile(r"^\s*(\w+\[[^\]\n]*\]) (?:[*/]=|=[^\n]*\1)", re.MULTILINE)
 
 def fresh_floats(args, rng):
     """Float arrays replaced by values in ±[0.3, 1.5]: no denormals, no infinities, no ties."""
@@ -182,10 +185,12 @@ def closed_form(prog, g, args):
     return bool(names)
 
 
-def derive(k, args, douts):
-    """(gradient kernel, compiled gradient, emulated gradient), or (None, outcome) where hyb refuses."""
+def derive(prog, args, douts):
+    """(gradient kernel, compiled gradient, emulated gradient), or (None, outcome) where hyb refuses.
+    The gradient kernel of prog's kernel is derived and compiled for the signature of args and
+    douts afresh (the compile-time oracle times it)."""
     try:
-        g = k.grad()
+        g = compile_time.gradient(prog.source, [*args, *douts], prog.options)
         got = as_tuple(g(*G.copies(args), *G.copies(douts)))
     except hyb.HybridUnsupportedError as e:
         assert "`" in str(e) or "not" in str(e), f"refusal without naming the construct: {e}"
@@ -210,19 +215,19 @@ def check_grad(prog, seed=0):
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hyb.HybridWarning)
-        k = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
         draw = grid_floats if getattr(prog, "values", "fresh") == "grid" else fresh_floats
         args = draw(prog.args, rng)
         if not any(G.is_float_array(a) for a in args):
             return "skipped: no float input"
         try:
+            k = compile_time.kernel(prog.source, args, prog.options)
             outs = G.forward(k, args)
         except hyb.HybridIndexError:
             return "skipped: index error"
         if not all(o.dtype.kind == "f" and np.all(np.isfinite(o)) for o in outs):
             return "skipped: forward not finite"
         douts = G.random_douts(rng, outs)
-        g, got, emu = derive(k, args, douts)
+        g, got, emu = derive(prog, args, douts)
         if g is None:
             return got
         closed = closed_form(prog, g, args)
@@ -232,9 +237,10 @@ def check_grad(prog, seed=0):
             isinstance(a, np.ndarray) and a.dtype == np.float32 for a in args)
         if narrow:
             args, douts = widened(args), widened(douts)
+            k = compile_time.kernel(prog.source, args, prog.options)
             outs = G.forward(k, args)
             narrow_got = got
-            _, got, emu = derive(k, args, douts)
+            _, got, emu = derive(prog, args, douts)
             assert_gradients_agree(got, emu, "compiled vs emulated gradient kernel, float64", length)
             for n, (a, b) in enumerate(zip(narrow_got, got)):
                 if a is not None and b is not None:
@@ -274,11 +280,11 @@ def check_ties(prog, seed=0):
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hyb.HybridWarning)
-        k = hyb.compile_source(prog.source, "generated.hyb", **prog.options).k
         args = grid_floats(prog.args, rng)
+        k = compile_time.kernel(prog.source, args, prog.options)
         outs = G.forward(k, args)
         douts = G.random_douts(rng, outs)
-        g, got, emu = derive(k, args, douts)
+        g, got, emu = derive(prog, args, douts)
         if g is None:
             return "ties: " + got
     length = sum_length(args)
@@ -301,30 +307,7 @@ def check_gradient_case(name, prog, seed=0):
 
 
 # ------------------------------------------------------------------ front end: mutated text
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Raise Hang in the main thread after `seconds` (SIGALRM); no limit elsewhere."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise Hang(f"no answer within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+\.?\d*(?:e-?\d+)?|\*\*|//|[-+*/%<>=!]=|\n[ ]*|[ ]+|.", re.S)
+TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+\.?\d*(?:e-?\d+)?|\*\*|//|[-+*/%<>=!]=|\n[ ]*|[ ]+|.", re.DOTALL)
 JUNK = ["(", ")", "[", "]", ":", ",", "=", "+", "-", "*", "**", "/", "//", "%", ".", "if", "else", "for", "in",
         "range", "return", "def", "not", "and", "lambda", "while", "'", '"', "\\", "#", "@", "\t", "\n    ",
         "\n", "0", "-1", "1e309", "99999999999999999999", "output_tensor", "allocate", "grid", "shape", "dtype",
@@ -372,28 +355,37 @@ def mutate(text: str, rng: random.Random, rounds: int = 0) -> str:
     return text
 
 
-def check_frontend(text: str, args, seconds: float = 2.0, run: bool = False):
-    """Parse `text` and type-check its kernel `k` (if any) for `args`; with run, also compile it, run it and
-    emulate it.  Returns "error" (a HybridError), "parsed" or "valid"; anything else raises."""
+def check_frontend(text: str, args, seconds: float | None = None, run: bool = False):
+    """Parse `text` and type-check its kernel `k` (if any) for `args`, with run compile it too: timed by
+    the compile-time oracle (limit `seconds`, default compile_time.seconds()).  With run, then run it
+    and emulate it.  Returns "error" (a HybridError), "parsed" or "valid"; anything else raises."""
+    def front(stages):
+        mod = compile_time.parse(text, "mutant.hyb", {}, stages)
+        kernels = getattr(mod, "kernels", {})
+        if "k" not in kernels:
+            for kern in kernels.values():
+                if not kern.params:
+                    kern.typed()
+            return "parsed", None
+        kern = kernels["k"]
+        if run:
+            compile_time.compiled(kern.compile(*args), stages)
+        else:
+            start = time.perf_counter()
+            kern.typed(*[copy(a) for a in args])
+            stages.append(("check", time.perf_counter() - start))
+        return "valid", kern
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            with time_limit(seconds):
-                mod = hyb.compile_source(text, "mutant.hyb")
-                kernels = getattr(mod, "kernels", {})
-                if "k" not in kernels:
-                    for kern in kernels.values():
-                        if not kern.params:
-                            kern.typed()
-                    return "parsed"
-                kern = kernels["k"]
-                kern.typed(*[copy(a) for a in args])
+            res, kern = compile_time.measure(front, text, seconds)
         except hyb.HybridError:
             return "error"
-        if not run:
-            return "valid"
+        if kern is None or not run:
+            return res
         try:  # values are not compared: a mutant may feed an inexact value into a condition
-            with time_limit(max(seconds, 20.0)):
+            with time_limit(max(seconds or compile_time.seconds(), 20.0)):
                 kern(*[copy(a) for a in args])
                 kern.emulate(*[copy(a) for a in args])
         except hyb.HybridError:

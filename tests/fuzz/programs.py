@@ -512,8 +512,8 @@ class IdiomGen(kg.Choices):
         a, b, c = self.pick([("0.25", "0.5", "0.25"), ("(-1.0)", "2.0", "(-1.0)"), ("0.5", "1.0", "0.0")])
         if self.chance(50):
             lines = nest(self.full_loops(), [
-                f"{dest}[{sp.full()}] = {a} * ({src}[{left}] if j >= 1 else 0.0) + {b} * {src}[{sp.full()}]"
-                f" + {c} * ({src}[{right}] if j < d - 1 else 0.0)"])
+                (f"{dest}[{sp.full()}] = {a} * ({src}[{left}] if j >= 1 else 0.0) + {b} * {src}[{sp.full()}]"
+                 f" + {c} * ({src}[{right}] if j < d - 1 else 0.0)")])
         else:  # fill, then a Gauss-Seidel sweep of the interior in place
             lines = nest(self.full_loops(), [f"{dest}[{sp.full()}] = {sp.at(self.expr(1))}"])
             lines += nest(self.full_loops("1, d - 1"), [
@@ -596,7 +596,7 @@ class TieModel:
         grads = {name: np.zeros(v.shape) for name, v in a.items()}
         outer = self.outer()
         for o in np.ndindex(*[self.shape[p] for p in outer]):
-            def position(red):
+            def position(red, o=o):
                 pos = [0] * len(self.shape)
                 for p, v in zip(outer, o):
                     pos[p] = v

@@ -6,7 +6,8 @@ reductions, intrinsics, every dtype, in-place updates and loop-carried dependenc
 random kernel options (isl's schedule, the original order, explicit tile sizes and register blocks, threads, interchange and
 fusion on or off; fast-math off) and compared with ``emulate``; the same generator, restricted to float64,
 checks ``kernel.grad()`` against finite differences; mutated source text must give a HybridError or a
-kernel, within 2 s.
+kernel; and no program, mutants included, may take more than CI_COMPILE_SECONDS to compile (compile_time:
+over it twice, each compile fresh).
 
 The examples are derandomized (the same on every run).  ``python -m tests.fuzz --minutes N`` runs a long
 campaign with fresh examples; ``HYB_HYPOTHESIS=explore`` makes these tests draw 10x as many new ones.
@@ -25,10 +26,20 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 import hyb
-
-from tests.fuzz import corpus, oracle, programs
+from tests.fuzz import compile_time, corpus, oracle, programs
 
 EXPLORE = os.environ.get("HYB_HYPOTHESIS") == "explore"
+# The compile-time limit of these tests.  ``python -m tests.fuzz`` holds programs to 2 s; these
+# examples compile in up to about 2 s on an idle machine, and a machine busy with other tests can
+# take twice as long, so a bound five times as generous catches a compile that blows up (or hangs:
+# it is stopped) without failing on a busy machine.
+CI_COMPILE_SECONDS = 10.0
+
+
+@pytest.fixture(autouse=True)
+def generous_compile_time_limit():
+    with compile_time.limit(CI_COMPILE_SECONDS):
+        yield
 
 
 def budget(n):
@@ -50,7 +61,7 @@ def test_campaign_compiled_equals_emulate(case):
 @given(programs.cases({"oob": programs.OUT_OF_BOUNDS}))
 def test_campaign_runtime_index_errors(case):
     """Data-dependent subscripts that may leave their tensor: HybridIndexError exactly when emulate raises it."""
-    name, prog = case
+    _, prog = case
     note(prog.describe())
     oracle.check_parity(prog, allow_index_errors=True)
 
@@ -61,7 +72,7 @@ def test_campaign_gradients_match_finite_differences():
     @budget(40)
     @given(programs.cases({"grad": programs.GRAD}), st.integers(0, 2 ** 31))
     def judge(case, seed):
-        name, prog = case
+        _, prog = case
         note(prog.describe())
         outcomes.append(oracle.check_grad(prog, seed))
 
@@ -94,8 +105,8 @@ def test_campaign_gradient_idioms_and_ties():
 
 def test_campaign_mutated_source_gives_hybrid_errors_only():
     """1200 mutants of the seed corpus (token deletions, swaps, duplications, junk tokens, random bytes, line
-    edits, truncation): parse and type-check give a HybridError or a kernel, each within 2 s; one in ten
-    that checks is also compiled, run and emulated."""
+    edits, truncation): parse and type-check give a HybridError or a kernel, each within the compile-time
+    limit; one in ten that checks is also compiled, run and emulated."""
     rng = random.Random(20261121)
     seeds = corpus.cases()
     seen = {"error": 0, "valid": 0, "parsed": 0}
@@ -103,17 +114,16 @@ def test_campaign_mutated_source_gives_hybrid_errors_only():
         src, args = seeds[n % len(seeds)]
         text = oracle.mutate(src, rng)
         try:
-            seen[oracle.check_frontend(text, args, seconds=2.0, run=(n % 10 == 0))] += 1
-        except Exception as e:  # noqa: BLE001
+            seen[oracle.check_frontend(text, args, run=(n % 10 == 0))] += 1
+        except Exception as e:
             raise AssertionError(f"mutant {n} raised {type(e).__name__}: {e}\n--- source ---\n{text}") from e
     assert seen["error"] > 600 and seen["valid"] > 50, seen  # the mutants reach the checker, not only the parser
 
 
 def test_time_limit_catches_a_hang():
     import time
-    with pytest.raises(oracle.Hang):
-        with oracle.time_limit(0.2):
-            time.sleep(5)
+    with pytest.raises(oracle.Hang), oracle.time_limit(0.2):
+        time.sleep(5)
 
 
 def test_mutations_are_reproducible_and_varied():
@@ -124,14 +134,18 @@ def test_mutations_are_reproducible_and_varied():
 
 
 def test_command_line_campaign_runs(tmp_path):
-    """`python -m tests.fuzz` parses its options (a tiny campaign: one round of each kind)."""
+    """`python -m tests.fuzz` parses its options (a tiny campaign: one round of each kind), the
+    compile-time limit among them."""
     import subprocess
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-m", "tests.fuzz", "--minutes", "0.01", "--round-size", "2",
-                        "--kinds", "parity,frontend", "--seed", "3", "--out", str(tmp_path / "f")],
-                       cwd=root, capture_output=True, text=True, timeout=120)
+                        "--kinds", "parity,frontend", "--seed", "3", "--out", str(tmp_path / "f"),
+                        "--compile-seconds", str(CI_COMPILE_SECONDS)],
+                       cwd=root, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "parity: ok=" in r.stdout and "done:" in r.stdout
+    assert "compile-time: " in r.stdout and f"compiles timed (limit {CI_COMPILE_SECONDS:g} s)" in r.stdout
+    assert (tmp_path / "f" / "slowest-compile.txt").read_text().startswith("# the slowest compile of the campaign: ")
 
 
 # ------------------------------------------------------------------ regressions found by the campaign
