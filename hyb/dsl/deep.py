@@ -8,15 +8,17 @@ frames than Python's default recursion limit allows, and with a higher limit mor
 thread's default stack holds (a frame that goes through C code, a ``repr`` or an ``==`` of
 records, takes C stack).
 
-:func:`call` runs a piece of work with room for records of a given depth (:func:`depth`):
-directly where the thread it is on has room for them, else on a thread of its own whose stack
-holds :data:`LIMIT` frames, the interpreter's recursion limit raised to :data:`LIMIT` for as long
-as such a thread runs and put back when the last one ends.  Every such thread has the stack for
-that limit, so none can run out of stack before Python stops it with a :class:`RecursionError`;
-the parser refuses programs deeper than :data:`MAX_DEPTH` levels.  CPython's recursion limit is
-one for every thread: while such a thread runs, the program's other threads may recurse deeper
-than their usual limit before a :class:`RecursionError` stops them.  Work on an ordinary thread
-never counts on more than half of Python's default limit, whatever the limit is meanwhile.
+:func:`call` runs a piece of work with room for records of a given depth (:func:`depth`): directly
+where the thread it is on has room for them, else on a thread of its own whose stack holds
+:data:`LIMIT` frames, the interpreter's recursion limit raised to what the work needs (at most
+:data:`LIMIT`) for as long as such a thread runs and put back when the last one ends.  No limit set
+is more than any of those threads' stacks hold, so none can run out of stack before Python stops it
+with a :class:`RecursionError`; the parser refuses programs nearly as deep as :data:`MAX_DEPTH`
+levels (``parser.MAX_LEVELS``).  CPython's recursion limit is one for every thread: while such a
+thread runs, the program's other threads may recurse deeper than their usual limit before a
+:class:`RecursionError` stops them (a plain Python call takes no C stack in CPython 3.11, a call
+through C code does).  Work on an ordinary thread never counts on more than half of Python's
+default limit, whatever the limit is meanwhile.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def _depth(root) -> int:
         chained = _CHAINS.get(type(node))
         if chained is not None:  # n operands: the checker's chain of n - 1 binary nodes over them
             items = getattr(node, chained)
-            stack.extend((v, below + len(items)) for v in items if kinds.get(type(v)) == 1 or kind(type(v)) == 1)
+            stack.extend((v, below + len(items)) for v in items if kind(type(v)) == 1)
             values = [v for v in values if v is not items]
         while values:
             v = values.pop()
@@ -129,8 +131,8 @@ def _depth(root) -> int:
 _local = threading.local()  # .room: the frames the work of a thread call() started may take
 _lock = threading.Lock()  # over the two lists below
 _stack_lock = threading.Lock()  # over threading.stack_size, set while one of those threads starts
-_running = [0]  # threads of call() now running
-_limits = [0, 0]  # the recursion limit before the first of them, and the one they set
+_needs: list = []  # the recursion limit each thread of call() now running needs
+_limits = [0, 0]  # the recursion limit before the first of them, and the one they set last
 
 
 def call(levels: int, fn, *args, **kwargs):
@@ -142,10 +144,10 @@ def call(levels: int, fn, *args, **kwargs):
     if room is None:
         # an ordinary thread: half of the limit its stack was meant for (the other half is its
         # caller's), whatever limit a thread of call() has set meanwhile
-        room = min(_limits[0] if _running[0] else sys.getrecursionlimit(), ORDINARY_LIMIT) // 2
+        room = min(_limits[0] if _needs else sys.getrecursionlimit(), ORDINARY_LIMIT) // 2
     if need <= room:
         return fn(*args, **kwargs)
-    return _on_deep_thread(fn, args, kwargs)
+    return _on_deep_thread(need, fn, args, kwargs)
 
 
 def method(levels_of):
@@ -158,39 +160,44 @@ def method(levels_of):
     return wrap
 
 
-def _raise_limit():
-    """The recursion limit raised to LIMIT (the limit before is kept, to put back)."""
+def _raise_limit(need: int):
+    """The recursion limit raised to ``need`` at least (the limit before is kept, to put back)."""
     with _lock:
-        if _running[0] == 0 or sys.getrecursionlimit() != _limits[1]:
-            _limits[0] = sys.getrecursionlimit()  # (the caller's, or one set since by someone else)
-        _running[0] += 1
-        if _limits[0] < LIMIT:
-            sys.setrecursionlimit(LIMIT)
-        _limits[1] = sys.getrecursionlimit()
+        if not _needs or sys.getrecursionlimit() != _limits[1]:
+            _limits[0] = sys.getrecursionlimit()  # (the program's, or one it has set since)
+        _needs.append(need)
+        _set_limit(max([_limits[0], *_needs]))
 
 
-def _restore_limit():
-    """The limit put back by the last of the threads that raised it (unless set since by someone else)."""
+def _restore_limit(need: int):
+    """The limit lowered to what the threads still running need, or put back when none is left
+    (unless the program has set one since)."""
     with _lock:
-        _running[0] -= 1
-        if _running[0] == 0 and sys.getrecursionlimit() == _limits[1]:
-            sys.setrecursionlimit(_limits[0])
+        _needs.remove(need)
+        if sys.getrecursionlimit() == _limits[1]:
+            _set_limit(max([_limits[0], *_needs]))
 
 
-def _on_deep_thread(fn, args, kwargs):
-    """``fn(*args, **kwargs)`` on a thread with the stack for LIMIT frames, this one waiting."""
+def _set_limit(limit: int):
+    sys.setrecursionlimit(limit)
+    _limits[1] = limit
+
+
+def _on_deep_thread(need: int, fn, args, kwargs):
+    """``fn(*args, **kwargs)`` on a thread with the stack for LIMIT frames, the recursion limit
+    raised to ``need`` meanwhile, this one waiting."""
     outcome = []
     context = contextvars.copy_context()
 
     def work():
-        _raise_limit()
-        _local.room = LIMIT  # (so that work it calls never waits on yet another thread)
+        _raise_limit(need)
+        _local.room = need
         try:
             outcome.append((True, context.run(fn, *args, **kwargs)))
         except BaseException as e:  # noqa: BLE001 (raised again in the caller's thread)
             outcome.append((False, e))
         finally:
-            _restore_limit()
+            _restore_limit(need)
 
     with _stack_lock:
         old = threading.stack_size()
