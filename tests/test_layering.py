@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "hyb"
 # Layers, bottom to top: (name, the modules in it, the layers its modules may import).
 # A module name stands for itself and everything below it (``hyb.dsl`` is hyb/dsl/*).
 LAYERS = [
-    ("base", ["hyb.errors", "hyb.version", "hyb.target"], {"base"}),
+    ("base", ["hyb.errors", "hyb.version", "hyb.target", "hyb.cachedir"], {"base"}),
     ("front end", ["hyb.dsl"], {"base", "front end"}),
     ("middle end", ["hyb.schedule"], {"base", "front end", "middle end"}),
     ("back ends", ["hyb.codegen"], {"base", "front end", "middle end", "back ends"}),

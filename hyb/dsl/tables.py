@@ -23,24 +23,15 @@ import tempfile
 import lark
 from lark import Lark
 
+from ..cachedir import configured, make_private
+
 _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def folder() -> str | None:
-    """hyb's cache folder as the environment names it (None: the cache is turned off)."""
-    if os.environ.get("HYB_CACHE", "1").lower() in ("0", "no", "off", "false"):
-        return None
-    d = os.environ.get("HYB_CACHE_DIR")
-    if d:
-        return d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "hyb")
-
-
 def path(grammar: str, options: dict) -> str | None:
     """The file of the tables of ``grammar`` built with lark's ``options`` (None: no cache)."""
-    d = folder()
+    d = configured()
     if d is None:
         return None
     key = repr((grammar, sorted(options.items()), lark.__version__, sys.version_info[:2]))
@@ -79,7 +70,7 @@ def store(parser: Lark, file: str) -> None:
     written, or is not the user's alone."""
     d = os.path.dirname(file)
     try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
+        make_private(d)
         if not trusted(os.stat(d)):
             return
         fd, temp = tempfile.mkstemp(prefix=".tmp-lark-", dir=d)

@@ -38,21 +38,11 @@ import warnings
 from dataclasses import fields
 
 from ..codegen.abi import AssertSite, CheckSite, PrintSite
+from ..cachedir import configured, make_private, mkdir_private
 from ..errors import HybridWarning, Span
 from ..target import host_cpu
 
 FORMAT = b"hyb-cache-3\n"
-
-
-def configured() -> str | None:
-    """The cache folder the environment names (None: the cache is turned off), checked or not."""
-    if os.environ.get("HYB_CACHE", "1").lower() in ("0", "no", "off", "false"):
-        return None
-    d = os.environ.get("HYB_CACHE_DIR")
-    if d:
-        return d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "hyb")
 
 
 def directory() -> str | None:
@@ -125,19 +115,6 @@ def _checked(fd: int, path: str, what: str) -> int | None:
     return None
 
 
-def _mkdir(name: str, dir_fd: int | None = None):
-    """Make the folder ``name`` with mode 0700 whatever the umask (nothing where it exists)."""
-    try:
-        os.mkdir(name, 0o700, dir_fd=dir_fd)
-    except FileExistsError:
-        return
-    fd = os.open(name, _DIR | _NOFOLLOW, dir_fd=dir_fd)
-    try:
-        os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-
-
 def _folder(path: str, create: bool, parent: int | None = None) -> int | None:
     """An open descriptor of a cache folder that is the user's and that no one else can write, or
     None.  Without ``parent``, ``path`` is the cache folder itself (it may be a link to a folder
@@ -152,15 +129,9 @@ def _folder(path: str, create: bool, parent: int | None = None) -> int | None:
             if not create:
                 return None
             if parent is None:
-                missing = []
-                p = os.path.abspath(path)
-                while not os.path.lexists(p):
-                    missing.append(p)
-                    p = os.path.dirname(p)
-                for p in reversed(missing):
-                    _mkdir(p)
+                make_private(path)
             else:
-                _mkdir(name, parent)
+                mkdir_private(name, parent)
             fd = os.open(name, flags, dir_fd=parent)
     except OSError:
         flaw = None if parent is None else _link_flaw(path, name, parent)

@@ -324,6 +324,17 @@ def test_tables_are_stored_then_loaded(monkeypatch, tmp_path):
     assert parses(p) and parser.tables_loaded_from == str(folder / files[0])
 
 
+def test_tables_make_their_folders_private_whatever_the_umask(monkeypatch, tmp_path):
+    folder = tmp_path / "a" / "b" / "cache"  # none of them there yet
+    old = os.umask(0o022)
+    try:
+        assert parses(fresh_parser(monkeypatch, folder))
+    finally:
+        os.umask(old)
+    for f in (tmp_path / "a", tmp_path / "a" / "b", folder):
+        assert stat.S_IMODE(os.stat(f).st_mode) == 0o700, f  # as the disk cache makes them
+
+
 def test_tables_not_loaded_from_a_folder_others_can_write(monkeypatch, tmp_path):
     folder = tmp_path / "cache"
     fresh_parser(monkeypatch, folder)
