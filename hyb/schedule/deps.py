@@ -154,11 +154,12 @@ def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedul
     with the same transitive order where every instance touches the element; a few pieces of a
     few constraints each).  Returns ``(the relations, the (source, sink) pairs replaced)``."""
     maps = _maps(deps)
-    if all(b.n_constraint() <= MAX_DEPENDENCE_CONSTRAINTS for m in maps for b in m.get_basic_maps()):
+    intricate = [any(b.n_constraint() > MAX_DEPENDENCE_CONSTRAINTS for b in m.get_basic_maps()) for m in maps]
+    if not any(intricate):
         return deps, ()
     out, replaced = isl.UnionMap.empty(deps.get_space()), []
-    for m in maps:
-        if all(b.n_constraint() <= MAX_DEPENDENCE_CONSTRAINTS for b in m.get_basic_maps()):
+    for m, too_many in zip(maps, intricate):
+        if not too_many:
             out = out.union(isl.UnionMap.from_map(m))
             continue
         a, b = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)

@@ -578,8 +578,7 @@ class _Extractor:
         ``private`` (a loop with a form), the copy of this iteration of the loops around it, as
         :meth:`access` models it; else all of them."""
         t = self.k.tensors.get(tensor)
-        if t is not None and t.kind == "scalar" and t.private_to and (
-                private and set(t.private_to) <= set(iters) or not set(t.private_to) <= set(iters)):
+        if t is not None and t.kind == "scalar" and t.private_to and (private or not set(t.private_to) <= set(iters)):
             idx = ", ".join(iname(v) if v in iters else f"any{k}" for k, v in enumerate(t.private_to))
             rel = isl.Map(self.isl_text(f"{{ {self.space(name, iters)} -> {tensor}[{idx}] }}"))
             return Access(tensor, rel.intersect_domain(domain), False, span)
