@@ -132,6 +132,18 @@ def _bf16_const_value(e: tir.TExpr):
     return None
 
 
+def _never_nan(e: tir.TExpr) -> bool:
+    """Whether ``e`` is a float constant other than nan (as itself or widened to float32)."""
+    if isinstance(e, tir.Cast) and types.concrete(e.dtype) == F32 and types.concrete(e.a.dtype) == "float16":
+        e = e.a
+    if not isinstance(e, tir.Const):
+        return False
+    try:
+        return not np.isnan(float(e.value))
+    except (TypeError, ValueError):
+        return False
+
+
 class _Legaliser:
     def __init__(self, relaxed: bool = False, accumulate: bool = False):
         self.relaxed = relaxed
@@ -433,6 +445,11 @@ class _Legaliser:
             if dt not in types.FLOATS:
                 return tir.Pick(dtype, tir.Cmp("bool", op, x, y), x, y, span=span)
             cx, cy = (self.widen(x), self.widen(y)) if dt in types.HALVES else (x, y)
+            if _never_nan(cy):
+                # y cannot be nan, so "x beats y or x is nan" is "y does not beat-or-tie x": one
+                # comparison, which x86 answers with a single maxps/minps where y is not a zero
+                back = ("<" if op == ">" else ">") + ("" if dt == "float16" else "=")
+                return tir.Pick(dtype, tir.Cmp("bool", back, cx, cy), y, x, span=span)
             beats = tir.Cmp("bool", op + "=" if dt == "float16" else op, cx, cy)
             nan = tir.Intrinsic("bool", "isnan", [cx])
             return tir.Pick(dtype, tir.Bits("bool", "|", beats, nan), x, y, span=span)
