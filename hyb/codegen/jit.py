@@ -2,6 +2,7 @@
 object code the disk cache keeps (:class:`JitFunction`)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import llvmlite.binding as llvm
@@ -49,9 +50,22 @@ def new_target_machine():
                                         opt=3, reloc="default", codemodel="jitdefault")
 
 
-def optimize(ir_text: str) -> llvm.ModuleRef:
-    """Parse, verify and run the O3 pipeline (loop and SLP vectorisers on)."""
-    mod = llvm.parse_assembly(ir_text)
+@contextlib.contextmanager
+def private_context():
+    """An LLVM context of its own for one compile, freed at the end (its modules closed first).
+    LLVM keeps the constants, types and metadata of a module in its context, not in the module,
+    so modules parsed into the process's global context would leave them there for good."""
+    ctx = llvm.create_context()
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
+def optimize(ir_text: str, context=None) -> llvm.ModuleRef:
+    """Parse (into ``context``, else the global one), verify and run the O3 pipeline (loop and
+    SLP vectorisers on)."""
+    mod = llvm.parse_assembly(ir_text, context=context)
     mod.verify()
     tm = target_machine()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -59,37 +73,65 @@ def optimize(ir_text: str) -> llvm.ModuleRef:
     pto.slp_vectorization = True
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(mod, pb)
+    finally:
+        _dispose_pass_manager(mpm)
+        pb.close()
+        pto.close()
     return mod
 
 
+def _dispose_pass_manager(mpm) -> None:
+    """Free a module pass manager and the passes it holds (about 75 KB at O3).  llvmlite's
+    ``ModulePassManager.close()`` does not: its ``_dispose`` is ``ObjectRef``'s, which does nothing
+    (the class lists ``ObjectRef`` before the base that frees it), so every compile would keep one."""
+    from llvmlite.binding import ffi
+    dispose = getattr(ffi.lib, "LLVMPY_DisposeNewModulePassManger", None)
+    if dispose is not None and type(mpm)._dispose is ffi.ObjectRef._dispose and not mpm.closed:
+        dispose(mpm)
+        mpm.detach()
+    else:
+        mpm.close()
+
+
+def object_code(mod: llvm.ModuleRef) -> bytes:
+    """The object file of an optimised module, as MCJIT would make it (a target machine of its
+    own: the shared one is not used from two threads at once)."""
+    return new_target_machine().emit_object(mod)
+
+
 class JitFunction:
-    """Machine code for one kernel, kept alive with its execution engine.
+    """Machine code for one kernel, loaded from its object file and kept alive with its execution
+    engine.
 
-    ``object_code`` is the object file MCJIT produced; :meth:`from_object` builds the same
-    function from it (the disk cache) without generating code again."""
+    The engine gets an empty module and, from its object cache, ``object_code``: it loads that
+    object instead of generating code, so it holds the code and no LLVM IR (the optimised module
+    is not kept: compiling from it and loading from the disk cache are the same load)."""
 
-    def __init__(self, mod: llvm.ModuleRef, name: str, object_code: bytes | None = None):
+    def __init__(self, object_code: bytes, name: str):
         openmp_available()  # JIT code of parallel loops calls libgomp
         vecmath.load()  # math calls: libm under hyb's names, and libmvec
+        if not object_code:
+            raise HybridInternalError(f"no object code for {name}", "codegen")
         self.object_code = object_code
-        self.engine = llvm.create_mcjit_compiler(mod, new_target_machine())
-        self.engine.set_object_cache(self._compiled, self._lookup)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
+        self.engine.set_object_cache(None, self._lookup)
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(name)
         if not self.address:
-            raise HybridInternalError(f"function {name} not found after JIT compilation", "codegen")
-
-    def _compiled(self, module, buffer: bytes):
-        self.object_code = bytes(buffer)
+            raise HybridInternalError(f"function {name} not found in its object code", "codegen")
 
     def _lookup(self, module):
         return self.object_code
 
-    @classmethod
-    def from_object(cls, ir_text: str, object_code: bytes, name: str) -> "JitFunction":
-        return cls(llvm.parse_assembly(ir_text), name, object_code)
 
-
-def assembly(mod: llvm.ModuleRef) -> str:
-    return target_machine().emit_assembly(mod)
+def assembly(ir_text: str) -> str:
+    """The assembly of optimised IR text (parsed in a context of its own)."""
+    with private_context() as ctx:
+        mod = llvm.parse_assembly(ir_text, context=ctx)
+        try:
+            return new_target_machine().emit_assembly(mod)
+        finally:
+            mod.close()

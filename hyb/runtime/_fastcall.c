@@ -222,6 +222,7 @@ typedef struct {
     PyObject_HEAD
     uintptr_t address; /* of the native function */
     int python_only;
+    int used; /* called since the kernel last cleared it (which variants to keep) */
     Py_ssize_t n_in, n_made, n_block, n_out;
     Slot *in;
     Made *made;
@@ -377,6 +378,7 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     PyObject *inputs = NULL, *made = NULL, *block = NULL, *outs = NULL, *v = NULL;
     e->plan = Py_NewRef(plan);
+    e->used = 1;
     if ((e->failed = PyObject_GetAttrString(plan, "failed")) == NULL ||
         (e->run = PyObject_GetAttrString(plan, "run")) == NULL)
         goto fail;
@@ -464,10 +466,25 @@ static PyObject *entry_get_python_only(Entry *e, void *closure)
     return PyBool_FromLong(e->python_only);
 }
 
+static PyObject *entry_get_used(Entry *e, void *closure)
+{
+    return PyBool_FromLong(e->used);
+}
+
+static int entry_set_used(Entry *e, PyObject *value, void *closure)
+{
+    int v = value == NULL ? 0 : PyObject_IsTrue(value);
+    if (v < 0)
+        return -1;
+    e->used = v;
+    return 0;
+}
+
 static PyGetSetDef entry_getset[] = {
     {"plan", (getter)entry_get_plan, NULL, "the CallPlan this entry was made from", NULL},
     {"run", (getter)entry_get_run, NULL, "the Python path: run(args)", NULL},
     {"python_only", (getter)entry_get_python_only, NULL, "every call takes the Python path", NULL},
+    {"used", (getter)entry_get_used, (setter)entry_set_used, "called since it was last set false", NULL},
     {NULL},
 };
 
@@ -629,6 +646,7 @@ static PyObject *run_entry(Entry *e, PyObject *args, PyObject *key)
     PyObject *result = NULL;
     int fallback = 1;
 
+    e->used = 1;
     if (e->python_only || PyTuple_GET_SIZE(args) != n_in || PyTuple_GET_SIZE(key) != n_in)
         return PyObject_CallOneArg(e->run, args);
     memset(held, 0, sizeof held);

@@ -2,7 +2,7 @@
 
 An entry is the code stage's record, a :class:`~hyb.runtime.pipeline.NativeCode`: what it
 takes to load a kernel without running the middle end or LLVM's code generator (the optimised
-LLVM IR, the object code MCJIT made from it, the run-time check sites and the compile-time
+LLVM IR, the object code LLVM made from it, the run-time check sites and the compile-time
 warnings).  :func:`store` writes a record and :func:`load` reads one back, or None.  Its key
 hashes everything the code depends on (DESIGN.md §6): the kernel's file text and captured
 constants, the signature, the options, hyb's version, llvmlite's and LLVM's versions and the

@@ -5,6 +5,7 @@ the records, so it shows exactly what was compiled.
 from __future__ import annotations
 
 import ctypes
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..errors import HybridArgumentError, HybridInternalError
 from ..schedule import contract, deps, extract, loops
 from ..schedule.plan import Plan
 from ..target import host_cpu
-from . import aligned, busy, fastcall, pipeline
+from . import aligned, busy, fastcall, pipeline, variants
 from .arguments import check_fits, check_in_place, prepare_arrays, scalar_buffer  # noqa: F401 - the runtime's argument API
 from .options import KernelOptions
 from .pipeline import MiddleEnd, NativeCode
@@ -60,9 +61,8 @@ class CompiledKernel:
         self._asm = None
         self.check_sites = list(code.sites)
         self._prints = any(isinstance(s, abi.PrintSite) for s in self.check_sites)
-        self.llvm_opt = code.llvm_opt
-        self._jit = loaded or jit.JitFunction.from_object(code.llvm_opt, code.object,
-                                                                abi.function_name(typed))
+        self._packed_ir = None  # the optimised IR, compressed, once the records are released
+        self._jit = loaded or jit.JitFunction(code.object, abi.function_name(typed))
         # (the code's own list: temporaries the middle end held in scalars take no buffer)
         self.buffers = list(code.buffers)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(self.buffers)),
@@ -125,7 +125,28 @@ class CompiledKernel:
         """The polyhedral stages' records (made again by the same stage functions after a cache hit)."""
         if self._middle is None:
             self._middle = pipeline.middle_end(self.typed, self.options, self.target_machine, self.size_hint)
+            variants.keep_records(self)
         return self._middle
+
+    used = False  # called through the slow path since its kernel last looked (runtime.variants)
+
+    def release(self) -> None:
+        """Keep only what calling needs (:mod:`hyb.runtime.variants`): the middle end's records,
+        the unoptimised IR and the texts ``inspect`` made are dropped (made again if asked for);
+        the optimised IR is kept compressed."""
+        if self.code.llvm_opt is not None:
+            self._packed_ir = zlib.compress(self.code.llvm_opt.encode(), 1)
+        self.code = replace(self.code, llvm_opt=None, llvm_ir=None)
+        self._middle = None
+        self._stages = {}
+        self._asm = None
+
+    @property
+    def llvm_opt(self) -> str:
+        """The optimised LLVM IR the native code was made from."""
+        if self.code.llvm_opt is not None:
+            return self.code.llvm_opt
+        return zlib.decompress(self._packed_ir).decode()
 
     @property
     def poly(self) -> extract.PolyProgram:
@@ -218,7 +239,7 @@ class CompiledKernel:
             return self.llvm_opt
         if stage == "asm":
             if self._asm is None:
-                self._asm = jit.assembly(jit.llvm.parse_assembly(self.llvm_opt))
+                self._asm = jit.assembly(self.llvm_opt)
             return self._asm
         if stage == "emulate":
             return interp.emulate_source(self.typed)

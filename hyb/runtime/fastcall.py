@@ -98,9 +98,26 @@ class _Miss:
         return "MISS"
 
 
+class Tracked:
+    """An entry whose calls go to a Python ``run(args)``: the Python dispatcher's (``plan.run``)
+    and, under either dispatcher, a compiled kernel's without a plan.  Like the C entry it notes
+    that it was called (``used``), which tells the kernel which signatures are in use."""
+
+    __slots__ = ("plan", "_run", "used")
+
+    def __init__(self, run: Callable, plan: CallPlan | None = None):
+        self.plan = plan
+        self._run = run
+        self.used = True
+
+    def run(self, args):
+        self.used = True
+        return self._run(args)
+
+
 def python_entry(plan: CallPlan):
-    """The Python dispatcher's entry: the plan itself."""
-    return plan
+    """The Python dispatcher's entry: the plan's ``run``, tracked."""
+    return Tracked(plan.run, plan)
 
 
 def python_call(table: dict, values_of, args: tuple):

@@ -157,6 +157,7 @@ class BoundKernel:
         self.specs = list(specs)
         self.concrete = concrete  # the kernel checked for this shape (the GPU compiles it)
         self._stages: dict = {}
+        self.used = False  # (its own mark, not the shared code's: runtime.variants)
 
     def run(self, arrays: list):
         return self.ck.run(arrays, self.binding)

@@ -24,7 +24,7 @@ from ..dsl import types
 from ..dsl.signature import NeedsValue, arg_specs
 from ..dsl import tir
 from ..errors import HybridArgumentError, HybridError, HybridUnsupportedError, HybridWarning
-from . import fastcall
+from . import fastcall, variants
 from .arguments import check_fits, check_in_place, check_written_are_arrays, prepare_arrays
 from .options import TARGETS, KernelOptions
 from ..target import thread_count
@@ -143,7 +143,9 @@ class Kernel:
         specs = arg_specs(arrays, self._value_params)
         key = (tuple(specs), target)
         ck = self._cache.get(key)
-        if ck is None:
+        if ck is not None:
+            ck.used = True  # (a warm call's entry marks itself: runtime.variants)
+        else:
             with self._lock:
                 clock = Clock()
                 with clock.stage("check"):
@@ -158,6 +160,8 @@ class Kernel:
                         clock.add("other (set-up, imports)", clock.now() - started - ck.timings.total)
                     ck.timings = clock.record()
                     self._cache[key] = ck
+                    variants.trim(self._cache, self._fast, self._plans,
+                                  variants.max_variants(self.options.max_variants), key)
         return ck
 
     def _for_shape(self, typed, specs: list, target: str, arrays):
@@ -211,7 +215,9 @@ class Kernel:
             self._generic_seen.setdefault(tuple(generic_specs(specs)), specs)
             if not isinstance(g, CompiledKernel):
                 raise HybridUnsupportedError(f"`{self.name}`: {g}", self.kdef.span, "call it: it compiles each shape")
-            ck = self._cache[(tuple(specs), "cpu")] = _bound(g, arrays, typed, specs, checking)
+            key = (tuple(specs), "cpu")
+            ck = self._cache[key] = _bound(g, arrays, typed, specs, checking)
+            variants.trim(self._cache, self._fast, self._plans, variants.max_variants(self.options.max_variants), key)
             key = _fast_key(args, self._value_params)
             self._fast.pop(key, None)
             self._plans.pop(key, None)
@@ -281,6 +287,7 @@ class Kernel:
                 with clock.stage("disk cache store"):
                     cache.store(disk_key, ck.code)
                 ck.timings = clock.record()
+                variants.keep_records(ck)
         ck.kernel = self
         return ck
 
@@ -301,7 +308,7 @@ class Kernel:
             # (an array compiled for its items is looked up by them: never a warm call's entry)
             self._fast[key] = ck
             plan = getattr(ck, "call_plan", None)
-            self._plans[key] = fastcall.entry(plan()) if plan is not None else ck
+            self._plans[key] = fastcall.entry(plan()) if plan is not None else fastcall.Tracked(ck.run)
         return ck.run(arrays)
 
     @_roomy

@@ -1,4 +1,5 @@
-"""A kernel's options (``target=``, ``fastmath=``, ``schedule=``, ``threads=``, ``shapes=``), checked
+"""A kernel's options (``target=``, ``fastmath=``, ``schedule=``, ``threads=``, ``shapes=``,
+``max_variants=``), checked
 once when the kernel is made and kept as the frozen :class:`KernelOptions`.
 
 The pipeline reads the record, never the keywords: :meth:`KernelOptions.schedule_for` resolves the
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field, fields, replace
 from ..errors import HybridArgumentError
 from ..schedule.options import ScheduleOptions, parse_options
 from .generic import SHAPE_MODES
+from .variants import check_option as check_max_variants
 
 TARGETS = ("cpu", "cuda")
-KEYS = ("target", "fastmath", "schedule", "threads", "shapes")
+KEYS = ("target", "fastmath", "schedule", "threads", "shapes", "max_variants")
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class KernelOptions:
     schedule: ScheduleOptions = field(default_factory=ScheduleOptions)  # as parsed: None fields undecided
     threads: int | None = None  # None: HYB_NUM_THREADS or every CPU
     shapes: str = "auto"
+    max_variants: int | None = None  # None: HYB_MAX_VARIANTS or 64 (hyb.runtime.variants)
 
     @classmethod
     def parse(cls, options: dict) -> "KernelOptions":
@@ -48,7 +51,8 @@ class KernelOptions:
             raise HybridArgumentError(f"unknown shapes={shapes!r}", None,
                                       "use shapes=\"auto\" (the default: one compile for the first shape, one "
                                       "shape-generic compile for all others), \"generic\" or \"specialise\"")
-        return cls(target, bool(options.get("fastmath", False)), schedule, threads, shapes)
+        return cls(target, bool(options.get("fastmath", False)), schedule, threads, shapes,
+                   check_max_variants(options.get("max_variants")))
 
     @classmethod
     def of(cls, options) -> "KernelOptions":
@@ -77,5 +81,5 @@ class KernelOptions:
 
     def code_key(self) -> dict:
         """Everything in the record that changes the generated code, as texts (``threads`` is read
-        when the code runs, not when it is made)."""
-        return {f.name: repr(getattr(self, f.name)) for f in fields(self) if f.name != "threads"}
+        when the code runs, not when it is made; ``max_variants`` bounds what the kernel keeps)."""
+        return {f.name: repr(getattr(self, f.name)) for f in fields(self) if f.name not in ("threads", "max_variants")}

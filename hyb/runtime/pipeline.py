@@ -69,7 +69,7 @@ class NativeCode:
     """The code stage's record: what the disk cache keeps and the runtime loads."""
 
     llvm_opt: str  # optimised LLVM IR
-    object: bytes  # the object file MCJIT made from it
+    object: bytes  # the object file LLVM made from it (loaded by MCJIT)
     sites: tuple  # run-time bounds-check sites, by error code - 1
     warnings: tuple  # the compile-time warnings, given again when the code is loaded from the cache
     buffers: tuple  # the tensors the function takes, in order (a contracted temporary takes none)
@@ -300,15 +300,18 @@ def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple
     clock = Clock()
     with clock.stage("LLVM IR"):
         generated = llvm_codegen.generate_ir(nest, llvm_options(KernelOptions.of(options), target))
-    with clock.stage("LLVM optimisation"):
-        module = jit.optimize(generated.ir)
-        llvm_opt = str(module)
-    with clock.stage("machine code (MCJIT)"):
-        loaded = jit.JitFunction(module, abi.function_name(nest.kernel))
+    with jit.private_context() as context:
+        with clock.stage("LLVM optimisation"):
+            module = jit.optimize(generated.ir, context)
+            llvm_opt = str(module)
+        with clock.stage("machine code"):  # (the object file, loaded as a disk cache entry would be)
+            obj = jit.object_code(module)
+            module.close()
+            loaded = jit.JitFunction(obj, abi.function_name(nest.kernel))
     buffers = tuple(abi.buffer_order(nest.kernel))
     staged = tuple((n, tuple(size_expr.text(d) for d in nest.kernel.tensors[n].shape), nest.kernel.tensors[n].dtype)
                    for n in buffers if nest.kernel.tensors[n].kind == "temp")
-    return NativeCode(llvm_opt, loaded.object_code, tuple(generated.sites), (), buffers,
+    return NativeCode(llvm_opt, obj, tuple(generated.sites), (), buffers,
                       generated.ir, sizes=tuple(tir.size_symbols(nest.kernel)), staged=staged), loaded, clock.record()
 
 

@@ -57,7 +57,7 @@ def loop_of_exp(scalef: bool):
     b.cbranch(b.icmp_signed("<", nxt, n), loop, done)
     b.position_at_end(done)
     b.ret_void()
-    f = jit.JitFunction(jit.optimize(str(module)), "f")
+    f = jit.JitFunction(jit.object_code(jit.optimize(str(module))), "f")
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(f.address)
 
     def run(xs):
