@@ -1,8 +1,9 @@
 """Dependences between statement instances, from isl's exact dataflow analysis.
 
 * flow (read after write): for each read, the last write before it of the same element;
-* anti (write after read): for each write, the reads of the same element since the last write
-  of it that surely happens (the earlier ones follow by transitivity, through that write);
+* anti (write after read): for each write, the reads of the same element before it; in a kernel
+  of more than ``FULL_ANTI_STATEMENTS`` statements only those since the last write of it that surely
+  happens (the earlier ones follow by transitivity, through that write);
 * output (write after write): for each write, the last sure write of the same element before it
   and the conditional ones since.
 
@@ -76,6 +77,9 @@ def operations(limit: int):
 # the statements one budget of ``analysis_operations`` is for: a longer kernel gets one more for
 # each as many more, so the budget bounds the cost of a statement, not the length of a kernel
 BUDGET_STATEMENTS = 32
+# kernels of at most this many statements keep every anti dependence (a longer one: only those
+# since the last sure write of the element)
+FULL_ANTI_STATEMENTS = BUDGET_STATEMENTS
 
 
 def budget_for(p: PolyProgram, operations: int) -> int:
@@ -131,7 +135,13 @@ def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
     # the program's length, not its square.  (The sure writes' own part of the answer is among
     # the output dependences, and left there.)
     output = flow_of(may, must, may).get_may_dependence().coalesce()
-    anti = flow_of(may, must, reads).get_may_dependence().coalesce().subtract(output)
+    if len(p.statements) <= FULL_ANTI_STATEMENTS:
+        # A short kernel keeps every anti dependence: the scheduler's objective weighs the
+        # distances of all of them (with only those since the last sure write, doitgen's nests were
+        # skewed into one serial loop, 40 times slower), and their number is small here.
+        anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence().coalesce()
+    else:
+        anti = flow_of(may, must, reads).get_may_dependence().coalesce().subtract(output)
     flow, simple_flow = tame(flow.coalesce(), may, reads, schedule)
     anti, simple_anti = tame(anti.coalesce(), reads, may, schedule)
     output, simple_output = tame(output, may, may, schedule)
