@@ -287,7 +287,7 @@ class Kernel:
                 with clock.stage("disk cache store"):
                     cache.store(disk_key, ck.code)
                 ck.timings = clock.record()
-                variants.keep_records(ck)
+            variants.keep_records(ck)  # (a loaded one too: its optimised IR is compressed in its turn)
         ck.kernel = self
         return ck
 
