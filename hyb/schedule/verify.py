@@ -118,6 +118,15 @@ def executed_order(nest: loops.LoopNest):
     return out, parallel
 
 
+def parallel_places(nest: loops.LoopNest) -> list:
+    """The places of the parallel loops of ``nest`` (``executed_order``'s second answer), without
+    the order itself; [] where the loops cannot be read."""
+    try:
+        return _pieces(nest)[1]
+    except _Unsupported:
+        return []
+
+
 def unmark_escaping(nest: loops.LoopNest, flows: isl.UnionMap) -> list:
     """Unmark parallel loops out of which one of ``flows`` (the dataflow of scalar locals) leaves
     a run of the loop: each thread computes in its own copy of the scalars, so a value written
@@ -160,7 +169,7 @@ SAMPLE_SIZES = (1, 2, 7, 67)
 
 
 def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None,
-               context: isl.Set | None = None) -> isl.UnionMap | None:
+               context: isl.Set | None = None, order: isl.UnionMap | None = None) -> isl.UnionMap | None:
     """The dependences the loops of ``nest`` break (run sink before or with source, or across
     iterations of a parallel loop); an empty map if none, None if the nest could not be read.
     ``cells``: the dependences with each private scalar as one cell, as the generated code
@@ -169,8 +178,14 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
 
     Loops of a shape-generic kernel are checked for all sizes at once; given ``context`` (the
     sizes the code runs at), a check that goes past PARAMETRIC_OPERATIONS is made instead at the
-    sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's)."""
-    order, parallel = executed_order(nest)
+    sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's).
+
+    ``order``: ``executed_order`` of a nest that differs from this one only in which loops are
+    parallel (the order does not change with them), to save building it again."""
+    if order is None:
+        order, parallel = executed_order(nest)
+    else:
+        parallel = parallel_places(nest)
     if order is None:
         return None
     if context is None or not size_symbols(nest.kernel):
