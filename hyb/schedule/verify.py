@@ -10,6 +10,8 @@ for.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import islpy as isl
 
 from ..dsl.tir import size_symbols
@@ -100,6 +102,13 @@ def _instance_map(counters, conds, stmt, args, vec, params=()) -> isl.UnionMap:
     return isl.UnionMap.from_map(call.reverse().apply_range(m))
 
 
+# The executed orders made last, by the texts they were made from: the stages after the loops are
+# made (their check, the marks, contraction, the shape checks) read the order of nests that differ
+# only in flags, which do not change it, and it is the costly part of each check.
+_ORDERS: OrderedDict = OrderedDict()
+ORDERS_KEPT = 8
+
+
 def executed_order(nest: loops.LoopNest):
     """(statement instance -> time) as an isl union map, and the time vectors before the
     counters of parallel loops (their places: positions and the counters of the loops around); None where the loops use an expression isl cannot parse."""
@@ -109,12 +118,20 @@ def executed_order(nest: loops.LoopNest):
         return None, []
     if not pieces:
         return None, []
+    params = tuple(size_symbols(nest.kernel))
+    key = (params, tuple((tuple(t), tuple(c), tuple(w), stmt, tuple(a)) for t, c, w, stmt, a, _ in pieces))
+    out = _ORDERS.get(key)
+    if out is not None:
+        _ORDERS.move_to_end(key)
+        return out, parallel
     n = max(len(t) for t, *_ in pieces)
-    out = None
     for time, counters, conds, stmt, args, _ in pieces:
         # Counters keep their own names; positions and padding are fixed values.
-        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)), size_symbols(nest.kernel))
+        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)), params)
         out = u if out is None else out.union(u)
+    _ORDERS[key] = out
+    while len(_ORDERS) > ORDERS_KEPT:
+        _ORDERS.popitem(last=False)
     return out, parallel
 
 
