@@ -23,6 +23,8 @@ Every decision can be overridden with the kernel's ``schedule=`` option and is r
 """
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -87,7 +89,7 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
     if opts.original or not p.statements:
         return Plan(None, ["original program order (schedule=\"original\")" if opts.original
                            else "no statements"])
-    solved = {}  # (dependences, apart) -> isl's answer: a second plan with the same ones reuses it
+    solved = _Solved(opts.timeout)  # isl's answers: a second plan with the same constraints reuses one
     result = _plan(p, d, opts, solved)
     if result.tree is None or not p.has_private_scalars:
         return result
@@ -144,9 +146,35 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     return bad.is_empty()
 
 
-def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool):
-    """isl's schedule for ``sc`` under the options' limits, or (None, why); ``apart``: each
-    strongly connected component of the dependence graph in loops of its own."""
+# the seconds isl's scheduler may take for all the schedules one plan tries, in timeouts
+SCHEDULER_TIMEOUTS = 2
+
+
+class _Solved(dict):
+    """isl's answers by (dependences, apart) for the schedules of one plan, and the time its
+    scheduler has left: ``SCHEDULER_TIMEOUTS`` timeouts for all of them together, so that a plan
+    trying again (private scalars whose lifetimes a schedule interleaves) cannot take a timeout
+    for each try."""
+
+    def __init__(self, timeout: float | None):
+        super().__init__()
+        self.deadline = time.monotonic() + SCHEDULER_TIMEOUTS * timeout if timeout else None
+
+    def timeout(self, timeout: float | None) -> float | None:
+        """The limit of the next run (None or 0: none); 0.0 where the plan's time is spent."""
+        if self.deadline is None:
+            return timeout
+        return max(0.0, min(timeout, self.deadline - time.monotonic()))
+
+
+def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool, timeout: float | None = None):
+    """isl's schedule for ``sc`` under the options' limits (``timeout``: the seconds left to it,
+    else the option's), or (None, why); ``apart``: each strongly connected component of the
+    dependence graph in loops of its own."""
+    timeout = opts.timeout if timeout is None else timeout
+    if opts.timeout and not timeout:
+        return None, (f"took longer than {SCHEDULER_TIMEOUTS * opts.timeout:g} s in all for this kernel's schedules "
+                      "(schedule={'timeout': ...} changes the limit)")
     ctx = isl.DEFAULT_CONTEXT
     old = (ctx.get_schedule_serialize_sccs(), ctx.get_schedule_max_constant_term(),
            ctx.get_schedule_max_coefficient())
@@ -157,7 +185,7 @@ def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool):
     ctx.set_schedule_outer_coincidence(1)
     try:
         with operations(opts.max_operations):
-            return compute_schedule(sc, opts.timeout)
+            return compute_schedule(sc, timeout)
     finally:
         ctx.set_schedule_serialize_sccs(old[0])
         ctx.set_schedule_max_constant_term(old[1])
@@ -188,12 +216,12 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     validity = deps_all if cells is None else deps_all.union(cells.all)
     sc = isl.ScheduleConstraints.on_domain(dom).set_validity(validity).set_proximity(d.all)
     sc = sc.set_coincidence(deps_all)
-    solved = {} if solved is None else solved
+    solved = _Solved(opts.timeout) if solved is None else solved
 
     def solve(apart):
         key = (id(d), id(cells), apart)
         if key not in solved:
-            solved[key] = _solve(sc, opts, apart)
+            solved[key] = _solve(sc, opts, apart, solved.timeout(opts.timeout))
         return solved[key]
 
     sched, why = solve(not opts.fuse)
