@@ -146,16 +146,7 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
         return nest, ()
     deps = deps.union(serial_order(p))
     flags = {}
-    order = None  # the nest's executed order, the same whichever loops are marked: built once
-
-    def broken_by(trial):
-        nonlocal order
-        flagged = loops.with_flags(nest, trial)
-        if order is None:
-            order, _ = verify.executed_order(flagged)
-            if order is None:
-                return None
-        return verify.violations(flagged, deps, order=order)
+    check = verify.ParallelCheck(nest, deps)  # (the order and the dependences' times made once)
 
     def inside(s) -> isl.UnionSet:
         out = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
@@ -174,7 +165,7 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
                 and s.cond.args[1] == s.init
             if not once and work(p, inside(s)) // launches >= opts.min_parallel_work:
                 trial = {**flags, id(s): {"parallel": True}}
-                broken = broken_by(trial)
+                broken = check.violations(loops.with_flags(nest, trial))
                 if broken is not None and broken.is_empty():
                     flags[id(s)] = {"parallel": True}
                     continue

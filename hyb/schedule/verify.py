@@ -186,7 +186,7 @@ SAMPLE_SIZES = (1, 2, 7, 67)
 
 
 def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | None = None,
-               context: isl.Set | None = None, order: isl.UnionMap | None = None) -> isl.UnionMap | None:
+               context: isl.Set | None = None) -> isl.UnionMap | None:
     """The dependences the loops of ``nest`` break (run sink before or with source, or across
     iterations of a parallel loop); an empty map if none, None if the nest could not be read.
     ``cells``: the dependences with each private scalar as one cell, as the generated code
@@ -195,14 +195,8 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
 
     Loops of a shape-generic kernel are checked for all sizes at once; given ``context`` (the
     sizes the code runs at), a check that goes past PARAMETRIC_OPERATIONS is made instead at the
-    sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's).
-
-    ``order``: ``executed_order`` of a nest that differs from this one only in which loops are
-    parallel (the order does not change with them), to save building it again."""
-    if order is None:
-        order, parallel = executed_order(nest)
-    else:
-        parallel = parallel_places(nest)
+    sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's)."""
+    order, parallel = executed_order(nest)
     if order is None:
         return None
     if context is None or not size_symbols(nest.kernel):
@@ -226,11 +220,36 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
     return isl.UnionMap.empty(deps.get_space())
 
 
-def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells) -> isl.UnionMap:
+class ParallelCheck:
+    """The check of nests that differ from ``nest`` only in which loops are parallel, against
+    ``deps`` (no one-cell dependences): the executed order, the dependences' times and those that
+    run backwards are made once, and each nest checked adds only its parallel loops."""
+
+    def __init__(self, nest: loops.LoopNest, deps: isl.UnionMap):
+        self.order, _ = executed_order(nest)
+        self.deps = deps
+        self.times = self.late = None
+        if self.order is not None and not deps.is_empty():
+            self.times = deps.coalesce().apply_domain(self.order).apply_range(self.order)
+            self.late = self.times.subtract(_lex_lt(_time_dim(self.order)))
+
+    def violations(self, flagged: loops.LoopNest) -> isl.UnionMap | None:
+        """:func:`violations` of ``flagged`` (``nest`` with other loops marked parallel)."""
+        if self.order is None:
+            return None
+        return _violations(self.order, parallel_places(flagged), self.deps, None, (self.times, self.late))
+
+
+def _lex_lt(dim: int) -> isl.UnionMap:
+    return isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
+
+
+def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, prepared=None) -> isl.UnionMap:
+    """``prepared``: ``(times, late)`` of ``deps`` under ``order`` (:class:`ParallelCheck`)."""
     if deps.is_empty() and (cells is None or cells.is_empty()):
         return deps
     dim = _time_dim(order)
-    lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
+    lex_lt = _lex_lt(dim)
     a = ", ".join(f"a{i}" for i in range(dim))
     b = ", ".join(f"b{i}" for i in range(dim))
     # two instances in different iterations of one run of a parallel loop: the same place before
@@ -242,9 +261,14 @@ def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells) 
         + " }")) for place in parallel]
     wrong = []
     if not deps.is_empty():
-        times = deps.coalesce().apply_domain(order).apply_range(order)
-        if not times.is_subset(lex_lt):
-            wrong.append(times.subtract(lex_lt))
+        if prepared is not None:
+            times, late = prepared
+            if not late.is_empty():
+                wrong.append(late)
+        else:
+            times = deps.coalesce().apply_domain(order).apply_range(order)
+            if not times.is_subset(lex_lt):
+                wrong.append(times.subtract(lex_lt))
         wrong.extend(c for c in (times.intersect(x) for x in across) if not c.is_empty())
     if cells is not None and not cells.is_empty():
         late = cells.coalesce().apply_domain(order).apply_range(order).subtract(lex_lt)
