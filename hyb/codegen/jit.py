@@ -50,22 +50,39 @@ def new_target_machine():
                                         opt=3, reloc="default", codemodel="jitdefault")
 
 
+class Scratch:
+    """An LLVM context of one compile and the modules parsed into it (:func:`private_context`)."""
+
+    def __init__(self):
+        self.context = llvm.create_context()
+        self.modules = []
+
+    def parse(self, ir_text: str) -> llvm.ModuleRef:
+        mod = llvm.parse_assembly(ir_text, context=self.context)
+        self.modules.append(mod)
+        return mod
+
+
 @contextlib.contextmanager
 def private_context():
-    """An LLVM context of its own for one compile, freed at the end (its modules closed first).
-    LLVM keeps the constants, types and metadata of a module in its context, not in the module,
-    so modules parsed into the process's global context would leave them there for good."""
-    ctx = llvm.create_context()
+    """A :class:`Scratch`: an LLVM context of its own for one compile, freed at the end with the
+    modules parsed into it, those first, also when the compile fails (a context frees the modules
+    it still holds, and their Python objects would then free them again).  LLVM keeps the
+    constants, types and metadata of a module in its context, not in the module, so modules
+    parsed into the process's global context would leave them there for good."""
+    scratch = Scratch()
     try:
-        yield ctx
+        yield scratch
     finally:
-        ctx.close()
+        for mod in scratch.modules:
+            mod.close()
+        scratch.context.close()
 
 
-def optimize(ir_text: str, context=None) -> llvm.ModuleRef:
-    """Parse (into ``context``, else the global one), verify and run the O3 pipeline (loop and
-    SLP vectorisers on)."""
-    mod = llvm.parse_assembly(ir_text, context=context)
+def optimize(ir_text: str, scratch: Scratch | None = None) -> llvm.ModuleRef:
+    """Parse (into ``scratch``'s context, else the global one), verify and run the O3 pipeline
+    (loop and SLP vectorisers on)."""
+    mod = scratch.parse(ir_text) if scratch is not None else llvm.parse_assembly(ir_text)
     mod.verify()
     tm = target_machine()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -129,9 +146,5 @@ class JitFunction:
 
 def assembly(ir_text: str) -> str:
     """The assembly of optimised IR text (parsed in a context of its own)."""
-    with private_context() as ctx:
-        mod = llvm.parse_assembly(ir_text, context=ctx)
-        try:
-            return new_target_machine().emit_assembly(mod)
-        finally:
-            mod.close()
+    with private_context() as scratch:
+        return new_target_machine().emit_assembly(scratch.parse(ir_text))

@@ -300,13 +300,12 @@ def generate_code(nest: loops.LoopNest, options: KernelOptions, target) -> tuple
     clock = Clock()
     with clock.stage("LLVM IR"):
         generated = llvm_codegen.generate_ir(nest, llvm_options(KernelOptions.of(options), target))
-    with jit.private_context() as context:
+    with jit.private_context() as scratch:
         with clock.stage("LLVM optimisation"):
-            module = jit.optimize(generated.ir, context)
+            module = jit.optimize(generated.ir, scratch)
             llvm_opt = str(module)
         with clock.stage("machine code"):  # (the object file, loaded as a disk cache entry would be)
             obj = jit.object_code(module)
-            module.close()
             loaded = jit.JitFunction(obj, abi.function_name(nest.kernel))
     buffers = tuple(abi.buffer_order(nest.kernel))
     staged = tuple((n, tuple(size_expr.text(d) for d in nest.kernel.tensors[n].shape), nest.kernel.tensors[n].dtype)

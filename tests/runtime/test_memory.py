@@ -69,12 +69,21 @@ def test_llvm_optimisation_keeps_nothing_per_compile(no_disk_cache):
     gc.collect()
     before = malloc_in_use()
     for _ in range(40):
-        with jit.private_context() as ctx:
-            module = jit.optimize(ir, ctx)
-            jit.object_code(module)
-            module.close()
+        with jit.private_context() as scratch:
+            jit.object_code(jit.optimize(ir, scratch))
     gc.collect()
     assert (malloc_in_use() - before) / 40 < 8_000
+
+
+def test_a_module_that_fails_in_a_private_context_is_freed_once():
+    # the context closes the module it holds before itself (else the module's object would free
+    # it a second time when collected: a crash)
+    bad = "define i32 @f(i32 %x) {\nentry:\n  %y = add i32 %x, %z\n  %z = add i32 %y, 1\n  ret i32 %y\n}\n"
+    with pytest.raises(RuntimeError, match="does not dominate all uses"):
+        with jit.private_context() as scratch:
+            jit.optimize(bad, scratch)
+    assert all(m.closed for m in scratch.modules) and len(scratch.modules) == 1
+    gc.collect()
 
 
 def test_old_signatures_release_their_records_and_show_the_same_stages(no_disk_cache):
