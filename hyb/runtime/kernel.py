@@ -159,9 +159,14 @@ class Kernel:
                     if not isinstance(ck, BoundKernel):  # (shape-generic code shows its compile apart)
                         clock.add("other (set-up, imports)", clock.now() - started - ck.timings.total)
                     ck.timings = clock.record()
-                    self._cache[key] = ck
-                    variants.trim(self._cache, self._fast, self._plans,
-                                  variants.max_variants(self.options.max_variants), key)
+                    self._keep(key, ck)
+        return ck
+
+    def _keep(self, key, ck):
+        """``ck`` kept for signature ``key``, one signature dropped if the kernel then holds more than
+        its ``max_variants`` (:func:`hyb.runtime.variants.trim`)."""
+        self._cache[key] = ck
+        variants.trim(self._cache, self._fast, self._plans, variants.max_variants(self.options.max_variants), key)
         return ck
 
     def _for_shape(self, typed, specs: list, target: str, arrays):
@@ -215,9 +220,7 @@ class Kernel:
             self._generic_seen.setdefault(tuple(generic_specs(specs)), specs)
             if not isinstance(g, CompiledKernel):
                 raise HybridUnsupportedError(f"`{self.name}`: {g}", self.kdef.span, "call it: it compiles each shape")
-            key = (tuple(specs), "cpu")
-            ck = self._cache[key] = _bound(g, arrays, typed, specs, checking)
-            variants.trim(self._cache, self._fast, self._plans, variants.max_variants(self.options.max_variants), key)
+            ck = self._keep((tuple(specs), "cpu"), _bound(g, arrays, typed, specs, checking))
             key = _fast_key(args, self._value_params)
             self._fast.pop(key, None)
             self._plans.pop(key, None)
@@ -593,8 +596,9 @@ def _capture(fn, module: syntax.Module):
 
 
 def hybrid(fn=None, **options):
-    """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target=None, fastmath=False, schedule=None, threads=None)``
-    (``target``: ``"cpu"``, ``"cuda"``, or None for the context's ``device_target``)."""
+    """Decorator: ``@hyb.hybrid`` or ``@hyb.hybrid(target=None, fastmath=False, schedule=None, threads=None,
+    shapes="auto", max_variants=None)`` (``target``: ``"cpu"``, ``"cuda"``, or None for the context's
+    ``device_target``)."""
     def wrap(f):
         from ..dsl import parser
         module = parser.parse_function(f, _captured_kernels(f))

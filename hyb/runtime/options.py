@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from ..errors import HybridArgumentError
 from ..schedule.options import ScheduleOptions, parse_options
 from .generic import SHAPE_MODES
-from .variants import check_option as check_max_variants
+from .variants import DEFAULT_MAX_VARIANTS
 
 TARGETS = ("cpu", "cuda")
 KEYS = ("target", "fastmath", "schedule", "threads", "shapes", "max_variants")
@@ -42,17 +42,14 @@ class KernelOptions:
         if target is not None and target not in TARGETS:
             raise HybridArgumentError(f"unknown target {target!r}", None, "use target=\"cpu\" or target=\"cuda\"")
         schedule = parse_options(options.get("schedule"))  # bad options fail when the kernel is made
-        threads = options.get("threads")
-        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
-            raise HybridArgumentError(f"threads={threads!r} must be a positive integer", None,
-                                      "omit it to use HYB_NUM_THREADS or every CPU")
+        threads = _positive(options, "threads", "omit it to use HYB_NUM_THREADS or every CPU")
         shapes = options.get("shapes", "auto")
         if shapes not in SHAPE_MODES:
             raise HybridArgumentError(f"unknown shapes={shapes!r}", None,
                                       "use shapes=\"auto\" (the default: one compile for the first shape, one "
                                       "shape-generic compile for all others), \"generic\" or \"specialise\"")
-        return cls(target, bool(options.get("fastmath", False)), schedule, threads, shapes,
-                   check_max_variants(options.get("max_variants")))
+        max_variants = _positive(options, "max_variants", f"omit it for HYB_MAX_VARIANTS or {DEFAULT_MAX_VARIANTS}")
+        return cls(target, bool(options.get("fastmath", False)), schedule, threads, shapes, max_variants)
 
     @classmethod
     def of(cls, options) -> "KernelOptions":
@@ -83,3 +80,11 @@ class KernelOptions:
         """Everything in the record that changes the generated code, as texts (``threads`` is read
         when the code runs, not when it is made; ``max_variants`` bounds what the kernel keeps)."""
         return {f.name: repr(getattr(self, f.name)) for f in fields(self) if f.name not in ("threads", "max_variants")}
+
+
+def _positive(options: dict, key: str, hint: str) -> int | None:
+    """The option ``key`` of ``options``: None where it is not given, else a positive integer."""
+    value = options.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise HybridArgumentError(f"{key}={value!r} must be a positive integer", None, hint)
+    return value

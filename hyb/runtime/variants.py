@@ -61,16 +61,6 @@ def max_variants(option: int | None) -> int:
     return value
 
 
-def check_option(value) -> int | None:
-    """The ``max_variants=`` kernel option, checked."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise HybridArgumentError(f"max_variants={value!r} must be a positive integer", None,
-                                  f"omit it for HYB_MAX_VARIANTS or {DEFAULT_MAX_VARIANTS}")
-    return value
-
-
 def _used(compiled, entries: list) -> bool:
     return bool(getattr(compiled, "used", False)) or any(getattr(e, "used", False) for e in entries)
 
@@ -90,7 +80,8 @@ def trim(cache: dict, fast: dict, plans: dict, limit: int, newest) -> list:
     candidates = [key for key in cache if key != newest]
     idle = [key for key in candidates
             if not _used(cache[key], [plans[k] for k in keys_of.get(id(cache[key]), ()) if k in plans])]
-    victims = (idle + [key for key in candidates if key not in set(idle)])[:excess]
+    idle_keys = set(idle)
+    victims = (idle + [key for key in candidates if key not in idle_keys])[:excess]
     for key in victims:
         compiled = cache.pop(key)
         for k in keys_of.get(id(compiled), ()):

@@ -141,9 +141,9 @@ def _compute(p: PolyProgram, expanded: bool, flow_analysis) -> Dependences:
         # skewed into one serial loop, 40 times slower), and their number is small here.
         anti = flow_of(may, isl.UnionMap.empty(reads.get_space()), reads).get_may_dependence().coalesce()
     else:
-        anti = flow_of(may, must, reads).get_may_dependence().coalesce().subtract(output)
+        anti = flow_of(may, must, reads).get_may_dependence().coalesce().subtract(output).coalesce()
     flow, simple_flow = tame(flow.coalesce(), may, reads, schedule)
-    anti, simple_anti = tame(anti.coalesce(), reads, may, schedule)
+    anti, simple_anti = tame(anti, reads, may, schedule)
     output, simple_output = tame(output, may, may, schedule)
     simplified = tuple(sorted(set(simple_flow + simple_anti + simple_output)))
     return Dependences(flow, anti, output, uninit.coalesce(), simplified=simplified)

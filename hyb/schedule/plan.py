@@ -24,7 +24,6 @@ Every decision can be overridden with the kernel's ``schedule=`` option and is r
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -158,20 +157,21 @@ class _Solved(dict):
 
     def __init__(self, timeout: float | None):
         super().__init__()
+        self.limit = timeout  # (None or 0: none)
         self.deadline = time.monotonic() + SCHEDULER_TIMEOUTS * timeout if timeout else None
 
-    def timeout(self, timeout: float | None) -> float | None:
-        """The limit of the next run (None or 0: none); 0.0 where the plan's time is spent."""
+    def time_left(self) -> float | None:
+        """The limit of the next run: the option's, or less where the plan's time runs short;
+        0.0 where it is spent."""
         if self.deadline is None:
-            return timeout
-        return max(0.0, min(timeout, self.deadline - time.monotonic()))
+            return self.limit
+        return max(0.0, min(self.limit, self.deadline - time.monotonic()))
 
 
-def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool, timeout: float | None = None):
-    """isl's schedule for ``sc`` under the options' limits (``timeout``: the seconds left to it,
-    else the option's), or (None, why); ``apart``: each strongly connected component of the
-    dependence graph in loops of its own."""
-    timeout = opts.timeout if timeout is None else timeout
+def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool, timeout: float | None):
+    """isl's schedule for ``sc`` under the options' limits and ``timeout`` (the seconds left to
+    it), or (None, why); ``apart``: each strongly connected component of the dependence graph in
+    loops of its own."""
     if opts.timeout and not timeout:
         return None, (f"took longer than {SCHEDULER_TIMEOUTS * opts.timeout:g} s in all for this kernel's schedules "
                       "(schedule={'timeout': ...} changes the limit)")
@@ -221,7 +221,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     def solve(apart):
         key = (id(d), id(cells), apart)
         if key not in solved:
-            solved[key] = _solve(sc, opts, apart, solved.timeout(opts.timeout))
+            solved[key] = _solve(sc, opts, apart, solved.time_left())
         return solved[key]
 
     sched, why = solve(not opts.fuse)

@@ -228,24 +228,29 @@ class ParallelCheck:
     def __init__(self, nest: loops.LoopNest, deps: isl.UnionMap):
         self.order, _ = executed_order(nest)
         self.deps = deps
-        self.times = self.late = None
+        self.times = None
         if self.order is not None and not deps.is_empty():
-            self.times = deps.coalesce().apply_domain(self.order).apply_range(self.order)
-            self.late = self.times.subtract(_lex_lt(_time_dim(self.order)))
+            self.times = _times(deps, self.order, _lex_lt(_time_dim(self.order)))
 
     def violations(self, flagged: loops.LoopNest) -> isl.UnionMap | None:
         """:func:`violations` of ``flagged`` (``nest`` with other loops marked parallel)."""
         if self.order is None:
             return None
-        return _violations(self.order, parallel_places(flagged), self.deps, None, (self.times, self.late))
+        return _violations(self.order, parallel_places(flagged), self.deps, None, self.times)
 
 
 def _lex_lt(dim: int) -> isl.UnionMap:
     return isl.UnionMap.from_map(isl.Map.lex_lt(isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, dim)))
 
 
-def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, prepared=None) -> isl.UnionMap:
-    """``prepared``: ``(times, late)`` of ``deps`` under ``order`` (:class:`ParallelCheck`)."""
+def _times(deps: isl.UnionMap, order: isl.UnionMap, lex_lt: isl.UnionMap) -> tuple:
+    """``(the dependences' times under order, source -> sink; those that do not run forwards)``."""
+    times = deps.coalesce().apply_domain(order).apply_range(order)
+    return times, times.subtract(lex_lt)
+
+
+def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, times=None) -> isl.UnionMap:
+    """``times``: :func:`_times` of ``deps`` under ``order``, if made already (:class:`ParallelCheck`)."""
     if deps.is_empty() and (cells is None or cells.is_empty()):
         return deps
     dim = _time_dim(order)
@@ -261,14 +266,9 @@ def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, 
         + " }")) for place in parallel]
     wrong = []
     if not deps.is_empty():
-        if prepared is not None:
-            times, late = prepared
-            if not late.is_empty():
-                wrong.append(late)
-        else:
-            times = deps.coalesce().apply_domain(order).apply_range(order)
-            if not times.is_subset(lex_lt):
-                wrong.append(times.subtract(lex_lt))
+        times, late = times or _times(deps, order, lex_lt)
+        if not late.is_empty():
+            wrong.append(late)
         wrong.extend(c for c in (times.intersect(x) for x in across) if not c.is_empty())
     if cells is not None and not cells.is_empty():
         late = cells.coalesce().apply_domain(order).apply_range(order).subtract(lex_lt)
