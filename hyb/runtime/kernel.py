@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # isl operations a shape-generic compile may take between two analyses that keep their own limits
 # (sets with sizes as parameters can cost far more than the same sets for one shape); past them the
 # kernel is compiled for each shape
-GENERIC_OPERATIONS = 6_000_000
+GENERIC_OPERATIONS = 1_000_000
 _default_target = ["cpu"]  # the back end of kernels made without target=
 
 

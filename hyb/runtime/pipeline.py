@@ -146,13 +146,16 @@ def half_accumulator_warnings(k: tir.TypedKernel) -> list:
     return out
 
 
-def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts: ScheduleOptions) -> tuple:
+def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts: ScheduleOptions,
+              check: bool = True) -> tuple:
     """The loops of a plan, checked against the dependences on the loops themselves
     (:func:`verify.violations`).  Returns ``(nest, plan followed)``: where isl's loops run some
     dependence the wrong way round (seen with skewed schedules over statements of different
     depths), or where the check cannot read them, the plan followed is the original order, with
-    that decision added."""
+    that decision added.  ``check=False``: the plan's loops unchecked (the caller checks them)."""
     nest = astgen.generate(poly, planned.tree)
+    if planned.tree is not None and not check:
+        return nest, planned
     if planned.tree is not None:
         cells = cell_deps.all if poly.has_private_scalars else None
         broken = verify.violations(nest, d.all, cells, poly.context())
@@ -184,13 +187,13 @@ def mark_vectors(poly, nest: loops.LoopNest, opts: ScheduleOptions) -> tuple:
                   + ", ".join(f"`{var}`" for var in marked),)
 
 
-def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest) -> tuple:
+def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, check: bool = True) -> tuple:
     """The register blocks the plan marked, kept in registers across their reduction loops
     (schedule.promote), checked on the loops again: ``(nest, decisions)``, the nest unchanged
-    where the check fails."""
+    where the check fails.  ``check=False``: unchecked (the caller checks the loops)."""
     promoted, decisions = promote.promote(poly, nest)
-    if not decisions:
-        return nest, ()
+    if not decisions or not check:
+        return (promoted if decisions else nest), decisions
     broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
     if broken is None or not broken.is_empty():
         why = f"broke dependences {broken}" if broken is not None else "could not be checked"
@@ -237,13 +240,20 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         rewritten += staged
     with clock.stage("extract"):
         poly = extract.extract(typed, size_hint)
+    # code for every size is worth making only with exact dependences: over-approximated ones keep
+    # the original order, which code for each shape, whose analysis is cheaper, may not need; and
+    # it is worth only a share of the analysis a shape's code may take (isl's sets over sizes cost
+    # more per operation, and a compile for each shape is the way out)
+    generic = bool(tir.size_symbols(typed))
     budget = deps.budget_for(poly, plan_opts.analysis_operations)
+    if generic and budget:
+        budget = max(1, budget // GENERIC_ANALYSIS_SHARE)
     with clock.stage("dependences"):
-        d = deps.compute(poly, budget=budget)
+        d = _dependences(poly, budget, generic)
     cells = None
     if poly.has_private_scalars:
         with clock.stage("one-cell dependences"):
-            cells = deps.compute(poly, expanded=False, budget=budget, exact=d.exact)
+            cells = _dependences(poly, budget, generic, expanded=False, exact=d.exact)
     if d.exact and (cells is None or cells.exact):
         with clock.stage("plan"):
             planned = planning.plan(poly, d, plan_opts, cells)
@@ -251,22 +261,8 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         planned = planning.Plan(None, ((f"dependence analysis stopped at its budget of {budget:,} isl operations "
                                         "(schedule={'analysis_operations': ...} changes it): dependences "
                                         "over-approximated, original order"),))
-    with clock.stage("loop nest"):
-        nest, followed = loop_nest(poly, d, cells, planned, loop_opts)
-    decisions = rewritten + tuple(followed.decisions)
-    with clock.stage("marks"):
-        nest, more = mark_escaping(poly, nest, budget, d.exact)
-        decisions += more
-        nest, more = mark_vectors(poly, nest, loop_opts)
-        decisions += more
-    if cpu:  # temporaries held in scalars (on the GPU: once its grid loops are marked)
-        with clock.stage("contraction"):
-            nest, more = contract.contract(poly, d, cells, nest, loop_opts.fuse, budget)
-        decisions += more
-    if cpu and loop_opts.register is not False:
-        with clock.stage("register blocks"):
-            nest, more = promote_blocks(poly, d, cells, nest)
-        decisions += more
+    nest, followed, more = loops_and_rewrites(poly, d, cells, planned, loop_opts, budget, cpu, clock)
+    decisions = rewritten + more
     if target.kind == "cuda":
         with clock.stage("GPU grid loops"):
             nest, more = gpu.map_grid_loops(poly, nest, d.all, plan_opts)
@@ -284,6 +280,59 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
             written_first = deps.written_before_read(poly, d)
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), found,
                      code, written_first, clock.record())
+
+
+def loops_and_rewrites(poly, d: deps.Dependences, cells, planned: planning.Plan, opts: ScheduleOptions,
+                       budget: int, cpu: bool, clock: Clock) -> tuple:
+    """The loops of a plan with their marks and, on the CPU, their rewrites (temporaries contracted,
+    register blocks): ``(nest, plan followed, decisions)``.  Where the plan has register blocks, the
+    loops are checked against the dependences once, as finally rewritten (the marks and rewrites
+    keep the order of the loops they are given, or check what they change); only where that check
+    fails are they made again with a check after each stage that may break one (the plan's loops,
+    then the register blocks), which then decides what is kept."""
+    once = cpu and planned.tree is not None and bool(planned.blocks) and opts.register is not False
+    made = _rewritten(poly, d, cells, planned, opts, budget, cpu, clock, check=not once)
+    if not once:
+        return made
+    with clock.stage("loop checks"):
+        broken = verify.violations(made[0], d.all, cells.all if poly.has_private_scalars else None, poly.context())
+    if broken is not None and broken.is_empty():
+        return made
+    return _rewritten(poly, d, cells, planned, opts, budget, cpu, clock, check=True)
+
+
+def _rewritten(poly, d, cells, planned, opts, budget, cpu, clock, check: bool) -> tuple:
+    with clock.stage("loop nest"):
+        nest, followed = loop_nest(poly, d, cells, planned, opts, check)
+    decisions = tuple(followed.decisions)
+    with clock.stage("marks"):
+        nest, more = mark_escaping(poly, nest, budget, d.exact)
+        decisions += more
+        nest, more = mark_vectors(poly, nest, opts)
+        decisions += more
+    if cpu:  # temporaries held in scalars (on the GPU: once its grid loops are marked)
+        with clock.stage("contraction"):
+            nest, more = contract.contract(poly, d, cells, nest, opts.fuse, budget)
+        decisions += more
+    if cpu and opts.register is not False:
+        with clock.stage("register blocks"):
+            nest, more = promote_blocks(poly, d, cells, nest, check)
+        decisions += more
+    return nest, followed, decisions
+
+
+# the share of the analysis budget (``analysis_operations``) a shape-generic compile gets: 1 / this
+GENERIC_ANALYSIS_SHARE = 4
+
+
+def _dependences(poly, budget: int, generic: bool, **how) -> deps.Dependences:
+    """:func:`deps.compute` of ``poly``; for shape-generic code (``generic``) exact ones only,
+    the compile refused (``tir.NotGeneric``) where their analysis goes past ``budget``."""
+    d = deps.compute(poly, budget=budget, over_approximate=not generic, **how)
+    if d is None:
+        raise tir.NotGeneric(f"the dependence analysis for all sizes went past its budget of {budget:,} isl "
+                             "operations (code for each shape is analysed at its sizes)")
+    return d
 
 
 def llvm_options(options: KernelOptions, target) -> llvm_codegen.Options:
@@ -329,25 +378,25 @@ def shape_checks(middle: MiddleEnd, options: KernelOptions, target) -> dict:
 
 
 def parallel_work(nest: loops.LoopNest, poly) -> tuple:
-    """For each loop of ``nest`` run on threads, ``(the times of the statement instances it runs,
-    the times it starts)`` as isl set texts over the sizes (the times of ``verify.executed_order``,
-    the second cut before the loop's counter); the whole domain, started once, where the loops
-    cannot be read."""
+    """For each loop of ``nest`` run on threads, ``(the statement instances it runs, the runs of the
+    loop)`` as isl set texts over the sizes: the domains of the statements it calls, and the
+    iterations of the loops around it ("" where there are none: it runs once).  Both are bounds
+    (a statement may have instances in other loops too); the whole domain, run once, where the
+    loops cannot be read."""
     if not any(s.parallel for s in loops.loops(nest.body)):
         return ()
-    order, places = verify.executed_order(nest)
-    times = order.range() if order is not None else None
-    if times is None or times.n_set() != 1:
+    runs = verify.parallel_runs(nest)
+    if runs is None:
         return ((str(poly.union("domain")), ""),)
-    times = isl.Set.from_union_set(times)
-    n = times.dim(isl.dim_type.set)
     out = []
-    for place in places:
-        fixed = [f"a{i} = {t}" for i, t in enumerate(place) if t.lstrip("-").isdigit()]
-        pick = isl.Set(extract.with_params(poly.params, "{ [%s] : %s }" % (
-            ", ".join(f"a{i}" for i in range(n)), " and ".join(fixed) or "1 = 1")))
-        inside = times.intersect(pick)
-        out.append((str(inside), str(inside.project_out(isl.dim_type.set, len(place), n - len(place)))))
+    for names, counters, conds in runs:
+        inside = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+        for n in names:
+            if n in poly.by_name:
+                inside = inside.union(isl.UnionSet.from_set(poly.by_name[n].domain))
+        starts = "" if not counters else str(isl.Set(extract.with_params(poly.params, "{ [%s] : %s }" % (
+            ", ".join(counters), " and ".join(f"({c})" for c in conds) or "true"))).coalesce())
+        out.append((str(inside), starts))
     return tuple(out)
 
 

@@ -55,16 +55,20 @@ def contract(poly, d, cells, nest: loops.LoopNest, enabled: bool = True, budget:
                   if t.kind == "temp" and t.name not in nest.kernel.inputs and t.name not in nest.kernel.outputs]
     if not candidates:
         return nest, tuple(decisions)
-    order, _ = verify.executed_order(nest)
-    if order is None:
-        return nest, tuple(decisions)
     paths = _paths(nest.body)
     counter_at = _counter_positions(nest.body)
-    dim = _dim(order)
+    made_order = []
+
+    def order():
+        """The order the loops run (made when a temporary passes the checks that need none)."""
+        if not made_order:
+            made_order.append(verify.executed_order(nest)[0])
+        return made_order[0]
+
     one_cell = isl.UnionMap.empty(d.all.get_space())
     current, made = nest, []
     for t in candidates:
-        found = _contractible(poly, current, t, paths, counter_at, order, dim, budget)
+        found = _contractible(poly, current, t, paths, counter_at, order, budget)
         if isinstance(found, str):
             if found:
                 decisions.append(f"temporary `{t.source_name}` kept in memory: {found}")
@@ -124,9 +128,10 @@ def fused_nests(nest: loops.LoopNest):
 
 
 # ------------------------------------------------------------------ the checks
-def _contractible(poly, nest, t, paths, counter_at, order, dim, budget):
+def _contractible(poly, nest, t, paths, counter_at, order_of, budget):
     """``(the common loops, the one-cell dependences of t)`` where ``t`` may be contracted, else the
-    reason it may not ("" where its accesses are not even in one loop nest: nothing to report)."""
+    reason it may not ("" where its accesses are not even in one loop nest: nothing to report).
+    ``order_of()``: the executed order of the loops (None where they cannot be read)."""
     by_name = poly.by_name
     touching = [n for n, st in nest.statements.items() if t.name in _tensors_of(st)]
     if not touching:
@@ -167,6 +172,10 @@ def _contractible(poly, nest, t, paths, counter_at, order, dim, budget):
     flow, no_source = flow
     if not no_source.is_empty():
         return "a read of it sees the zero it starts with"
+    order = order_of()
+    if order is None:
+        return "the loops around its accesses could not be read"
+    dim = _dim(order)
     # the flow joins instances in the same iteration of every common loop
     if common:
         k = counter_at[id(common[-1])]

@@ -88,15 +88,19 @@ def budget_for(p: PolyProgram, operations: int) -> int:
     return operations * max(1, -(-len(p.statements) // BUDGET_STATEMENTS))
 
 
-def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool = True) -> Dependences:
+def compute(p: PolyProgram, expanded: bool = True, budget: int = 0, exact: bool = True,
+            over_approximate: bool = True) -> Dependences | None:
     """Dependences of ``p``; ``expanded=False`` treats each private scalar as one memory cell.
 
     The exact analysis takes at most ``budget`` isl operations (0: no limit); past it (a deep nest
     with running values updated under data-dependent conditions can take minutes), and with
     ``exact=False``, every earlier access of an element is a dependence (``exact`` is then False
-    in the record): correct, only more constrained."""
+    in the record): correct, only more constrained.  With ``over_approximate=False`` there is no
+    such answer: None where the exact analysis went past the budget."""
     d = _within_budget(lambda: _compute(p, expanded, dataflow), budget) if exact else None
-    return d if d is not None else replace(_compute(p, expanded, conservative_flow), exact=False)
+    if d is not None or not over_approximate:
+        return d
+    return replace(_compute(p, expanded, conservative_flow), exact=False)
 
 
 def _within_budget(analysis, budget: int):

@@ -117,32 +117,45 @@ def plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, cell_deps: Depen
 
 def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     """Whether every dependence runs source before sink, except those between different
-    iterations of the parallel loop (each thread has its own scalar cells)."""
+    iterations of the parallel loop (each thread has its own scalar cells).  Judged one
+    statement pair at a time, stopping at the first pair that runs out of order: a failing
+    check (the common one, for a tiled schedule of private scalars) costs one pair's work."""
     if deps.is_empty():
         return True
-    smap = padded(sched.get_map())
-    # the dependences' times, source -> sink: those not lexicographically increasing are bad
-    # (computed for the dependences alone, not for every pair of statements)
-    times = deps.apply_domain(smap).apply_range(smap)
-    maps = []
-    smap.foreach_map(maps.append)
-    lex_lt = isl.UnionMap.from_map(isl.Map.lex_lt(maps[0].get_space().range()))
-    late = times.subtract(lex_lt)
-    if late.is_empty():
-        return True
-    bad = deps.intersect(smap.apply_range(late).apply_range(smap.reverse()))
+    times = {}
+    padded(sched.get_map()).foreach_map(lambda m: times.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    lex_lt = isl.Map.lex_lt(next(iter(times.values())).get_space().range())
+    exempt = None  # per parallel mark: instance pairs that run on different threads
+    pairs = []
+    deps.foreach_map(pairs.append)
+    for dep in pairs:
+        src, dst = times[dep.get_tuple_name(isl.dim_type.in_)], times[dep.get_tuple_name(isl.dim_type.out)]
+        late = dep.apply_domain(src).apply_range(dst).subtract(lex_lt)
+        if late.is_empty():
+            continue
+        bad = isl.UnionMap.from_map(dep.intersect(src.apply_range(late).apply_range(dst.reverse())))
+        exempt = _other_threads(sched) if exempt is None else exempt
+        for pairs_apart in exempt:
+            if bad.is_empty():
+                break
+            bad = bad.subtract(pairs_apart)
+        if not bad.is_empty():
+            return False
+    return True
+
+
+def _other_threads(sched: isl.Schedule) -> list:
+    """For each parallel mark of ``sched``: the pairs of its statement instances in one iteration
+    of the loops around the mark and different iterations of its parallel loop."""
+    out = []
     for mark in parallel_marks(sched):
-        if bad.is_empty():
-            break
         band = mark.child(0)
         inner = band.get_domain()
         first = band.band_get_partial_schedule().get_at(0)
         member = isl.UnionMap.from_union_pw_aff(first).intersect_domain(inner)
         prefix = band.get_prefix_schedule_union_map().intersect_domain(inner)
-        same_prefix = prefix.apply_range(prefix.reverse())
-        same_member = member.apply_range(member.reverse())
-        bad = bad.subtract(same_prefix.subtract(same_member))
-    return bad.is_empty()
+        out.append(prefix.apply_range(prefix.reverse()).subtract(member.apply_range(member.reverse())))
+    return out
 
 
 # the seconds isl's scheduler may take for all the schedules one plan tries, in timeouts

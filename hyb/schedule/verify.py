@@ -10,13 +10,14 @@ for.
 """
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 import islpy as isl
 
 from ..dsl.tir import size_symbols
 from . import loops
-from .deps import QUOTA, operations
+from .deps import operations
 from .extract import params_set, with_params
 
 _CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
@@ -109,9 +110,11 @@ _ORDERS: OrderedDict = OrderedDict()
 ORDERS_KEPT = 8
 
 
-def executed_order(nest: loops.LoopNest):
+def executed_order(nest: loops.LoopNest, at: dict | None = None):
     """(statement instance -> time) as an isl union map, and the time vectors before the
-    counters of parallel loops (their places: positions and the counters of the loops around); None where the loops use an expression isl cannot parse."""
+    counters of parallel loops (their places: positions and the counters of the loops around); None where the loops use an expression isl cannot parse.
+    ``at``: a value for each run-time size, put in the loops' bounds before isl reads them (the
+    order at those sizes, far cheaper than for all sizes where bounds have many cases)."""
     try:
         pieces, parallel = _pieces(nest)
     except _Unsupported:
@@ -119,6 +122,9 @@ def executed_order(nest: loops.LoopNest):
     if not pieces:
         return None, []
     params = tuple(size_symbols(nest.kernel))
+    if at:
+        pieces = [(_put(t, at), c, _put(w, at), stmt, _put(a, at), around) for t, c, w, stmt, a, around in pieces]
+        params = ()
     key = (params, tuple((tuple(t), tuple(c), tuple(w), stmt, tuple(a)) for t, c, w, stmt, a, _ in pieces))
     out = _ORDERS.get(key)
     if out is not None:
@@ -133,6 +139,43 @@ def executed_order(nest: loops.LoopNest):
     while len(_ORDERS) > ORDERS_KEPT:
         _ORDERS.popitem(last=False)
     return out, parallel
+
+
+def _put(texts: list, at: dict) -> list:
+    """``texts`` with each size named in ``at`` replaced by its value."""
+    names = re.compile(r"\b(" + "|".join(map(re.escape, at)) + r")\b")
+    return [names.sub(lambda m: str(at[m.group(1)]), t) for t in texts]
+
+
+def parallel_runs(nest: loops.LoopNest):
+    """For each loop of ``nest`` marked parallel, outermost first: ``(the statements whose instances
+    it runs, the counters of the loops around it, the conditions on them as isl texts)``; None where
+    a bound is an expression isl cannot read."""
+    out = []
+
+    def walk(body, counters, conds):
+        for s in body:
+            if isinstance(s, loops.For):
+                if s.parallel:
+                    names = set()
+                    for c in loops.calls(s.body):
+                        st = nest.statements.get(c.stmt)
+                        if st is None or st.runs_instances:
+                            names.add(st.origin if st is not None and st.origin else c.stmt)
+                    out.append((sorted(names), list(counters), list(conds)))
+                step = (f"{s.var} {'>=' if s.step > 0 else '<='} {_expr(s.init)}" if abs(s.step) == 1 else
+                        f"exists (k_{s.var} : k_{s.var} >= 0 and {s.var} = {_expr(s.init)} + {s.step}*k_{s.var})")
+                walk(s.body, counters + [s.var], conds + [step, _expr(s.cond)])
+            elif isinstance(s, loops.If):
+                cond = _expr(s.cond)
+                walk(s.then, counters, conds + [cond])
+                walk(s.orelse, counters, conds + [f"not {cond}"])
+
+    try:
+        walk(nest.body, [], [])
+    except _Unsupported:
+        return None
+    return out
 
 
 def parallel_places(nest: loops.LoopNest) -> list:
@@ -196,24 +239,27 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
     Loops of a shape-generic kernel are checked for all sizes at once; given ``context`` (the
     sizes the code runs at), a check that goes past PARAMETRIC_OPERATIONS is made instead at the
     sizes of SAMPLE_SIZES (isl's sets with the sizes fixed are as cheap as one shape's)."""
-    order, parallel = executed_order(nest)
-    if order is None:
-        return None
-    if context is None or not size_symbols(nest.kernel):
-        return _violations(order, parallel, deps, cells)
-    try:
-        with operations(PARAMETRIC_OPERATIONS):
-            return _violations(order, parallel, deps, cells)
-    except isl.Error as e:
-        if QUOTA not in str(e):
-            raise
     params = size_symbols(nest.kernel)
+    if context is None or not params:
+        order, parallel = executed_order(nest)
+        return None if order is None else _violations(order, parallel, deps, cells)
+    try:
+        with operations(PARAMETRIC_OPERATIONS):  # (reading the loops' order for all sizes too)
+            order, parallel = executed_order(nest)
+            return None if order is None else _violations(order, parallel, deps, cells)
+    except isl.Error:
+        pass  # past the limit (isl's parser reports that as a syntax error; a real one recurs below)
     for k in SAMPLE_SIZES:
         at = context.intersect(params_set(params, " and ".join(f"{p} >= {k}" for p in params)))
         if at.is_empty():
             continue
-        at = isl.Set.from_point(at.sample_point())
-        broken = _violations(order.intersect_params(at), parallel, deps.intersect_params(at),
+        point = at.sample_point()
+        values = {p: point.get_coordinate_val(isl.dim_type.param, i).to_python() for i, p in enumerate(params)}
+        order, parallel = executed_order(nest, values)
+        if order is None:
+            return None
+        at = isl.Set.from_point(point)
+        broken = _violations(order, parallel, deps.intersect_params(at),
                              None if cells is None else cells.intersect_params(at))
         if broken is None or not broken.is_empty():
             return broken
