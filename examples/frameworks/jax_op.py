@@ -6,10 +6,17 @@ kernels through `jax.pure_callback` (on the CPU). It works under `jax.jit`, `jax
 
 Run from the repository root with JAX installed (`pip install -e ".[jax]"`):
     python examples/frameworks/jax_op.py
+Without JAX it says how to install it and exits with status 0.
 """
+import sys
 from pathlib import Path
 
-import jax
+try:
+    import jax
+except ImportError as e:  # an optional framework: say which and how to get it, then stop cleanly
+    print(f"jax_op.py needs JAX, which is not importable here ({e}). Install it (the CPU build) with\n"
+          "    pip install jax")
+    sys.exit(0)
 
 jax.config.update("jax_enable_x64", True)  # float64, for the gradient check
 

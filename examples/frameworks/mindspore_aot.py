@@ -7,18 +7,24 @@ the CPU, the gradient as the operator's bprop. Both are checked against hyb and 
 
 Run from the repository root with MindSpore installed (`pip install mindspore`):
     python examples/frameworks/mindspore_aot.py [BUILD_DIR]
+Without MindSpore it says how to install it and exits with status 0.
 """
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+try:
+    import mindspore as ms
+    from mindspore import Tensor, nn, ops
+except ImportError as e:  # an optional framework: say which and how to get it, then stop cleanly
+    print(f"mindspore_aot.py needs MindSpore 2.x, which is not importable here ({e}). Install it with\n"
+          "    pip install mindspore")
+    sys.exit(0)
 
-import hyb
-from hyb.codegen.aot import build_library
+import numpy as np  # noqa: E402
 
-import mindspore as ms
-from mindspore import Tensor, nn, ops
+import hyb  # noqa: E402
+from hyb.codegen.aot import build_library  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 matmul = hyb.load(HERE.parent / "matmul.hyb").matmul

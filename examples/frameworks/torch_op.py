@@ -6,11 +6,19 @@ compiled kernel without a copy, autograd runs `softmax.grad()`, and the operator
 
 Run from the repository root with PyTorch installed (`pip install -e ".[torch]"`):
     python examples/frameworks/torch_op.py
+Without PyTorch it says how to install it and exits with status 0.
 """
-import torch
+import sys
 
-import hyb
-import hyb.torch
+try:
+    import torch
+except ImportError as e:  # an optional framework: say which and how to get it, then stop cleanly
+    print(f"torch_op.py needs PyTorch, which is not importable here ({e}). Install its CPU build with\n"
+          "    pip install torch --index-url https://download.pytorch.org/whl/cpu")
+    sys.exit(0)
+
+import hyb  # noqa: E402
+import hyb.torch  # noqa: E402
 
 
 @hyb.hybrid

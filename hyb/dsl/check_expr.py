@@ -46,7 +46,7 @@ def foreign_error(e: syntax.Attribute, call: bool) -> HybridNameError:
                                f"write `{name}(...)`: the built-in `{name}` computes what NumPy's does")
     return HybridNameError(f"`{mod}` is not available inside kernels", e.value.span,
                            "kernels use their own built-in functions (exp, sqrt, max, ...) and loops; "
-                           "see the README's list")
+                           "see the list in docs/reference/language.md")
 
 
 def astype_error(e: syntax.Call) -> HybridTypeError:

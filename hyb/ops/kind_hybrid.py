@@ -118,4 +118,4 @@ def refuse_ir_builder(func, func_type: str):
                 f'(func_type="{func_type}" takes a kernel in the hybrid language)',
                 smap.span(node.lineno, node.col_offset + 1, node.end_lineno, node.end_col_offset + 1),
                 "write it as a hybrid kernel: c = output_tensor(a.shape, a.dtype), `for i in range(...)` loops and "
-                "c[i] = ... stores (README, \"Language\"), then pass it to Custom"))
+                "c[i] = ... stores (docs/reference/language.md), then pass it to Custom"))

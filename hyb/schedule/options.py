@@ -20,7 +20,7 @@ Each key has one meaning:
     the register block ``(MR, NR)`` of contractions: ``True`` chosen for the machine, ``False`` none;
 ``pack``
     packed panels of a register block's vector operand: ``None`` only where the operand is
-    transposed (on AMD Zen 4 packing others measured no gain, see README), ``True`` every block's,
+    transposed (on AMD Zen 4 packing others measured no gain, see docs/tutorials/speed.md), ``True`` every block's,
     ``False`` none (a transposed operand's contraction then gets no block);
 ``parallel``, ``interchange``, ``fuse``, ``recompute``, ``vectorize``, ``vector_math``, ``reassociate``
     switches (see the field comments);
