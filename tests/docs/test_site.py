@@ -48,3 +48,11 @@ def test_the_front_page_is_the_readme():
     with open(os.path.join(ROOT, "docs", "index.md"), encoding="utf-8") as f:
         index = f.read()
     assert re.sub(r"\]\(docs/", "](", readme) == index
+
+
+def test_the_table_of_rejected_constructs_is_what_the_compiler_says():
+    from tests.docs import rejected_table
+    with open(rejected_table.PAGE, encoding="utf-8") as f:
+        page = f.read()
+    assert rejected_table.page_table(page) == rejected_table.table(), \
+        "docs/reference/language.md: run `python -m tests.docs.rejected_table --write`"
