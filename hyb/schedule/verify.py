@@ -94,11 +94,19 @@ def _pieces(nest: loops.LoopNest):
     return pieces, parallel
 
 
-def _instance_map(counters, conds, stmt, args, vec, params=()) -> isl.UnionMap:
+def _instance_map(counters, conds, stmt, args, vec, params=(), domains: dict | None = None) -> isl.UnionMap:
     """stmt instance -> the vector ``vec`` (texts over the loop counters and the run-time sizes
-    ``params``), where ``conds`` hold."""
-    where = " and ".join(f"({c})" for c in conds) or "true"
-    m = isl.Map(with_params(params, f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] : {where} }}"))
+    ``params``), where ``conds`` hold.  ``domains``: the counters' sets where conditions hold, by
+    their texts, read once for the calls of one loop body (the costly part where bounds have
+    many cases)."""
+    key = (tuple(counters), tuple(conds))
+    where = None if domains is None else domains.get(key)
+    if where is None:
+        cond = " and ".join(f"({c})" for c in conds) or "true"
+        where = isl.Set(with_params(params, f"{{ [{', '.join(counters)}] : {cond} }}"))
+        if domains is not None:
+            domains[key] = where
+    m = isl.Map(with_params(params, f"{{ [{', '.join(counters)}] -> [{', '.join(vec)}] }}")).intersect_domain(where)
     call = isl.Map(with_params(params, f"{{ [{', '.join(counters)}] -> {stmt}[{', '.join(args)}] }}"))
     return isl.UnionMap.from_map(call.reverse().apply_range(m))
 
@@ -131,9 +139,10 @@ def executed_order(nest: loops.LoopNest, at: dict | None = None):
         _ORDERS.move_to_end(key)
         return out, parallel
     n = max(len(t) for t, *_ in pieces)
+    domains: dict = {}
     for time, counters, conds, stmt, args, _ in pieces:
         # Counters keep their own names; positions and padding are fixed values.
-        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)), params)
+        u = _instance_map(counters, conds, stmt, args, time + ["0"] * (n - len(time)), params, domains)
         out = u if out is None else out.union(u)
     _ORDERS[key] = out
     while len(_ORDERS) > ORDERS_KEPT:
