@@ -205,6 +205,52 @@ def _solve(sc: isl.ScheduleConstraints, opts: ScheduleOptions, apart: bool, time
         ctx.set_schedule_max_coefficient(old[2])
 
 
+# statements of one run of consecutive top-level loop nests that isl schedules together, where it
+# gives up on the whole kernel (a long chain of nests through one tensor is one problem to it)
+GROUP_STATEMENTS = 32
+
+
+def _nest_groups(p: PolyProgram) -> list:
+    """The statements of ``p`` as runs of consecutive top-level loop nests (the first member of
+    each statement's original order numbers its nest), each of at most GROUP_STATEMENTS statements
+    unless one nest has more; [] where a statement's nest is not a constant."""
+    nests: dict = {}
+    for st in p.statements:
+        first = st.order.plain_get_val_if_fixed(isl.dim_type.out, 0) if st.order.dim(isl.dim_type.out) else None
+        if first is None or not first.is_int():
+            return []
+        nests.setdefault(first.to_python(), []).append(st)
+    groups, current = [], []
+    for k in sorted(nests):
+        if current and len(current) + len(nests[k]) > GROUP_STATEMENTS:
+            groups.append(current)
+            current = []
+        current = current + nests[k]
+    return groups + [current] if current else groups
+
+
+def _in_groups(sc: isl.ScheduleConstraints, groups: list, opts: ScheduleOptions, solved: _Solved, apart: bool):
+    """isl's schedule of each group of statements on its own, the groups in sequence (every
+    dependence between two groups runs forwards: the program's order); None where isl gives up
+    on a group too."""
+    dom, validity = sc.get_domain(), sc.get_validity()
+    proximity, coincidence = sc.get_proximity(), sc.get_coincidence()
+    out = None
+    for group in groups:
+        f = isl.UnionSet.empty(dom.get_space())
+        for st in group:
+            f = f.union(isl.UnionSet.from_set(st.domain))
+        part = isl.ScheduleConstraints.on_domain(dom.intersect(f))
+        part = part.set_validity(validity.intersect_domain(f).intersect_range(f))
+        part = part.set_proximity(proximity.intersect_domain(f).intersect_range(f))
+        part = part.set_coincidence(coincidence.intersect_domain(f).intersect_range(f))
+        sched, _ = _solve(part, opts, apart, solved.time_left())
+        if sched is None:
+            return None
+        out = sched if out is None else out.sequence(sched)
+    return out
+
+
 def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
     """``sched`` with its bands reordered for the memory walk (and unit-stride loops sunk)."""
     if shaper.opts.interchange:
@@ -239,7 +285,13 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
 
     sched, why = solve(not opts.fuse)
     if sched is None:
-        return Plan(None, [f"isl scheduler {why}: original order"])
+        groups = _nest_groups(p)
+        sched = _in_groups(sc, groups, opts, solved, not opts.fuse) if len(groups) > 1 else None
+        if sched is None:
+            return Plan(None, [f"isl scheduler {why}: original order"])
+        decisions.append(f"isl scheduler {why} for the whole kernel: its {len(groups)} runs of consecutive loop "
+                         f"nests (at most {GROUP_STATEMENTS} statements each) scheduled one by one, in "
+                         "their order")
     decisions.append("isl scheduler: validity = flow+anti+output, proximity = all, coincidence = all")
     shaper = Shaper(p, opts, deps_all)
     sched = _shape(shaper, sched)

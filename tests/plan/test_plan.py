@@ -64,3 +64,28 @@ def test_a_plan_is_an_immutable_record():
         made.tree = None
     noted = made.noted("one more decision", 0)
     assert noted.decisions[0] == "one more decision" and made.decisions[0] != "one more decision"
+
+
+def _chain(n: int) -> str:
+    """n loop nests in a row through one output: one connected problem to isl's scheduler."""
+    body = "".join(f"    for i in range(a.shape[0]):\n        c[i] += a[i] * {k}.0\n" for k in range(n))
+    return f"def acc(a):\n    c = output_tensor(a.shape, a.dtype)\n{body}    return c\n"
+
+
+def test_runs_of_nests_are_scheduled_one_by_one_where_isl_gives_up_on_the_whole():
+    a = np.arange(50.0)
+    k = hyb.compile_source(_chain(100)).acc
+    ck = k.compile(a)
+    why = ck.inspect("schedule")
+    assert ("isl scheduler gave up (operation limit) for the whole kernel: its 4 runs of consecutive loop nests "
+            f"(at most {plan.GROUP_STATEMENTS} statements each) scheduled one by one, in their order") in why
+    assert ck.inspect("loops").count("for (") == 4  # each run fused into one loop
+    np.testing.assert_allclose(ck(a), a * (100 * 99 / 2), rtol=1e-12)
+    groups = plan._nest_groups(program_of(_chain(100), a))
+    assert [len(g) for g in groups] == [32, 32, 32, 4]
+    # a kernel isl schedules whole is not split
+    assert "runs of consecutive" not in hyb.compile_source(_chain(40)).acc.compile(a).inspect("schedule")
+
+
+def program_of(src, *args):
+    return extract.extract(hyb.compile_source(src).acc.typed(*args))
