@@ -154,11 +154,10 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
     depths), or where the check cannot read them, the plan followed is the original order, with
     that decision added.  ``check=False``: the plan's loops unchecked (the caller checks them)."""
     nest = astgen.generate(poly, planned.tree)
-    if planned.tree is not None and not check:
-        return nest, planned
     if planned.tree is not None:
-        cells = cell_deps.all if poly.has_private_scalars else None
-        broken = verify.violations(nest, d.all, cells, poly.context())
+        if not check:
+            return nest, planned
+        broken = _broken(poly, d, cell_deps, nest)
         if broken is not None and broken.is_empty():
             return nest, planned
         why = (f"generated loops broke dependences {broken}" if broken is not None else
@@ -167,6 +166,12 @@ def loop_nest(poly, d: deps.Dependences, cell_deps, planned: planning.Plan, opts
         nest = astgen.generate(poly, None)
     nest, decisions = mark_original_parallel(poly, nest, d.all, opts)
     return nest, planned if not decisions else planning.Plan(None, planned.decisions + decisions)
+
+
+def _broken(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest):
+    """The dependences of the kernel (its one-cell ones too, where it has private scalars) that the
+    loops of ``nest`` break (:func:`verify.violations`, at the sizes the code runs at)."""
+    return verify.violations(nest, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
 
 
 def mark_escaping(poly, nest: loops.LoopNest, budget: int = 0, exact: bool = True) -> tuple:
@@ -194,7 +199,7 @@ def promote_blocks(poly, d: deps.Dependences, cell_deps, nest: loops.LoopNest, c
     promoted, decisions = promote.promote(poly, nest)
     if not decisions or not check:
         return (promoted if decisions else nest), decisions
-    broken = verify.violations(promoted, d.all, cell_deps.all if poly.has_private_scalars else None, poly.context())
+    broken = _broken(poly, d, cell_deps, promoted)
     if broken is None or not broken.is_empty():
         why = f"broke dependences {broken}" if broken is not None else "could not be checked"
         return nest, (f"register blocks not kept in registers: the rewritten loops {why}",)
@@ -295,7 +300,7 @@ def loops_and_rewrites(poly, d: deps.Dependences, cells, planned: planning.Plan,
     if not once:
         return made
     with clock.stage("loop checks"):
-        broken = verify.violations(made[0], d.all, cells.all if poly.has_private_scalars else None, poly.context())
+        broken = _broken(poly, d, cells, made[0])
     if broken is not None and broken.is_empty():
         return made
     return _rewritten(poly, d, cells, planned, opts, budget, cpu, clock, check=True)
@@ -389,11 +394,9 @@ def parallel_work(nest: loops.LoopNest, poly) -> tuple:
     if runs is None:
         return ((str(poly.union("domain")), ""),)
     out = []
+    by_name = poly.by_name
     for names, counters, conds in runs:
-        inside = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for n in names:
-            if n in poly.by_name:
-                inside = inside.union(isl.UnionSet.from_set(poly.by_name[n].domain))
+        inside = poly.domains(by_name[n] for n in names if n in by_name)
         starts = "" if not counters else str(isl.Set(extract.with_params(poly.params, "{ [%s] : %s }" % (
             ", ".join(counters), " and ".join(f"({c})" for c in conds) or "true"))).coalesce())
         out.append((str(inside), starts))

@@ -335,6 +335,13 @@ def _maps(u: isl.UnionMap) -> list:
     return out
 
 
+def nest_number(order: isl.Map) -> int | None:
+    """The top-level loop nest of a statement, the first member of its original ``order`` (a
+    schedule map); None where that is not a constant."""
+    first = order.plain_get_val_if_fixed(isl.dim_type.out, 0) if order.dim(isl.dim_type.out) else None
+    return first.to_python() if first is not None and first.is_int() else None
+
+
 def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
     """:func:`isl_dataflow`, one top-level loop nest at a time, for a program in original order
     (``schedule``'s first member numbers its top-level nests).  The instances of an earlier nest
@@ -348,10 +355,10 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
     sched_of, nest_of = {}, {}
     for m in _maps(schedule):
         name = m.get_tuple_name(isl.dim_type.in_)
-        first = m.plain_get_val_if_fixed(isl.dim_type.out, 0) if m.dim(isl.dim_type.out) else None
-        if first is None or not first.is_int():
+        nest_of[name] = nest_number(m)
+        if nest_of[name] is None:
             return isl_dataflow(sink, must_src, may_src, schedule)
-        sched_of[name], nest_of[name] = m, first.to_python()
+        sched_of[name] = m
     sources = {}  # (tensor, nest) -> [must maps, may maps]
     for k, u in enumerate((must_src, may_src)):
         for m in _maps(u):

@@ -114,14 +114,18 @@ class PolyProgram:
     def has_private_scalars(self) -> bool:
         return any(t.kind == "scalar" and t.private_to for t in self.kernel.tensors.values())
 
+    def domains(self, statements=None) -> isl.UnionSet:
+        """The union of the domains of ``statements`` (Statement records; default: all)."""
+        u = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+        for s in self.statements if statements is None else statements:
+            u = u.union(isl.UnionSet.from_set(s.domain))
+        return u
+
     def union(self, what: str, expanded: bool = True) -> isl.UnionMap | isl.UnionSet:
         """Domains, the schedule or accesses of all statements.  With ``expanded=False`` a
         scalar private to loops is one memory cell again (as the generated code stores it)."""
         if what == "domain":
-            u = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-            for s in self.statements:
-                u = u.union(isl.UnionSet.from_set(s.domain))
-            return u
+            return self.domains()
         u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
         for s in self.statements:
             if what == "order":

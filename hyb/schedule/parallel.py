@@ -149,10 +149,7 @@ def mark_original_parallel(p: PolyProgram, nest, deps: isl.UnionMap, opts: Sched
     check = verify.ParallelCheck(nest, deps)  # (the order and the dependences' times made once)
 
     def inside(s) -> isl.UnionSet:
-        out = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for n in {c.stmt for c in loops.calls(s.body)}:
-            out = out.union(isl.UnionSet.from_set(p.by_name[n].domain))
-        return out
+        return p.domains(p.by_name[n] for n in {c.stmt for c in loops.calls(s.body)})
 
     def visit(body, launches):
         for s in body:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from .deps import MAX_DEPENDENCE_CONSTRAINTS, Dependences
+from .deps import MAX_DEPENDENCE_CONSTRAINTS, Dependences, nest_number
 from .deps import compute as compute_deps
 from .deps import operations
 from .extract import PolyProgram
@@ -216,10 +216,10 @@ def _nest_groups(p: PolyProgram) -> list:
     unless one nest has more; [] where a statement's nest is not a constant."""
     nests: dict = {}
     for st in p.statements:
-        first = st.order.plain_get_val_if_fixed(isl.dim_type.out, 0) if st.order.dim(isl.dim_type.out) else None
-        if first is None or not first.is_int():
+        nest = nest_number(st.order)
+        if nest is None:
             return []
-        nests.setdefault(first.to_python(), []).append(st)
+        nests.setdefault(nest, []).append(st)
     groups, current = [], []
     for k in sorted(nests):
         if current and len(current) + len(nests[k]) > GROUP_STATEMENTS:
@@ -229,7 +229,8 @@ def _nest_groups(p: PolyProgram) -> list:
     return groups + [current] if current else groups
 
 
-def _in_groups(sc: isl.ScheduleConstraints, groups: list, opts: ScheduleOptions, solved: _Solved, apart: bool):
+def _in_groups(p: PolyProgram, sc: isl.ScheduleConstraints, groups: list, opts: ScheduleOptions, solved: _Solved,
+               apart: bool):
     """isl's schedule of each group of statements on its own, the groups in sequence (every
     dependence between two groups runs forwards: the program's order); None where isl gives up
     on a group too."""
@@ -237,9 +238,7 @@ def _in_groups(sc: isl.ScheduleConstraints, groups: list, opts: ScheduleOptions,
     proximity, coincidence = sc.get_proximity(), sc.get_coincidence()
     out = None
     for group in groups:
-        f = isl.UnionSet.empty(dom.get_space())
-        for st in group:
-            f = f.union(isl.UnionSet.from_set(st.domain))
+        f = p.domains(group)
         part = isl.ScheduleConstraints.on_domain(dom.intersect(f))
         part = part.set_validity(validity.intersect_domain(f).intersect_range(f))
         part = part.set_proximity(proximity.intersect_domain(f).intersect_range(f))
@@ -286,7 +285,7 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     sched, why = solve(not opts.fuse)
     if sched is None:
         groups = _nest_groups(p)
-        sched = _in_groups(sc, groups, opts, solved, not opts.fuse) if len(groups) > 1 else None
+        sched = _in_groups(p, sc, groups, opts, solved, not opts.fuse) if len(groups) > 1 else None
         if sched is None:
             return Plan(None, [f"isl scheduler {why}: original order"])
         decisions.append(f"isl scheduler {why} for the whole kernel: its {len(groups)} runs of consecutive loop "

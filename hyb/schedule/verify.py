@@ -62,27 +62,20 @@ def _pieces(nest: loops.LoopNest):
         pos = 0
         for s in body:
             if isinstance(s, loops.StmtCall):
-                name, args = s.stmt, s.args
-                st = nest.statements.get(name)
-                if st is not None and st.origin:  # a rewritten statement: the instances it runs
-                    name, args = st.origin, args[:len(nest.statements[st.origin].iters)]
-                if st is None or st.runs_instances:
+                name = _runs(nest, s.stmt)
+                if name is not None:  # (a rewritten statement: the instances of the one it comes from)
+                    args = s.args[:len(nest.statements[name].iters)] if name != s.stmt else s.args
                     pieces.append((time + [str(pos)], counters, conds, name, [_expr(a) for a in args], around))
                 pos += 1
             elif isinstance(s, loops.For):
                 c = s.var
-                k = f"k_{c}"
-                if abs(s.step) == 1:
-                    start = f"{c} {'>=' if s.step > 0 else '<='} {_expr(s.init)}"
-                else:
-                    start = f"exists ({k} : {k} >= 0 and {c} = {_expr(s.init)} + {s.step}*{k})"
                 inner = around
                 if s.parallel:
                     parallel.append(time + [str(pos)])
                     inner = around + ((s, len(time) + 1),)
                 # A loop that counts down runs its larger counters first.
                 walk(s.body, time + [str(pos), c if s.step > 0 else f"-{c}"], counters + [c],
-                     conds + [start, _expr(s.cond)], inner)
+                     conds + _loop_conds(s), inner)
                 pos += 1
             elif isinstance(s, loops.If):
                 cond = _expr(s.cond)
@@ -92,6 +85,26 @@ def _pieces(nest: loops.LoopNest):
 
     walk(nest.body, [], [], [])
     return pieces, parallel
+
+
+def _runs(nest: loops.LoopNest, stmt: str) -> str | None:
+    """The statement whose instances a call of ``stmt`` runs: its own, or for a rewritten one
+    (schedule.promote) its origin's; None for one that runs none (it moves register cells)."""
+    st = nest.statements.get(stmt)
+    if st is not None and not st.runs_instances:
+        return None
+    return st.origin if st is not None and st.origin else stmt
+
+
+def _loop_conds(s: loops.For) -> list:
+    """The conditions on loop ``s``'s counter as isl texts: where it starts (and its stride), and
+    where it stops."""
+    c = s.var
+    if abs(s.step) == 1:
+        start = f"{c} {'>=' if s.step > 0 else '<='} {_expr(s.init)}"
+    else:
+        start = f"exists (k_{c} : k_{c} >= 0 and {c} = {_expr(s.init)} + {s.step}*k_{c})"
+    return [start, _expr(s.cond)]
 
 
 def _instance_map(counters, conds, stmt, args, vec, params=(), domains: dict | None = None) -> isl.UnionMap:
@@ -166,15 +179,9 @@ def parallel_runs(nest: loops.LoopNest):
         for s in body:
             if isinstance(s, loops.For):
                 if s.parallel:
-                    names = set()
-                    for c in loops.calls(s.body):
-                        st = nest.statements.get(c.stmt)
-                        if st is None or st.runs_instances:
-                            names.add(st.origin if st is not None and st.origin else c.stmt)
+                    names = {_runs(nest, c.stmt) for c in loops.calls(s.body)} - {None}
                     out.append((sorted(names), list(counters), list(conds)))
-                step = (f"{s.var} {'>=' if s.step > 0 else '<='} {_expr(s.init)}" if abs(s.step) == 1 else
-                        f"exists (k_{s.var} : k_{s.var} >= 0 and {s.var} = {_expr(s.init)} + {s.step}*k_{s.var})")
-                walk(s.body, counters + [s.var], conds + [step, _expr(s.cond)])
+                walk(s.body, counters + [s.var], conds + _loop_conds(s))
             elif isinstance(s, loops.If):
                 cond = _expr(s.cond)
                 walk(s.then, counters, conds + [cond])
