@@ -81,6 +81,10 @@ def test_runs_of_nests_are_scheduled_one_by_one_where_isl_gives_up_on_the_whole(
             f"(at most {plan.GROUP_STATEMENTS} statements each) scheduled one by one, in their order") in why
     assert ck.inspect("loops").count("for (") == 4  # each run fused into one loop
     np.testing.assert_allclose(ck(a), a * (100 * 99 / 2), rtol=1e-12)
+    for n in (1, 7, 33):  # one element, odd, not a multiple of a vector or a tile
+        b = np.random.default_rng(n).random(n)
+        np.testing.assert_allclose(k(b), k.emulate(b), rtol=1e-12)
+        np.testing.assert_allclose(k(b), b * (100 * 99 / 2), rtol=1e-12)
     groups = plan._nest_groups(program_of(_chain(100), a))
     assert [len(g) for g in groups] == [32, 32, 32, 4]
     # a kernel isl schedules whole is not split
