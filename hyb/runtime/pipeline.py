@@ -35,7 +35,7 @@ from ..dsl import sizes as size_expr
 from ..dsl import tir, types
 from ..errors import HybridWarning
 from ..schedule import (argext, astgen, guarded, privatise, recompute, transpose, contract, deps, extract, gpu,
-                         promote, vector, verify)
+                         islmem, promote, vector, verify)
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -440,7 +440,7 @@ def parallel_hint_warnings(poly, d) -> list:
         pair = carried.sample()  # one pair of dependent instances
         src, dst = by_name[pair.get_tuple_name(isl.dim_type.in_)], by_name[pair.get_tuple_name(isl.dim_type.out)]
         point = pair.wrap().sample_point()
-        coords = [point.get_coordinate_val(isl.dim_type.set, k).to_python()
+        coords = [islmem.int_value(point.get_coordinate_val(isl.dim_type.set, k))
                   for k in range(len(src.iters) + len(dst.iters))]
         k = src.iters.index(loop.var)
         a, b = coords[k], coords[len(src.iters) + dst.iters.index(loop.var)]

@@ -8,6 +8,7 @@ import islpy as isl
 from ..errors import HybridInternalError
 from . import loops
 from .extract import PolyProgram
+from . import islmem
 
 _OPS = {
     isl.ast_expr_op_type.add: "add", isl.ast_expr_op_type.sub: "sub", isl.ast_expr_op_type.mul: "mul",
@@ -25,7 +26,7 @@ _OPS = {
 def convert_expr(e: isl.AstExpr):
     t = e.get_type()
     if t == isl.ast_expr_type.int:
-        return loops.LInt(e.get_val().to_python())
+        return loops.LInt(islmem.int_value(e.get_val()))
     if t == isl.ast_expr_type.id:
         return loops.LVar(e.get_id().get_name())
     op = e.get_op_type()
@@ -37,7 +38,7 @@ def convert_expr(e: isl.AstExpr):
 def _const_step(e: isl.AstExpr) -> int:
     if e.get_type() != isl.ast_expr_type.int:
         raise HybridInternalError("isl produced a loop with a non-constant step", "loops")
-    return e.get_val().to_python()
+    return islmem.int_value(e.get_val())
 
 
 def convert_node(n: isl.AstNode) -> list:

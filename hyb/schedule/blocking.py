@@ -34,6 +34,7 @@ from ..target import CpuTarget
 from .options import PARALLEL_TILES, fit_sizes
 from .counting import access_strides, work
 from .loops import block_mark
+from . import islmem
 
 # Element types whose register blocks LLVM keeps in vector registers (float16 and bfloat16 are
 # computed in float32 after conversion; bool has no arithmetic to block).
@@ -242,7 +243,7 @@ def _step_bytes(p, acc, k: int) -> int | None:
         c = pieces[0][1].get_coefficient_val(isl.dim_type.in_, k)
         if not c.is_int():
             return None
-        step += c.to_python() * size
+        step += islmem.int_value(c) * size
         size *= t.shape[d]
     return abs(step)
 
@@ -366,10 +367,8 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     if not rowless:
         inner = inner.band_member_set_coincident(1, 1)
     kband = inner.ancestor(steps)
-    rest = isl.UnionSet.empty(kband.get_domain().get_space())
-    for st in shaper.p.statements:
-        if st.name not in contraction["statements"]:
-            rest = rest.union(isl.UnionSet.from_set(st.domain))
+    rest = islmem.union_set((st.domain for st in shaper.p.statements if st.name not in contraction["statements"]),
+                            kband.get_domain().get_space())
     rest = rest.intersect(kband.get_domain())
     note = ""
     if not rest.is_empty():

@@ -39,6 +39,7 @@ import islpy as isl
 from ..dsl import tir
 from . import deps as dependences
 from . import loops, verify
+from . import islmem
 
 
 def contract(poly, d, cells, nest: loops.LoopNest, enabled: bool = True, budget: int = 0) -> tuple:
@@ -84,10 +85,8 @@ def contract(poly, d, cells, nest: loops.LoopNest, enabled: bool = True, budget:
         return nest, tuple(decisions)
     # the rewritten loops, checked against the dependences of the statements that changed and the
     # scalars' one-cell ones (the loops themselves are the ones of ``nest``)
-    changed = isl.UnionSet.empty(d.all.get_space().params())
-    for n, st in current.statements.items():
-        if st is not nest.statements.get(n) and n in poly.by_name:
-            changed = changed.union(isl.UnionSet.from_set(poly.by_name[n].domain))
+    changed = islmem.union_set((poly.by_name[n].domain for n, st in current.statements.items()
+                                if st is not nest.statements.get(n) and n in poly.by_name), d.all.get_space().params())
     checked = d.all.intersect_domain(changed).union(d.all.intersect_range(changed))
     if cells is not None and poly.has_private_scalars:
         one_cell = one_cell.union(cells.all.intersect_domain(changed)).union(cells.all.intersect_range(changed))
@@ -233,11 +232,7 @@ def _one_cell(u: isl.UnionMap) -> isl.UnionMap:
                    .set_tuple_name(isl.dim_type.out, m.get_tuple_name(isl.dim_type.out)) for m in maps])
 
 
-def _union(maps) -> isl.UnionMap:
-    u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    for m in maps:
-        u = u.union(isl.UnionMap.from_map(m))
-    return u
+_union = islmem.union_map
 
 
 def _dim(order) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from . import islmem
 from .extract import PolyProgram, at_sizes
 
 # The value a run-time size (a shape-generic kernel's) is taken to have where statements are
@@ -23,11 +24,15 @@ def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
     instance counts its iterations, :attr:`Statement.weight`); ``nominal``: with
     each run-time size taken as NOMINAL_SIZE (else an extent that depends on one is unknown: large)."""
     total = 0
+    parts = islmem.sets_by_name(domain)
     for st in p.statements:
-        d = domain.intersect(isl.UnionSet.from_set(st.domain))
-        if d.is_empty():
-            continue
-        s = isl.Set.from_union_set(d) if d.n_set() == 1 else st.domain
+        s = parts.get(st.name)
+        if s is None or s.dim(isl.dim_type.set) != st.domain.dim(isl.dim_type.set) or s.is_empty():
+            continue  # (a set of another space with the statement's name meets none of its instances)
+        if not s.is_subset(st.domain):
+            s = s.intersect(st.domain)
+            if s.is_empty():
+                continue
         box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
         if box is None:
             return 1 << 62
@@ -53,8 +58,8 @@ def extent(s: isl.Set, i: int):
         hi = [a for _, a in s.dim_max(i).get_pieces()]
         if not lo or not hi or not all(a.is_cst() for a in lo + hi):
             return None
-        lo_v = min(a.get_constant_val().to_python() for a in lo)
-        hi_v = max(a.get_constant_val().to_python() for a in hi)
+        lo_v = min(islmem.int_value(a.get_constant_val()) for a in lo)
+        hi_v = max(islmem.int_value(a.get_constant_val()) for a in hi)
     except isl.Error:
         return None
     return max(0, int(hi_v - lo_v + 1))
@@ -85,7 +90,7 @@ def access_strides(acc, ndim: int):
             if c.is_zero():
                 continue
             # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
-            if j == nout - 1 and c.is_int() and abs(c.to_python()) == 1 and k not in out:
+            if j == nout - 1 and c.is_int() and abs(islmem.int_value(c)) == 1 and k not in out:
                 out[k] = 3.0
             else:
                 out[k] = -4.0

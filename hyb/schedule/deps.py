@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from ..dsl import tir
+from . import islmem
 from .extract import PolyProgram, Statement, one_cell, tensor_box, with_params
 
 
@@ -174,7 +175,7 @@ def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedul
     out, replaced = isl.UnionMap.empty(deps.get_space()), []
     for m, too_many in zip(maps, intricate):
         if not too_many:
-            out = out.union(isl.UnionMap.from_map(m))
+            out = out.add_map(m)
             continue
         a, b = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)
         src = _of_statement(sources, a)
@@ -187,11 +188,7 @@ def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedul
 
 
 def _of_statement(u: isl.UnionMap, name: str) -> isl.UnionMap:
-    out = isl.UnionMap.empty(u.get_space())
-    for m in _maps(u):
-        if m.get_tuple_name(isl.dim_type.in_) == name:
-            out = out.union(isl.UnionMap.from_map(m))
-    return out
+    return islmem.union_map((m for m in _maps(u) if m.get_tuple_name(isl.dim_type.in_) == name), u.get_space())
 
 
 def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
@@ -231,10 +228,7 @@ def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
                 changed = True
                 if not gx[:-1]:
                     found.append(both)
-    u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    for m in found:
-        u = u.union(isl.UnionMap.from_map(one_cell(p.kernel, m) if not expanded else m))
-    return u
+    return islmem.union_map(one_cell(p.kernel, m) if not expanded else m for m in found)
 
 
 def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, must, may, flow_of) -> isl.UnionMap:
@@ -253,12 +247,8 @@ def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, 
         sink = uninit.intersect_domain(isl.UnionSet.from_set(r.domain))
         if not writers or sink.is_empty():
             continue
-        extra = isl.UnionMap.empty(uninit.get_space())
-        for w in writers:
-            for x in w.writes:
-                if x.exact:
-                    extra = extra.union(isl.UnionMap.from_map(one_cell(p.kernel, x.relation) if not expanded
-                                                              else x.relation))
+        extra = islmem.union_map((one_cell(p.kernel, x.relation) if not expanded else x.relation
+                                  for w in writers for x in w.writes if x.exact), uninit.get_space())
         maps = []  # the dependences of each source statement
         flow_of(sink, must.union(extra), may).get_full_may_dependence().foreach_map(maps.append)
         for w in writers:
@@ -275,7 +265,7 @@ def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, 
                 same = " and ".join(f"a{k} = b{k}" for k in range(shared)) or "1 = 1"
                 pair = isl.Map(with_params(p.params, "{ %s[%s] -> [%s[%s] -> %s[%s]] : %s }" % (
                     w.name, ", ".join(a), r.name, ", ".join(b), data, ", ".join(f"c{k}" for k in range(rank)), same)))
-                satisfied = satisfied.union(isl.UnionMap.from_map(m.intersect(pair).range().unwrap()))
+                satisfied = satisfied.add_map(m.intersect(pair).range().unwrap())
     return uninit.subtract(satisfied)
 
 
@@ -294,14 +284,10 @@ def scalar_flow(p: PolyProgram, budget: int = 0, exact: bool = True) -> isl.Unio
 
 def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:
     def scalars(u: isl.UnionMap) -> isl.UnionMap:
-        out = isl.UnionMap.empty(u.get_space())
-        maps = []
-        u.foreach_map(maps.append)
-        for m in maps:
+        def scalar(m) -> bool:
             t = p.kernel.tensors.get(m.get_tuple_name(isl.dim_type.out))
-            if t is not None and t.kind == "scalar":
-                out = out.union(isl.UnionMap.from_map(m))
-        return out
+            return t is not None and t.kind == "scalar"
+        return islmem.union_map(filter(scalar, _maps(u)), u.get_space())
 
     reads = scalars(p.union("reads"))
     if reads.is_empty():
@@ -329,17 +315,14 @@ class _Flow:
         return self.full
 
 
-def _maps(u: isl.UnionMap) -> list:
-    out = []
-    u.foreach_map(out.append)
-    return out
+_maps = islmem.members
 
 
 def nest_number(order: isl.Map) -> int | None:
     """The top-level loop nest of a statement, the first member of its original ``order`` (a
     schedule map); None where that is not a constant."""
     first = order.plain_get_val_if_fixed(isl.dim_type.out, 0) if order.dim(isl.dim_type.out) else None
-    return first.to_python() if first is not None and first.is_int() else None
+    return islmem.int_value(first) if first is not None and first.is_int() else None
 
 
 def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
@@ -369,7 +352,18 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
         nests.setdefault(tensor, []).append(nest)
     for v in nests.values():
         v.sort(reverse=True)
-    empty = isl.UnionMap.empty(sink.get_space())
+    space = sink.get_space()
+    unions = {}  # (tensor, nest) -> its must and may sources and their statements' schedules, as unions
+
+    def unions_of(key):
+        if key not in unions:
+            must, may = sources[key]
+            names = sorted({m.get_tuple_name(isl.dim_type.in_) for m in must + may})
+            unions[key] = (islmem.union_map(must, space), islmem.union_map(may, space),
+                           islmem.union_map((sched_of[n] for n in names), space))
+        return unions[key]
+
+    empty = isl.UnionMap.empty(space)
     dependence, full, no_source = empty, empty, empty
     for m in _maps(sink):
         name, tensor = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)
@@ -377,11 +371,8 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
         for nest in nests.get(tensor, ()):
             if nest > nest_of[name]:
                 continue
-            must, may = sources[(tensor, nest)]
-            order = isl.UnionMap.from_map(sched_of[name])
-            for src in must + may:
-                order = order.union(isl.UnionMap.from_map(sched_of[src.get_tuple_name(isl.dim_type.in_)]))
-            f = isl_dataflow(left, _union(must, empty), _union(may, empty), order)
+            must, may, sources_order = unions_of((tensor, nest))
+            f = isl_dataflow(left, must, may, sources_order.add_map(sched_of[name]))
             dependence = dependence.union(f.get_may_dependence())
             full = full.union(f.get_full_may_dependence())
             left = f.get_may_no_source()
@@ -389,13 +380,6 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
                 break
         no_source = no_source.union(left)
     return _Flow(dependence, no_source, full)
-
-
-def _union(maps: list, empty: isl.UnionMap) -> isl.UnionMap:
-    out = empty
-    for m in maps:
-        out = out.union(isl.UnionMap.from_map(m))
-    return out
 
 
 def isl_dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, schedule: isl.UnionMap):
@@ -455,7 +439,7 @@ def uninitialized_reads(p: PolyProgram, d: Dependences) -> list:
             if bad.is_empty() or _is_accumulation(st, r):
                 continue
             point = bad.domain().sample_point()
-            it = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(st.iters))]
+            it = [islmem.int_value(point.get_coordinate_val(isl.dim_type.set, k)) for k in range(len(st.iters))]
             out.append((st, r, dict(zip(st.iters, it))))
     return out
 

@@ -32,6 +32,7 @@ import numpy as np
 from ..dsl import tir
 from ..dsl import types
 from ..errors import HybridIndexError
+from . import islmem
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ class PolyProgram:
     # sizes (parameter -> value) the register blocks of a shape-generic kernel are sized for: the
     # shape that compiles it
     hint: dict = field(default_factory=dict)
+    # the unions :meth:`union` built, by its arguments (isl objects are immutable: later stages
+    # share them; each build costs memory islpy never frees, ``islmem``)
+    _unions: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def context(self) -> isl.Set:
         """What is known of the parameters: every size is at least 0, and no access leaves its
@@ -116,33 +120,34 @@ class PolyProgram:
 
     def domains(self, statements=None) -> isl.UnionSet:
         """The union of the domains of ``statements`` (Statement records; default: all)."""
-        u = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for s in self.statements if statements is None else statements:
-            u = u.union(isl.UnionSet.from_set(s.domain))
-        return u
+        if statements is None:
+            return self.union("domain")
+        return islmem.union_set(s.domain for s in statements)
 
     def union(self, what: str, expanded: bool = True) -> isl.UnionMap | isl.UnionSet:
         """Domains, the schedule or accesses of all statements.  With ``expanded=False`` a
         scalar private to loops is one memory cell again (as the generated code stores it)."""
+        key = (what, expanded)
+        if key not in self._unions:
+            self._unions[key] = self._build_union(what, expanded)
+        return self._unions[key]
+
+    def _build_union(self, what: str, expanded: bool):
         if what == "domain":
-            return self.domains()
-        u = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+            return islmem.union_set(s.domain for s in self.statements)
+        maps = []
         for s in self.statements:
             if what == "order":
-                maps = [s.order]
+                maps.append(s.order)
             elif what == "must_writes":
-                maps = [w.relation for w in s.writes if w.exact and not s.guards]
+                maps += [w.relation for w in s.writes if w.exact and not s.guards]
             elif what == "may_writes":
-                maps = [w.relation for w in s.writes]
+                maps += [w.relation for w in s.writes]
             elif what == "reads":
-                maps = [r.relation for r in s.reads]
+                maps += [r.relation for r in s.reads]
             else:
                 raise ValueError(what)
-            for m in maps:
-                if not expanded:
-                    m = one_cell(self.kernel, m)
-                u = u.union(isl.UnionMap.from_map(m))
-        return u
+        return islmem.union_map(m if expanded else one_cell(self.kernel, m) for m in maps)
 
 
 def one_cell(k: tir.TypedKernel, m: isl.Map) -> isl.Map:
@@ -643,10 +648,10 @@ class _Extractor:
             self.shape_conditions.append((outside.params(), span))
         elif not outside.is_empty():
             point = outside.domain().sample_point()
-            vals = [point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(len(iters))]
+            vals = [islmem.int_value(point.get_coordinate_val(isl.dim_type.set, k)) for k in range(len(iters))]
             at = ", ".join(f"{v} = {val}" for v, val in zip(iters, vals))
             elem = outside.intersect_domain(isl.Set.from_point(point)).range().sample_point()
-            eidx = [elem.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(t.ndim)]
+            eidx = [islmem.int_value(elem.get_coordinate_val(isl.dim_type.set, k)) for k in range(t.ndim)]
             where = f" when {at}" if at else ""
             raise HybridIndexError(
                 f"`{t.source_name}` (shape {t.shape}) is indexed out of bounds{where}: element {tuple(eidx)}",

@@ -42,7 +42,7 @@ def serial_order(p: PolyProgram) -> isl.UnionMap:
                 cond.append(f"y{k} > x{k}" if loop.step > 0 else f"y{k} < x{k}")
                 m = isl.Map(f"{{ {a.name}[{', '.join(src)}] -> {b.name}[{', '.join(dst)}] : {' and '.join(cond)} }}")
                 m = m.intersect_domain(a.domain).intersect_range(b.domain)
-                out = out.union(isl.UnionMap.from_map(m))
+                out = out.add_map(m)
     return out
 
 

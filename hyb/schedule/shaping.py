@@ -12,6 +12,7 @@ from .loops import PARALLEL_MARK
 from .options import DEFAULT_TILES, PARALLEL_TILES, ScheduleOptions, fit_sizes
 from .counting import access_strides, extent, work
 from .vector import MAX_INNER
+from . import islmem
 
 def locality(p: PolyProgram, smap: isl.UnionMap) -> float:
     """How well the innermost loop of each statement walks memory under schedule ``smap``:
@@ -40,11 +41,11 @@ def strided_innermost(p: PolyProgram, smap: isl.UnionMap) -> int:
 
 def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:
     """The iterator of ``st`` that the last non-constant schedule dimension runs over."""
-    maps = []
-    smap.intersect_domain(isl.UnionSet.from_set(st.domain)).foreach_map(maps.append)
+    maps = [m for m in islmem.members(smap) if m.get_tuple_name(isl.dim_type.in_) == st.name
+            and m.dim(isl.dim_type.in_) == st.domain.dim(isl.dim_type.set)]
     if len(maps) != 1:
         return None
-    m = maps[0]
+    m = maps[0].intersect_domain(st.domain)
     try:
         pma = isl.PwMultiAff.from_map(m)
     except isl.Error:
@@ -285,7 +286,7 @@ def padded(smap: isl.UnionMap) -> isl.UnionMap:
         m = m.add_dims(isl.dim_type.out, n - k)
         for pos in range(k, n):
             m = m.fix_si(isl.dim_type.out, pos, 0)
-        out = out.union(isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out)))
+        out = out.add_map(m.reset_tuple_id(isl.dim_type.out))
     return out
 
 

@@ -19,6 +19,7 @@ from ..dsl.tir import size_symbols
 from . import loops
 from .deps import operations
 from .extract import params_set, with_params
+from . import islmem
 
 _CMP = {"eq": "=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
 
@@ -270,7 +271,7 @@ def violations(nest: loops.LoopNest, deps: isl.UnionMap, cells: isl.UnionMap | N
         if at.is_empty():
             continue
         point = at.sample_point()
-        values = {p: point.get_coordinate_val(isl.dim_type.param, i).to_python() for i, p in enumerate(params)}
+        values = {p: islmem.int_value(point.get_coordinate_val(isl.dim_type.param, i)) for i, p in enumerate(params)}
         order, parallel = executed_order(nest, values)
         if order is None:
             return None
