@@ -33,11 +33,18 @@ def work(p: PolyProgram, domain: isl.UnionSet, nominal: bool = False) -> int:
             s = s.intersect(st.domain)
             if s.is_empty():
                 continue
-        box = box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
+        if st.domain.is_subset(s):  # all of it (the usual question): its box is the program's
+            box = p.derived(("box", st.name, nominal), lambda: _box(st.domain, nominal))
+        else:
+            box = _box(s, nominal)
         if box is None:
             return 1 << 62
         total += box * st.weight
     return total
+
+
+def _box(s: isl.Set, nominal: bool) -> int | None:
+    return box_size(at_sizes(s, lambda name: NOMINAL_SIZE) if nominal else s)
 
 
 def box_size(s: isl.Set) -> int | None:

@@ -13,6 +13,7 @@ before (``uninitialized``): those read the initial zero.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -35,7 +36,7 @@ class Dependences:
     # and stand as every earlier access of an element instead (:func:`tame`)
     simplified: tuple = ()
 
-    @property
+    @functools.cached_property
     def all(self) -> isl.UnionMap:
         return self.flow.union(self.anti).union(self.output)
 

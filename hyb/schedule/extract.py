@@ -101,9 +101,8 @@ class PolyProgram:
     # sizes (parameter -> value) the register blocks of a shape-generic kernel are sized for: the
     # shape that compiles it
     hint: dict = field(default_factory=dict)
-    # the unions :meth:`union` built, by its arguments (isl objects are immutable: later stages
-    # share them; each build costs memory islpy never frees, ``islmem``)
-    _unions: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # what :meth:`derived` made, by key
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def context(self) -> isl.Set:
         """What is known of the parameters: every size is at least 0, and no access leaves its
@@ -127,10 +126,15 @@ class PolyProgram:
     def union(self, what: str, expanded: bool = True) -> isl.UnionMap | isl.UnionSet:
         """Domains, the schedule or accesses of all statements.  With ``expanded=False`` a
         scalar private to loops is one memory cell again (as the generated code stores it)."""
-        key = (what, expanded)
-        if key not in self._unions:
-            self._unions[key] = self._build_union(what, expanded)
-        return self._unions[key]
+        return self.derived(("union", what, expanded), lambda: self._build_union(what, expanded))
+
+    def derived(self, key, make):
+        """``make()``, a value that depends on the program alone, made once per program for all the
+        stages that ask (isl objects are immutable, so they can share it; each isl build costs
+        memory that islpy never frees, ``islmem``)."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
 
     def _build_union(self, what: str, expanded: bool):
         if what == "domain":
