@@ -194,8 +194,7 @@ class Shaper:
             if deps.is_empty():
                 return True
             smap = smap.intersect_domain(within)
-        smap = padded(smap)
-        return deps.intersect(smap.lex_ge_union_map(smap)).is_empty()
+        return not runs_late(deps, padded(smap))
 
     @staticmethod
     def permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
@@ -272,6 +271,15 @@ def _member_space(set_space: isl.Space) -> isl.Space:
     """The space of a one-dimensional function on a statement's domain."""
     # (with the domain's parameters: a shape-generic kernel's sizes)
     return isl.Space.map_from_domain_and_range(set_space, set_space.params().add_dims(isl.dim_type.set, 1))
+
+
+def runs_late(deps: isl.UnionMap, times: isl.UnionMap) -> bool:
+    """Whether some dependence of ``deps`` has its sink at a time not after its source's, under
+    ``times`` (a :func:`padded` schedule map).  Each dependence is carried to the pair of times of
+    its instances, which are compared in the one time space: the cost of the dependences, not of
+    the order of every pair of instances."""
+    pairs = islmem.members(deps.apply_domain(times).apply_range(times))
+    return any(not m.intersect(isl.Map.lex_ge(m.get_space().range())).is_empty() for m in pairs)
 
 
 def padded(smap: isl.UnionMap) -> isl.UnionMap:
