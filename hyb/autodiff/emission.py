@@ -571,6 +571,7 @@ class _Emitter:
                 if not (isinstance(read, syntax.Subscript) and read.value.id not in self.act.active_t)]
         named, coefs = self.name_repeated_calls(s, [coef for _, coef in kept])
         out.extend(named)
+        kept, coefs = summed_per_read(kept, coefs)
         first = set()  # reads whose increment is the first into a cell that holds zero
         if clear:
             same = [k for k, (read, _) in enumerate(kept) if unparse_expr(read) == unparse_expr(s.target)]
@@ -588,7 +589,7 @@ class _Emitter:
         for k, ((read, _), coef) in enumerate(zip(kept, coefs)):
             if k in first:
                 out.append(syntax.Assign(None, self.adjoint_of(read), coef))
-            else:
+            elif not rules.is_num(coef, 0):
                 out.append(increment(self.adjoint_of(read), coef))
         return out
 
@@ -727,3 +728,38 @@ class _Emitter:
 def count_calls(e, text: str) -> int:
     """How many calls in ``e`` read as ``text``."""
     return sum(1 for x in walk(e) if isinstance(x, syntax.Call) and unparse_expr(x) == text)
+
+
+def summed_per_read(kept: list, coefs: list) -> tuple:
+    """``(kept, coefs)`` with one coefficient for each read that the statement makes more than
+    once: the coefficients are collected as terms, equal terms counted with their signs, so that
+    the read's adjoint gets one increment per statement.  In ``(x + x) - (x + x)`` the four terms
+    cancel exactly and add nothing, where four increments would add and take away the same large
+    terms and lose what the adjoint held before; ``x + x`` adds ``2.0 * g``.  A coefficient
+    that sums to nothing is 0.0.  A guarded coefficient (its update under an ``if``) stays an
+    increment of its own."""
+    out, at = [], {}
+    for (read, _), coef in zip(kept, coefs):
+        if isinstance(coef, rules.Guard):
+            out.append((read, coef))
+            continue
+        text = unparse_expr(read)
+        if text not in at:
+            at[text] = len(out)
+            out.append((read, {}))
+        sign, term = 1, coef
+        while isinstance(term, syntax.UnaryOp) and term.op == "-":
+            sign, term = -sign, term.operand
+        out[at[text]][1].setdefault(unparse_expr(term), [term, 0])[1] += sign
+    summed = []
+    for read, terms in out:
+        if isinstance(terms, dict):
+            coef = None
+            for term, count in terms.values():
+                if count:
+                    part = term if abs(count) == 1 else rules.mul(num(float(abs(count))), term)
+                    coef = (part if count > 0 else rules.neg(part)) if coef is None else \
+                        (add(coef, part) if count > 0 else rules.sub(coef, part))
+            terms = coef if coef is not None else num(0.0)
+        summed.append((read, terms))
+    return summed, [coef for _, coef in summed]

@@ -484,3 +484,30 @@ def test_tie_model_splits_among_candidates():
     tm = programs.TieModel((3,), (0,), "min", "x", "const", ("rev",), "cm", ("x0",))
     (dx,) = tm.gradient([np.array([0.0, -1.0, -1.0])], np.array(2.0))
     np.testing.assert_array_equal(dx, [0, 3, 3])  # y = 3 m: 6 split between the two minima
+
+
+CANCELLING_READS = '''
+def k(x):
+    y = output_tensor(x.shape, x.dtype)
+    for j in range(x.shape[0]):
+        y[j] = x[j] * 3.0 + ((x[j] + x[j]) - (x[j] + x[j])) * 1.0e20
+    return y
+'''
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_regression_a_statements_reads_of_one_element_are_summed_before_its_adjoint(dtype):
+    # From the gradient campaign (`y0[j] = ((x0[j] + x0[j]) - (x0[j] + x0[j])) * m1 + ...` with m1 near -4e24,
+    # the running maximum from -1e30).  Each read of x[j] was an increment of its own: d_x[j] got 3 * g, then
+    # +1e20 * g twice and -1e20 * g twice, and the 3 * g was lost (0 instead of 3).  The terms are now
+    # counted before they reach the adjoint: those four cancel exactly and add nothing.
+    k = hyb.compile_source(CANCELLING_READS).k
+    x, g = np.linspace(-1.0, 1.0, 5).astype(dtype), np.ones(5, dtype)
+    grad = k.grad()
+    np.testing.assert_array_equal(grad(x, g), np.full(5, 3.0, dtype))
+    np.testing.assert_array_equal(grad.emulate(x, g), np.full(5, 3.0, dtype))
+    assert [ln.strip() for ln in grad.source.splitlines() if ln.strip().startswith("d_x[")] == ["d_x[j] = g * 3.0"]
+    square = hyb.compile_source(CANCELLING_READS.replace("x[j] * 3.0 + ((x[j] + x[j]) - (x[j] + x[j])) * 1.0e20",
+                                                         "x[j] * x[j]")).k.grad()
+    np.testing.assert_allclose(square(x, g), 2.0 * x, rtol=1e-6)
+    assert len([ln for ln in square.source.splitlines() if ln.strip().startswith("d_x[")]) == 1
