@@ -511,3 +511,30 @@ def test_regression_a_statements_reads_of_one_element_are_summed_before_its_adjo
                                                          "x[j] * x[j]")).k.grad()
     np.testing.assert_allclose(square(x, g), 2.0 * x, rtol=1e-6)
     assert len([ln for ln in square.source.splitlines() if ln.strip().startswith("d_x[")]) == 1
+
+
+OVERWRITTEN_WITH_A_NEIGHBOUR = '''
+def k(x0):
+    y0 = output_tensor((x0.shape[0],), "float64")
+    for i in range(x0.shape[0]):
+        y0[i] = 1.0
+    for i in range(x0.shape[0]):
+        y0[i] = x0[i] + (x0[i - 1] if i > 0 else 0.0)
+    return y0
+'''
+
+
+@pytest.mark.parametrize("first", ["for i in range(x0.shape[0]):\n        y0[i] = 1.0",
+                                   "if x0.shape[0] < 0:\n        for i in range(x0.shape[0]):\n            y0[i] = 1.0"])
+def test_regression_an_outputs_last_store_gathered_reads_the_incoming_gradient(first):
+    # From the gradient campaign (an output stored in a branch that does not run, then by a loop that reads
+    # `x0[i + 1]`).  The reverse of the last store, made as one gather loop per read, read the output's
+    # adjoint buffer, which is never filled from the incoming gradient when a last store covers every
+    # element: the gradient was 0.  It reads the incoming gradient, as the plain reverse loop does.
+    src = OVERWRITTEN_WITH_A_NEIGHBOUR.replace("for i in range(x0.shape[0]):\n        y0[i] = 1.0", first, 1)
+    k = hyb.compile_source(src).k
+    for n in (1, 2, 7):
+        x, d = np.arange(1.0, n + 1), np.linspace(1.0, 2.0, n)
+        want = d + np.concatenate([d[1:], [0.0]])  # y[i] = x[i] + x[i - 1]
+        np.testing.assert_allclose(k.grad()(x, d), want, rtol=1e-12)
+        np.testing.assert_allclose(k.grad().emulate(x, d), want, rtol=1e-12)
