@@ -176,7 +176,10 @@ class Chain:
         elif op == "/":
             self.run(a, div(g, b))
             if self.is_active(b):
-                self.run(b, neg(div(mul(g, a), mul(b, b))))
+                # d(a/b)/db = -(a/b)/b: written with the quotient itself, not a / (b * b), whose b * b
+                # overflows where b is past the square root of the type's largest value (a float32
+                # softmax's sum of exponentials near 1e22) and takes the gradient to zero
+                self.run(b, neg(div(mul(g, e), b)))
         elif op == "**":
             self.power(a, b, g)
         elif op == "%":

@@ -538,3 +538,33 @@ def test_regression_an_outputs_last_store_gathered_reads_the_incoming_gradient(f
         want = d + np.concatenate([d[1:], [0.0]])  # y[i] = x[i] + x[i - 1]
         np.testing.assert_allclose(k.grad()(x, d), want, rtol=1e-12)
         np.testing.assert_allclose(k.grad().emulate(x, d), want, rtol=1e-12)
+
+
+SUM_OF_LARGE_EXPONENTIALS = '''
+def k(x):
+    y = output_tensor(x.shape, x.dtype)
+    for i in range(x.shape[0]):
+        s = x.dtype(0.0)
+        for j in range(x.shape[1]):
+            s += exp(x[i, j])
+        for j in range(x.shape[1]):
+            y[i, j] = exp(x[i, j]) / s
+    return y
+'''
+
+
+def test_regression_the_derivative_of_a_quotient_by_a_large_denominator():
+    # From the gradient campaign (a float32 softmax of values up to 50, without the maximum taken out).
+    # The derivative of a / b by b was written -(g * a / (b * b)): b * b overflows in float32 once b is past
+    # 1.8e19 (here b is a sum of exponentials near 1e22), and the whole path through b came out zero. It is
+    # written with the quotient, -(g * (a / b) / b).
+    k = hyb.compile_source(SUM_OF_LARGE_EXPONENTIALS).k
+    rng = np.random.default_rng(3)
+    x = rng.uniform(40.0, 50.0, (3, 7))
+    d = rng.standard_normal((3, 7))
+    want = k.grad()(x, d)
+    y = k(x)  # (the closed form of a softmax's gradient, as a check on the float64 one)
+    np.testing.assert_allclose(want, y * (d - (y * d).sum(axis=1, keepdims=True)), rtol=1e-9, atol=1e-12)
+    for run in (k.grad(), k.grad().emulate):
+        got = run(x.astype(np.float32), d.astype(np.float32))
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * np.abs(want).max())
