@@ -176,10 +176,13 @@ class Chain:
         elif op == "/":
             self.run(a, div(g, b))
             if self.is_active(b):
-                # d(a/b)/db = -(a/b)/b: written with the quotient itself, not a / (b * b), whose b * b
+                # d(a/b)/db = -(a/b)/b, written g * (a / b) * (1 / b): not a / (b * b), whose b * b
                 # overflows where b is past the square root of the type's largest value (a float32
-                # softmax's sum of exponentials near 1e22) and takes the gradient to zero
-                self.run(b, neg(div(mul(g, e), b)))
+                # softmax's sum of exponentials near 1e22) and takes the gradient to zero, nor with
+                # (1 / b) * (1 / b), which reassociated products make a square that underflows; one
+                # division per element, as before, where b does not change in the loop (1 / b is
+                # hoisted)
+                self.run(b, neg(mul(mul(g, e), div(num(1.0), b))))
         elif op == "**":
             self.power(a, b, g)
         elif op == "%":

@@ -557,7 +557,7 @@ def test_regression_the_derivative_of_a_quotient_by_a_large_denominator():
     # From the gradient campaign (a float32 softmax of values up to 50, without the maximum taken out).
     # The derivative of a / b by b was written -(g * a / (b * b)): b * b overflows in float32 once b is past
     # 1.8e19 (here b is a sum of exponentials near 1e22), and the whole path through b came out zero. It is
-    # written with the quotient, -(g * (a / b) / b).
+    # written -(g * (a / b) * (1.0 / b)).
     k = hyb.compile_source(SUM_OF_LARGE_EXPONENTIALS).k
     rng = np.random.default_rng(3)
     x = rng.uniform(40.0, 50.0, (3, 7))
