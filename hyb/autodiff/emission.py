@@ -557,10 +557,7 @@ class _Emitter:
                 g = name(tmp)
         else:
             tmp = self.fresh("g")
-            read = tgt_adj
-            if id(s) in self.dout_direct:
-                read = syntax.Subscript(None, name(self.dout_direct[id(s)]), [self.F(i) for i in s.target.indices])
-            out.append(syntax.Assign(None, name(tmp), read))
+            out.append(syntax.Assign(None, name(tmp), self.incoming(s)))
             g = name(tmp)
         # Cleared, then added to: the clear and the first increment of the same cell are one
         # assignment.  A sole store to a temporary whose one reader has already given its adjoint
@@ -592,6 +589,13 @@ class _Emitter:
             elif not rules.is_num(coef, 0):
                 out.append(increment(self.adjoint_of(read), coef))
         return out
+
+    def incoming(self, s: syntax.Assign):
+        """What the reverse code of store ``s`` reads as its target's adjoint: the incoming
+        gradient itself for an output's last store (``dout_direct``), else the adjoint."""
+        if id(s) in self.dout_direct:
+            return syntax.Subscript(None, name(self.dout_direct[id(s)]), [self.F(i) for i in s.target.indices])
+        return self.adjoint_of(s.target)
 
     def name_repeated_calls(self, s: syntax.Assign, coefs: list) -> tuple:
         """``(assignments, coefficients)``: a call of a built-in function that the coefficients
@@ -738,7 +742,7 @@ def summed_per_read(kept: list, coefs: list) -> tuple:
     terms and lose what the adjoint held before; ``x + x`` adds ``2.0 * g``.  A coefficient
     that sums to nothing is 0.0.  A guarded coefficient (its update under an ``if``) stays an
     increment of its own."""
-    out, at = [], {}
+    out, at = [], {}  # [read, a guarded coefficient or {term text: [term, count]}]; read text -> index
     for (read, _), coef in zip(kept, coefs):
         if isinstance(coef, rules.Guard):
             out.append((read, coef))
@@ -751,15 +755,19 @@ def summed_per_read(kept: list, coefs: list) -> tuple:
         while isinstance(term, syntax.UnaryOp) and term.op == "-":
             sign, term = -sign, term.operand
         out[at[text]][1].setdefault(unparse_expr(term), [term, 0])[1] += sign
-    summed = []
-    for read, terms in out:
-        if isinstance(terms, dict):
-            coef = None
-            for term, count in terms.values():
-                if count:
-                    part = term if abs(count) == 1 else rules.mul(num(float(abs(count))), term)
-                    coef = (part if count > 0 else rules.neg(part)) if coef is None else \
-                        (add(coef, part) if count > 0 else rules.sub(coef, part))
-            terms = coef if coef is not None else num(0.0)
-        summed.append((read, terms))
+    summed = [(read, _counted_sum(c.values()) if isinstance(c, dict) else c) for read, c in out]
     return summed, [coef for _, coef in summed]
+
+
+def _counted_sum(terms) -> syntax.Node:
+    """The sum of ``count * term`` over ``(term, count)`` pairs, in their order (0.0 for none)."""
+    total = None
+    for term, count in terms:
+        if not count:
+            continue
+        part = term if abs(count) == 1 else rules.mul(num(float(abs(count))), term)
+        if total is None:
+            total = part if count > 0 else rules.neg(part)
+        else:
+            total = add(total, part) if count > 0 else rules.sub(total, part)
+    return num(0.0) if total is None else total

@@ -69,10 +69,7 @@ def gather_nest(em, s: syntax.For):
     for read, _ in pairs:
         if isinstance(read, syntax.Subscript) and em.adj.get(read.value.id) == target_adj:
             return None  # the statement feeds its own target's adjoint
-    g = em.adjoint_of(st.target)
-    if id(st) in em.dout_direct:  # an output's last store: its adjoint is the incoming gradient
-        g = syntax.Subscript(None, name(em.dout_direct[id(st)]), [em.F(i) for i in st.target.indices])
-    _, pairs = em.chain(st, g)
+    _, pairs = em.chain(st, em.incoming(st))
     out, plain = [], []
     nest_vars = [lp.var for lp in loops]
     shifts: dict = {}  # (tensor, loop of each subscript) -> [(offsets, inc)]

@@ -90,10 +90,9 @@ def _instances(text: str, sizes: dict) -> int:
     box of each of its sets)."""
     import islpy as isl
 
-    from ..schedule import extract
+    from ..schedule import extract, islmem
     from ..schedule.counting import box_size
-    sets = []
-    isl.UnionSet(text).foreach_set(sets.append)
+    sets = islmem.members(isl.UnionSet(text))
     boxes = [box_size(extract.at_sizes(s, sizes)) for s in sets]
     return 1 << 62 if None in boxes else sum(boxes)
 

@@ -163,8 +163,8 @@ def _contractible(poly, nest, t, paths, counter_at, order_of, budget):
         writes += mine_w
     if not reads:
         return ""  # written only: nothing to gain from its reads, and nothing is lost keeping it
-    sink = _union([a.relation for a in reads])
-    source = _union([a.relation for a in writes])
+    sink = islmem.union_map(a.relation for a in reads)
+    source = islmem.union_map(a.relation for a in writes)
     flow = _flow(poly, sink, source, budget)
     if flow is None:
         return "its dataflow is not exact"
@@ -174,7 +174,7 @@ def _contractible(poly, nest, t, paths, counter_at, order_of, budget):
     order = order_of()
     if order is None:
         return "the loops around its accesses could not be read"
-    dim = _dim(order)
+    dim = verify.time_dim(order)
     # the flow joins instances in the same iteration of every common loop
     if common:
         k = counter_at[id(common[-1])]
@@ -226,19 +226,9 @@ def _flow(poly, sink, source, budget):
 
 def _one_cell(u: isl.UnionMap) -> isl.UnionMap:
     """Accesses to a tensor as accesses to one cell of the same name."""
-    maps = []
-    u.foreach_map(maps.append)
-    return _union([m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
-                   .set_tuple_name(isl.dim_type.out, m.get_tuple_name(isl.dim_type.out)) for m in maps])
-
-
-_union = islmem.union_map
-
-
-def _dim(order) -> int:
-    maps = []
-    order.foreach_map(maps.append)
-    return maps[0].dim(isl.dim_type.out)
+    return islmem.union_map(m.project_out(isl.dim_type.out, 0, m.dim(isl.dim_type.out))
+                            .set_tuple_name(isl.dim_type.out, m.get_tuple_name(isl.dim_type.out))
+                            for m in islmem.members(u))
 
 
 def _paths(body, around=()):

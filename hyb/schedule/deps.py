@@ -169,7 +169,7 @@ def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedul
     an access of ``sinks`` to the same element (a superset of it, correct for any schedule, and
     with the same transitive order where every instance touches the element; a few pieces of a
     few constraints each).  Returns ``(the relations, the (source, sink) pairs replaced)``."""
-    maps = _maps(deps)
+    maps = islmem.members(deps)
     intricate = [any(b.n_constraint() > MAX_DEPENDENCE_CONSTRAINTS for b in m.get_basic_maps()) for m in maps]
     if not any(intricate):
         return deps, ()
@@ -189,7 +189,7 @@ def tame(deps: isl.UnionMap, sources: isl.UnionMap, sinks: isl.UnionMap, schedul
 
 
 def _of_statement(u: isl.UnionMap, name: str) -> isl.UnionMap:
-    return islmem.union_map((m for m in _maps(u) if m.get_tuple_name(isl.dim_type.in_) == name), u.get_space())
+    return islmem.union_map((m for m in islmem.members(u) if m.get_tuple_name(isl.dim_type.in_) == name), u.get_space())
 
 
 def branch_writes(p: PolyProgram, expanded: bool = True) -> isl.UnionMap:
@@ -250,8 +250,7 @@ def same_condition_writes(p: PolyProgram, expanded: bool, uninit: isl.UnionMap, 
             continue
         extra = islmem.union_map((one_cell(p.kernel, x.relation) if not expanded else x.relation
                                   for w in writers for x in w.writes if x.exact), uninit.get_space())
-        maps = []  # the dependences of each source statement
-        flow_of(sink, must.union(extra), may).get_full_may_dependence().foreach_map(maps.append)
+        maps = islmem.members(flow_of(sink, must.union(extra), may).get_full_may_dependence())  # per source statement
         for w in writers:
             shared = 0
             while shared < min(len(w.iters), len(r.iters)) and w.iters[shared] == r.iters[shared]:
@@ -288,7 +287,7 @@ def _scalar_flow(p: PolyProgram, flow_analysis) -> isl.UnionMap:
         def scalar(m) -> bool:
             t = p.kernel.tensors.get(m.get_tuple_name(isl.dim_type.out))
             return t is not None and t.kind == "scalar"
-        return islmem.union_map(filter(scalar, _maps(u)), u.get_space())
+        return islmem.union_map(filter(scalar, islmem.members(u)), u.get_space())
 
     reads = scalars(p.union("reads"))
     if reads.is_empty():
@@ -316,9 +315,6 @@ class _Flow:
         return self.full
 
 
-_maps = islmem.members
-
-
 def nest_number(order: isl.Map) -> int | None:
     """The top-level loop nest of a statement, the first member of its original ``order`` (a
     schedule map); None where that is not a constant."""
@@ -337,7 +333,7 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
     answer is isl's for the whole program.  Falls back to that where a statement's first
     member is not a constant."""
     sched_of, nest_of = {}, {}
-    for m in _maps(schedule):
+    for m in islmem.members(schedule):
         name = m.get_tuple_name(isl.dim_type.in_)
         nest_of[name] = nest_number(m)
         if nest_of[name] is None:
@@ -345,7 +341,7 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
         sched_of[name] = m
     sources = {}  # (tensor, nest) -> [must maps, may maps]
     for k, u in enumerate((must_src, may_src)):
-        for m in _maps(u):
+        for m in islmem.members(u):
             key = (m.get_tuple_name(isl.dim_type.out), nest_of[m.get_tuple_name(isl.dim_type.in_)])
             sources.setdefault(key, ([], []))[k].append(m)
     nests = {}  # tensor -> the nests with sources of it, latest first
@@ -366,7 +362,7 @@ def dataflow(sink: isl.UnionMap, must_src: isl.UnionMap, may_src: isl.UnionMap, 
 
     empty = isl.UnionMap.empty(space)
     dependence, full, no_source = empty, empty, empty
-    for m in _maps(sink):
+    for m in islmem.members(sink):
         name, tensor = m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)
         left = isl.UnionMap.from_map(m)
         for nest in nests.get(tensor, ()):

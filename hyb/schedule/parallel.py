@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from . import islmem
 from .counting import extent, work
 from .extract import PolyProgram
 from .loops import PARALLEL_MARK
@@ -70,8 +71,7 @@ def parallel_hint_conflicts(p: PolyProgram, deps: isl.UnionMap) -> list:
 def _launches(band: isl.ScheduleNode) -> int:
     """How many times the loops around ``band`` start it (the bounding box of its prefix schedule)."""
     prefix = band.get_prefix_schedule_union_map().intersect_domain(band.get_domain())
-    sets = []
-    prefix.range().foreach_set(sets.append)
+    sets = islmem.members(prefix.range())
     total = 1
     for st in sets[:1]:
         for i in range(st.dim(isl.dim_type.set)):

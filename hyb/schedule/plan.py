@@ -32,6 +32,7 @@ from .deps import MAX_DEPENDENCE_CONSTRAINTS, Dependences, nest_number
 from .deps import compute as compute_deps
 from .deps import operations
 from .extract import PolyProgram
+from . import islmem
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
 from .parallel import leading_parallel_work, mark_parallel_bands, parallel_marks, serial_order
@@ -122,13 +123,10 @@ def _respects(sched: isl.Schedule, deps: isl.UnionMap) -> bool:
     check (the common one, for a tiled schedule of private scalars) costs one pair's work."""
     if deps.is_empty():
         return True
-    times = {}
-    padded(sched.get_map()).foreach_map(lambda m: times.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    times = {m.get_tuple_name(isl.dim_type.in_): m for m in islmem.members(padded(sched.get_map()))}
     lex_lt = isl.Map.lex_lt(next(iter(times.values())).get_space().range())
     exempt = None  # per parallel mark: instance pairs that run on different threads
-    pairs = []
-    deps.foreach_map(pairs.append)
-    for dep in pairs:
+    for dep in islmem.members(deps):
         src, dst = times[dep.get_tuple_name(isl.dim_type.in_)], times[dep.get_tuple_name(isl.dim_type.out)]
         late = dep.apply_domain(src).apply_range(dst).subtract(lex_lt)
         if late.is_empty():

@@ -213,9 +213,7 @@ class Shaper:
         """Number of values each band member takes (None if unknown); ``hinted``: at the sizes of
         ``PolyProgram.hint`` where they are run-time sizes."""
         umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
-        rng = umap.range()
-        sets = []
-        rng.foreach_set(sets.append)
+        sets = islmem.members(umap.range())
         if len(sets) != 1:
             return [None] * node.band_n_member()
         s = at_sizes(sets[0], self.p.hint) if hinted else sets[0]
@@ -285,8 +283,7 @@ def runs_late(deps: isl.UnionMap, times: isl.UnionMap) -> bool:
 def padded(smap: isl.UnionMap) -> isl.UnionMap:
     """The schedule map with every statement's time vector padded with zeros to one length,
     in one anonymous space, so that times of different statements can be compared."""
-    maps = []
-    smap.foreach_map(maps.append)
+    maps = islmem.members(smap)
     n = max(m.dim(isl.dim_type.out) for m in maps)
     out = isl.UnionMap.empty(smap.get_space())
     for m in maps:

@@ -293,7 +293,7 @@ class ParallelCheck:
         self.deps = deps
         self.times = None
         if self.order is not None and not deps.is_empty():
-            self.times = _times(deps, self.order, _lex_lt(_time_dim(self.order)))
+            self.times = _times(deps, self.order, _lex_lt(time_dim(self.order)))
 
     def violations(self, flagged: loops.LoopNest) -> isl.UnionMap | None:
         """:func:`violations` of ``flagged`` (``nest`` with other loops marked parallel)."""
@@ -316,7 +316,7 @@ def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, 
     """``times``: :func:`_times` of ``deps`` under ``order``, if made already (:class:`ParallelCheck`)."""
     if deps.is_empty() and (cells is None or cells.is_empty()):
         return deps
-    dim = _time_dim(order)
+    dim = time_dim(order)
     lex_lt = _lex_lt(dim)
     a = ", ".join(f"a{i}" for i in range(dim))
     b = ", ".join(f"b{i}" for i in range(dim))
@@ -349,7 +349,6 @@ def _violations(order: isl.UnionMap, parallel: list, deps: isl.UnionMap, cells, 
     return out
 
 
-def _time_dim(order: isl.UnionMap) -> int:
-    maps = []
-    order.foreach_map(maps.append)
-    return maps[0].dim(isl.dim_type.out)
+def time_dim(order: isl.UnionMap) -> int:
+    """The length of the time vectors of an executed order (:func:`executed_order`)."""
+    return islmem.members(order)[0].dim(isl.dim_type.out)

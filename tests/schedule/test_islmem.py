@@ -2,7 +2,6 @@
 own calls, and nothing kept per call where islpy's own would keep a block each time."""
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import gc
 
@@ -12,15 +11,7 @@ import pytest
 
 import hyb
 from hyb.schedule import counting, extract, islmem
-
-
-def malloc_in_use() -> int:
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in
-                    "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
-    return libc.mallinfo2().uordblks
+from tests.runtime.test_memory import malloc_in_use
 
 
 @pytest.mark.parametrize("text", ["0", "7", "-7", str(2**62 - 1), str(-(2**62) + 1), str(2**62), str(-(2**62)),
