@@ -1,4 +1,4 @@
-"""python -m tests.fuzz --minutes N [--kinds parity,oob,grad,frontend] [--seed S] [--out DIR] [--compile-seconds T]"""
+"""python -m tests.fuzz --minutes N [--kinds parity,oob,grad,frontend,perf] [--seed S] [--out DIR] [--compile-seconds T]"""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +23,9 @@ def parser():
     p.add_argument("--minutes", type=float, default=5.0, help="time budget (default 5)")
     p.add_argument("--kinds", default="parity,oob,grad,frontend",
                    help="comma-separated: parity (compiled vs emulate), oob (run-time index errors), "
-                        "grad (gradients vs finite differences), frontend (mutated source text)")
+                        "grad (gradients vs finite differences), frontend (mutated source text), perf (the chosen "
+                        "schedule's run time against the original order's, on scaled-up inputs: over 1.25x "
+                        "slower, timed twice, is a failure; not in the default)")
     p.add_argument("--seed", type=int, default=None, help="seed of the campaign (default: random)")
     p.add_argument("--round-size", type=int, default=25, help="hypothesis examples per round")
     p.add_argument("--out", default="fuzz-failures", help="directory for failure reports")
@@ -51,6 +53,10 @@ def main(argv=None):
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "summary.txt"), "w") as f:
             f.write(summary + "\n")
+        if "perf" in kinds and c.perf.worst_source:
+            with open(os.path.join(a.out, "slowest-schedule.txt"), "w") as f:
+                f.write(f"# the largest chosen/original run-time ratio of the campaign: {c.perf.worst:.2f}x\n\n"
+                        f"{c.perf.worst_source}")
         if c.tally.slowest_source:
             with open(os.path.join(a.out, "slowest-compile.txt"), "w") as f:
                 f.write(f"# the slowest compile of the campaign: {c.tally.slowest:.2f} s "

@@ -1,6 +1,7 @@
 """Run the fuzzers for a time budget, with progress output; failures are shrunk by hypothesis and
 written to a directory, one file per distinct failure.  Every compile is timed (compile_time): one
-over the limit twice is a failure of the kind "compile-time", whichever campaign made the program."""
+over the limit twice is a failure of the kind "compile-time", whichever campaign made the program.
+The kind "perf" times each program's chosen schedule against its original order (perf)."""
 from __future__ import annotations
 
 import hashlib
@@ -14,14 +15,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
-from . import compile_time, oracle, programs
+from . import compile_time, oracle, perf, programs
 
-KINDS = ("parity", "oob", "grad", "frontend")
+KINDS = ("parity", "oob", "grad", "frontend", "perf")
+DEFAULT_KINDS = ("parity", "oob", "grad", "frontend")  # perf times runs: asked for by name
 COMPILE_TIME = "compile-time"  # the kind of a compile over the limit, found by any of them
 # No "explain" phase: it traces every line of the failing case (emulate included) and takes minutes.
 CASE_SECONDS = 60  # a case that takes longer (Python-level) is reported as a hang
-# A compile-time failure is shrunk for this long at most (each try compiles its program twice, for
-# seconds): then the round's other examples pass untried and the smallest failure found is recorded
+# A compile-time or perf failure is shrunk for this long at most (each try compiles its program twice,
+# for seconds, and a perf try times it too): then the round's other examples pass untried and the
+# smallest failure found is recorded
 SHRINK_SECONDS = 60
 PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
 
@@ -39,6 +42,8 @@ class Campaign:
         self.out = Path(out_dir)
         self.compile_seconds = compile_seconds
         self.tally = compile_time.reset_tally()
+        self.perf = perf.reset_tally()
+        self.kinds = ()
         self.runaway = ""  # why the campaign ended early: a compile thread that would not stop
         self.verbose = verbose
         self.counts = Counter()  # (kind, outcome) -> n; for grad, outcome is "<case source> <outcome>"
@@ -54,7 +59,8 @@ class Campaign:
     # -------------------------------------------------------------- one round of hypothesis examples
     def _round(self, kind, n, seed_value):
         strategy = {"parity": programs.cases(), "oob": programs.cases({"oob": programs.OUT_OF_BOUNDS}),
-                    "grad": st.tuples(programs.grad_cases(), st.integers(0, 2 ** 31))}[kind]
+                    "grad": st.tuples(programs.grad_cases(), st.integers(0, 2 ** 31)),
+                    "perf": programs.perf_cases()}[kind]
 
         shrink_until = []  # when a compile-time failure has been shrunk long enough
 
@@ -76,6 +82,8 @@ class Campaign:
                 with oracle.time_limit(self.case_seconds()):
                     if kind == "grad":
                         res = oracle.check_gradient_case(name, prog, s)
+                    elif kind == "perf":
+                        res = perf.check_perf(prog)
                     else:
                         res = oracle.check_parity(prog, allow_index_errors=(kind == "oob"))
             except Exception as e:
@@ -86,6 +94,11 @@ class Campaign:
                     self.last_failing = (COMPILE_TIME, f"{name} ({kind} campaign)", prog, e,
                                          traceback.format_exc(), note)
                     self.stop_if_runaway(e)
+                elif isinstance(e, perf.PerfError):
+                    shrink_until[:] = shrink_until or [time.time() + SHRINK_SECONDS]
+                    self.last_failing = (kind, name, prog, e, traceback.format_exc(),
+                                         f"shrunk for {SHRINK_SECONDS} s at most; the program ran on its "
+                                         "arguments scaled up (the message's sizes), not on those below")
                 else:
                     self.last_failing = (kind, name, prog, e, traceback.format_exc(), seed_note)
                 raise
@@ -169,8 +182,9 @@ class Campaign:
             print(f"\n!! {self.runaway}", flush=True)
 
     # -------------------------------------------------------------- the loop
-    def run(self, minutes, kinds=KINDS, seed=None, round_size=25):
+    def run(self, minutes, kinds=DEFAULT_KINDS, seed=None, round_size=25):
         rng = random.Random(seed)
+        self.kinds = tuple(kinds)
         r = 0
         compile_time.warm_up()
         deadline = time.time() + 60 * minutes  # (from after the warm-up: every kind gets one round at least)
@@ -193,6 +207,8 @@ class Campaign:
         for (name, form, closed), n in sorted(self.forms.items()):
             lines.append(f"running extremum ({name}) {form}{' [closed form]' if closed else ''}: {n}")
         lines.append(self.tally.describe(self.compile_seconds))
+        if "perf" in self.kinds:
+            lines.append(self.perf.describe())
         if self.runaway:
             lines.append(f"ended early: {self.runaway}")
         return "\n".join(lines)
@@ -205,4 +221,5 @@ class Campaign:
         print(f"[{time.time() - self.started:6.0f}s, {left:5.0f}s left] "
               + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_kind.items())
               + f"; slowest compile: {self.tally.slowest:.2f} s"
+              + (f"; worst chosen/original: {self.perf.worst:.2f}x" if "perf" in self.kinds else "")
               + f"; distinct failures: {len(self.failures)}", flush=True)

@@ -712,3 +712,34 @@ def grad_cases(draw, mix=GRAD_MIX):
         prog = draw(tie_programs())
     prog.options = draw(kernel_options())
     return name, prog
+
+
+# ------------------------------------------------------------------ the performance campaign
+@st.composite
+def perf_options(draw):
+    """Kernel options whose schedule is hyb's own choice: ``schedule="auto"``, or hyb's choice with
+    some of its schedule switches turned off (no explicit tile sizes or register blocks: those are
+    the user's choice, not the compiler's; and not ``vector_math``, which the original order keeps
+    and which changes the code of a math call, not the schedule).  The oracle runs them on one
+    thread."""
+    shapes = draw(st.sampled_from(["auto", "generic"]))
+    if draw(st.integers(0, 2)) < 2:
+        return {"fastmath": False, "shapes": shapes}
+    sched = {key: False for key in ("interchange", "fuse", "register", "pack", "tile", "recompute")
+             if draw(st.integers(0, 3)) == 0}
+    return {"schedule": sched or "auto", "fastmath": False, "shapes": shapes}
+
+
+# The performance campaign's programs: kernelgen's (its parity configurations but the one with
+# every dtype, whose float16 and bfloat16 arithmetic is emulated) and the gradient idioms (row
+# reductions, running extrema, temporaries), whose loops are those of ML kernels.
+PERF = {name: cfg for name, cfg in PARITY.items() if name != "all_dtypes"}
+
+
+@st.composite
+def perf_cases(draw):
+    """(name, program with .options from perf_options): name a PARITY configuration, or "idioms"."""
+    name = draw(st.sampled_from(["idioms"] + list(PERF)))
+    prog = draw(idiom_programs()) if name == "idioms" else kg.Gen(draw, PERF[name]).program()
+    prog.options = draw(perf_options())
+    return name, prog
