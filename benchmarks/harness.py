@@ -152,13 +152,13 @@ def select(spec: str | None):
             chosen += [b for b in benches.values() if b.group == name]
         elif name == "rows":
             chosen += [b for b in benches.values() if b.hyb_modes]
-        elif name == "calls":
-            continue  # not a kernel of the suite: main() runs benchmarks.call_overhead for it
+        elif name in ("calls", "spellings"):
+            continue  # not kernels of the suite: main() runs benchmarks.call_overhead, benchmarks.spellings
         elif name in benches:
             chosen.append(benches[name])
         else:
             raise SystemExit(f"unknown kernel `{name}`; known: {', '.join(benches)}, {GEMM_NAME}, "
-                             "polybench, ml, dense, rows, calls")
+                             "polybench, ml, dense, rows, calls, spellings")
     seen = set()
     return [b for b in chosen if not (b.name in seen or seen.add(b.name))], gemm
 
@@ -687,6 +687,13 @@ def main(argv=None) -> int:
     if opts.child_json:
         return child_main(opts)
     names = [n.strip() for n in (opts.kernels or "").split(",") if n.strip()]
+    if "spellings" in names:
+        from . import spellings
+        spellings.main(["--repeat", str(min(opts.repeat, 7)), "--out", str(opts.out / "spellings")])
+        names.remove("spellings")
+        if not names:
+            return 0
+        opts.kernels = ",".join(names)
     if "calls" in names:
         from . import call_overhead
         call_overhead.main(["--out", str(opts.out)])
