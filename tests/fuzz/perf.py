@@ -20,6 +20,7 @@ run and the program.  Every timing goes through :func:`time_pair`, whose clock c
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 import warnings
@@ -224,15 +225,17 @@ def compiled(prog, args, options):
 
 
 def per_call(bound: Bound, seconds: float) -> float:
-    """Seconds of one run of ``bound``, from runs for about ``seconds`` (one run at least)."""
-    calls, t0 = 0, time.perf_counter()
+    """The least seconds of one run of ``bound`` (its arguments reset before each, outside the
+    timing), from runs for about ``seconds`` (one run at least)."""
+    best, t_end = math.inf, time.perf_counter() + seconds
     while True:
         bound.reset()
+        t0 = time.perf_counter()
         bound()
-        calls += 1
-        spent = time.perf_counter() - t0
-        if spent >= seconds:
-            return spent / calls
+        t1 = time.perf_counter()
+        best = min(best, t1 - t0)
+        if t1 >= t_end:
+            return best
 
 
 def sizes_for(prog, rng) -> tuple:
@@ -246,6 +249,12 @@ def sizes_for(prog, rng) -> tuple:
     t0 = per_call(compiled(prog, args0, original), CALIBRATE_SECONDS)
     n = int(n0 * (TARGET_SECONDS / max(t0, 1e-9)) ** (1.0 / r))
     return max(1, min(n, top)), t0, n0
+
+
+def tag(source: str) -> str:
+    """Eight letters naming ``source``."""
+    digest = hashlib.sha1(source.encode()).digest()[:8]
+    return "".join(chr(ord("a") + b % 26) for b in digest)
 
 
 def check_perf(prog, seed: int = 0, clock=time.perf_counter, timings=None) -> str:
@@ -280,7 +289,9 @@ def check_perf(prog, seed: int = 0, clock=time.perf_counter, timings=None) -> st
     source = compile_time.program(prog.source, args, chosen_opts)
     count(first, merged, source)
     if verdict(first, merged):
-        what = f"{chosen_opts!r}" + (f", {prog.family}" if getattr(prog, "family", "") else "")
+        # (the first line names the options, the idiom family and the program, in letters: failures of
+        # one program, timed at other speeds, go to one report; other programs to reports of their own)
+        what = f"{chosen_opts!r}" + (f", {prog.family}" if getattr(prog, "family", "") else "") + f", program {tag(prog.source)}"
         raise PerfError(f"chosen schedule slower than the original order by over {LIMIT:g}x ({what}): "
                         f"{merged.ratio():.2f}x\n{describe(first, merged)}\nrun on: ({shapes})\noptions: "
                         f"{chosen_opts!r}, against "
