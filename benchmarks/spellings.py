@@ -5,7 +5,8 @@
 
 The kernels: softmax (rows of 2048×1024 float32), RMSNorm (2048×1024), matmul (512³), linear with
 its epilogue (``relu(x Wᵀ + b)``, x 512×1024, W 1024×1024), an Adam step (float32[4M], in place)
-and the cross-entropy of each row (2048×8192 logits, int64 labels).  Their spellings vary what a
+and the cross-entropy of each row (2048×8192 logits, int64 labels).  linear's W is stored
+(out, in) as ``F.linear`` takes it; two of its spellings take it stored (in, out) instead.  Their spellings vary what a
 user may write for the same loops: a scalar or a tensor accumulator; the epilogue fused into the
 loop nest or in a nest of its own; a Python-float scalar (``s = 0.0``) or a float32 one
 (``s = float32(0.0)``); a running maximum started from the first element (``m = x[i, 0]``), from
@@ -58,6 +59,7 @@ class Spelling:
     name: str
     source: str                  # a kernel `k`
     float32_scalars: bool = False  # the kernel's Python-float arguments passed as np.float32
+    params: tuple = ()           # the kernel's arguments, where they are not the Kernel's
 
 
 @dataclass
@@ -214,6 +216,25 @@ def _linear(acc="scalar", fused=True, init="float32(0.0)"):
     return _kernel("x, w, b", head, body, "y")
 
 
+def _linear_wt(fused=True):
+    """linear with W stored (in, out), ``wt = W.T``: a scalar accumulator over a strided column of
+    wt, the epilogue fused; or ikj into the output, the epilogue in its own nest."""
+    head = ["n = x.shape[0]", "kk = x.shape[1]", "o = wt.shape[1]", "y = output_tensor((n, o), x.dtype)"]
+    if fused:
+        body = ["for i in range(n):", "    for j in range(o):", "        s = float32(0.0)", "        for k in range(kk):",
+                "            s += x[i, k] * wt[k, j]", "        y[i, j] = max(s + b[j], 0.0)"]
+    else:
+        body = ["for i in range(n):", "    for k in range(kk):", "        for j in range(o):",
+                "            y[i, j] += x[i, k] * wt[k, j]",
+                "for i in range(n):", "    for j in range(o):", "        y[i, j] = max(y[i, j] + b[j], 0.0)"]
+    return _kernel("x, wt, b", head, body, "y")
+
+
+def _with_wt(d):
+    d["wt"] = np.ascontiguousarray(d["w"].T)
+    return d
+
+
 def _linear_ref(d):
     y = d["x"].astype(np.float64) @ d["w"].astype(np.float64).T + d["b"].astype(np.float64)
     return [np.maximum(y, 0.0)]
@@ -221,14 +242,17 @@ def _linear_ref(d):
 
 LINEAR = Kernel(
     "linear+relu", {"bench": {"n": 512, "k": 1024, "o": 1024}, "tiny": {"n": 5, "k": 11, "o": 13}},
-    lambda s, rng: {"x": _f32(rng.uniform(-1, 1, (s["n"], s["k"]))), "w": _f32(rng.uniform(-1, 1, (s["o"], s["k"]))),
-                    "b": _f32(rng.uniform(-1, 1, s["o"]))},
+    lambda s, rng: _with_wt({"x": _f32(rng.uniform(-1, 1, (s["n"], s["k"]))),
+                             "w": _f32(rng.uniform(-1, 1, (s["o"], s["k"]))), "b": _f32(rng.uniform(-1, 1, s["o"]))}),
     ("x", "w", "b"), _linear_ref,
     [Spelling("scalar s = float32(0.0), epilogue fused", _linear()),
      Spelling("scalar s = float32(0.0), epilogue in its own nest", _linear(fused=False)),
      Spelling("scalar s = 0.0 (Python float), epilogue fused", _linear(init="0.0")),
      Spelling("tensor accumulator y[i, j] +=, epilogue fused", _linear("tensor")),
-     Spelling("tensor accumulator y[i, j] +=, epilogue in its own nest", _linear("tensor", fused=False))],
+     Spelling("tensor accumulator y[i, j] +=, epilogue in its own nest", _linear("tensor", fused=False)),
+     Spelling("W stored (in, out): scalar s, epilogue fused", _linear_wt(), params=("x", "wt", "b")),
+     Spelling("W stored (in, out): ikj y[i, j] +=, epilogue in its own nest", _linear_wt(False),
+              params=("x", "wt", "b"))],
     rtol=1e-4, atol=1e-5)
 
 
@@ -317,7 +341,7 @@ def make_data(kernel: Kernel, size: str = "bench", seed: int = 0) -> dict:
 def hyb_args(kernel: Kernel, spelling: Spelling, data: dict) -> list:
     """The kernel's arguments: arrays as they are (fresh copies), floats as Python floats or np.float32."""
     out = []
-    for p in kernel.params:
+    for p in spelling.params or kernel.params:
         v = data[p]
         if isinstance(v, np.ndarray):
             out.append(v.copy())
@@ -398,7 +422,7 @@ def run_hyb(kernel: Kernel, opts, log) -> list:
             t0 = time.perf_counter()
             k = compile_spelling(kernel, sp, args, opts.fastmath)
             row["compile_s"] = time.perf_counter() - t0
-            inplace = [n for n, p in enumerate(kernel.params) if p in kernel.inplace]
+            inplace = [n for n, p in enumerate(sp.params or kernel.params) if p in kernel.inplace]
             t = Timed(k, args, hyb_args(kernel, sp, data), inplace)
             ret, first = t.run()
             ok, row["check"] = check(kernel, outputs(ret), ref)
