@@ -225,6 +225,47 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
             "transposed": shape[3], "panel_steps": tuple(x for x in steps if x)}
 
 
+def candidates(p, min_work: int = MIN_BLOCK_WORK) -> list:
+    """The names of the statements of ``p`` that a register block could serve under some
+    schedule: what :func:`find` asks of a contraction statement that holds whatever the band
+    around it (its members, their coincidence).  One write, exact, to a tensor of a dtype in
+    BLOCK_DTYPES, accumulated (the statement reads the cell it writes) across an iterator the cell
+    does not move with (the reduction); an iterator the cell moves with along which every read
+    that moves reads consecutive elements, at least one does (J), or along which one read is
+    transposed and the others consecutive; ``min_work`` instances or more (blocks the user's
+    schedule={"register": (MR, NR)} asks for are made at any size: 0)."""
+    out = []
+    for st in p.statements:
+        if st.guards or st.opaque or len(st.writes) != 1 or len(st.iters) < 2:
+            continue
+        w = st.writes[0]
+        t = p.kernel.tensors[w.tensor]
+        if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES or not w.exact:
+            continue
+        strides = access_strides(w, len(st.iters))
+        if not strides or not any(r.tensor == w.tensor and r.exact and r.relation.is_equal(w.relation)
+                                  for r in st.reads):
+            continue
+        reads = [access_strides(r, len(st.iters)) for r in st.reads
+                 if p.kernel.tensors[r.tensor].kind != "scalar" and r.tensor != w.tensor]
+        reduction = {k for k in range(len(st.iters)) if k not in strides}
+        if not reduction or any(rs is None for rs in reads):
+            continue
+        moving = set(strides)
+
+        def transposed(k, rs):
+            return rs.get(k, 3.0) != 3.0 and set(rs) & reduction and bool(moving - set(rs))
+
+        if not any(any(k in rs for rs in reads) and all(rs.get(k, 3.0) == 3.0 for rs in reads)
+                   or (sum(1 for rs in reads if transposed(k, rs)) == 1
+                       and all(rs.get(k, 3.0) == 3.0 or transposed(k, rs) for rs in reads))
+                   for k in moving):
+            continue
+        if not min_work or work(p, isl.UnionSet.from_set(st.domain), nominal=True) >= min_work:
+            out.append(st.name)
+    return out
+
+
 def _step_bytes(p, acc, k: int) -> int | None:
     """The bytes between the elements ``acc`` reads at one iteration of iterator ``k`` and the
     next (a tensor of a shape known now, an affine access), or None."""
@@ -395,6 +436,7 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     kband = kband.insert_mark(isl.Id(block_mark(mr, nr, edge)))
     out = kband.ancestor(kband.get_tree_depth() - depth)
     shaper.blocks.append(((mr, nr), tuple(sizes)))
+    shaper.blocked.extend(contraction["statements"])
     names = ", ".join(contraction["statements"])
     shaper.decisions.append(
         f"band of {n} tiled {sizes} for the caches; contraction {names}: register block {mr}x{nr} "

@@ -5,9 +5,11 @@ keeps dependent instances close (proximity) and exposes parallel loops (coincide
 an operation limit with a fallback to the original order.  The result is then shaped for a
 CPU:
 
-* where isl fused loop nests so that a statement's innermost loop strides through memory and
-  the nests kept apart (each strongly connected component of the dependences in loops of its
-  own) walk memory better, they are kept apart;
+* where isl fused loop nests so that a contraction loses the register block tiling would give
+  it (its reduction loop alone innermost) and the nests kept apart (each strongly connected
+  component of the dependences in loops of its own) give it one, or so that a statement's
+  innermost loop strides through memory and the nests kept apart walk memory better, they are
+  kept apart;
 
 * in each permutable band, the member with the most unit-stride accesses goes innermost
   (for LLVM's vectoriser), parallel (coincident) members go outermost;
@@ -36,6 +38,8 @@ from . import islmem
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
 from .parallel import leading_parallel_work, mark_parallel_bands, parallel_marks, serial_order
+from . import blocking
+from .counting import work
 from .shaping import Shaper, locality, padded, strided_innermost
 
 # Iterations wanted of a parallel loop's tile loop (threads take contiguous blocks of them).
@@ -257,6 +261,98 @@ def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
     return sched
 
 
+def _blocked(p: PolyProgram, opts: ScheduleOptions, deps: isl.UnionMap, sched: isl.Schedule,
+             solved: _Solved) -> set:
+    """The contraction statements that tiling ``sched`` gives a register block (a trial: the
+    tiled schedule and its decisions are dropped).  Its time is not the scheduler's: ``solved``'s
+    deadline moves by as much."""
+    start = time.monotonic()
+    trial = Shaper(p, opts, deps)
+    sched.map_schedule_node_bottom_up(trial.tile)
+    if solved.deadline is not None:
+        solved.deadline += time.monotonic() - start
+    return set(trial.blocked)
+
+
+def _found(p: PolyProgram, opts: ScheduleOptions, deps: isl.UnionMap, sched: isl.Schedule) -> set:
+    """The statements that :func:`blocking.find` takes for contractions in a permutable band of
+    ``sched`` that holds no other statement (one that does must be ordered before or after the
+    reduction loops, which :func:`_blocked` tries)."""
+    shaper, found = Shaper(p, opts, deps), set()
+
+    def visit(node):
+        if shaper.permutable(node):
+            contraction = blocking.find(shaper, node)
+            if contraction is not None:
+                names = set(contraction["statements"])
+                inside = [st.name for st in p.statements
+                          if not node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+                if names >= set(inside):
+                    found.update(names)
+        return node
+
+    sched.map_schedule_node_bottom_up(visit)
+    return found
+
+
+def _kept_apart(p: PolyProgram, opts: ScheduleOptions, deps: isl.UnionMap, fused: isl.Schedule, apart,
+                solved: _Solved):
+    """(the schedule with the loop nests kept apart, its Shaper, the decision) where it serves the
+    program better than ``fused``, isl's fused schedule as shaped; else None.  ``apart``: isl's
+    schedule with each strongly connected component of the dependences in loops of its own, or
+    (None, why), computed on demand (a second schedule, worth its time only where one of the
+    rules below may hold).
+
+    * Register blocks: where the fused schedule leaves a statement that could be a contraction
+      (:func:`blocking.candidates`) without the register block tiling would give it, and the
+      nests kept apart give more of the candidates' instances one (a contraction fused with the
+      nest that initialises its cells or reads them, whose loops isl then nests around the
+      reduction: the reduction loop alone in its band, no block to make);
+    * locality: where the fused schedule's statements walk memory with long strides innermost
+      (correlation's reduction under the loops of its other statements) and the nests kept
+      apart walk it better."""
+    built = []
+
+    def other():
+        if not built:
+            sched, _ = apart()
+            if sched is None:
+                built.append(None)
+            else:
+                shaper = Shaper(p, opts, deps)
+                built.append((_shape(shaper, sched), shaper))
+        return built[0]
+
+    wanted = []
+    if opts.tile and opts.register is not False:
+        wanted = blocking.candidates(p, 0 if isinstance(opts.register, tuple) else blocking.MIN_BLOCK_WORK)
+    # (a band find takes for a contraction is taken to keep its block: the trial tiling, which
+    # checks the blocked schedule against the dependences, is made only where one is missing)
+    if wanted and not set(wanted) <= _found(p, opts, deps, fused):
+        have = _blocked(p, opts, deps, fused, solved)
+        if not set(wanted) <= have and other() is not None:
+            sched, shaper = other()
+            could = _blocked(p, opts, deps, sched, solved)
+
+            def weight(names):
+                chosen = [st for st in p.statements if st.name in names]
+                return work(p, p.domains(chosen), nominal=True) if chosen else 0
+
+            fused_work, apart_work = weight(have), weight(could)
+            if apart_work > fused_work:
+                lost = ", ".join(n for n in wanted if n in could and n not in have)
+                return sched, shaper, (f"loop nests kept apart: fused, contraction(s) {lost} would have no "
+                                       f"register block (blocked instances {apart_work:.3g} apart against "
+                                       f"{fused_work:.3g} fused)")
+    if strided_innermost(p, fused.get_map()) >= MIN_APART_WORK and other() is not None:
+        sched, shaper = other()
+        mine, theirs = locality(p, fused.get_map()), locality(p, sched.get_map())
+        if theirs > mine:
+            return sched, shaper, (f"loop nests kept apart: their innermost loops walk memory better "
+                                   f"(locality score {theirs:.3g} against {mine:.3g} fused)")
+    return None
+
+
 def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | None = None,
           cells: Dependences | None = None) -> Plan:
     """One schedule of ``p`` for ``d``; ``cells``: one-cell dependences of the private scalars,
@@ -293,21 +389,12 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
     shaper = Shaper(p, opts, deps_all)
     sched = _shape(shaper, sched)
     decisions += shaper.take()
-    if opts.fuse and len(p.statements) > 1 and strided_innermost(p, sched.get_map()) >= MIN_APART_WORK:
-        # isl fused loop nests whose statements then walk memory with long strides innermost
-        # (correlation's reduction under the loops of its other statements): where the nests
-        # kept apart walk it better, they stay apart (a second schedule, worth its time where
-        # those statements are many)
-        apart, _ = solve(True)
-        if apart is not None:
-            other = Shaper(p, opts, deps_all)
-            apart = _shape(other, apart)
-            fused, kept = locality(p, sched.get_map()), locality(p, apart.get_map())
-            if kept > fused:
-                sched, shaper = apart, other
-                decisions.append(f"loop nests kept apart: their innermost loops walk memory better "
-                                 f"(locality score {kept:.3g} against {fused:.3g} fused)")
-                decisions += other.take()
+    if opts.fuse and len(p.statements) > 1:
+        kept = _kept_apart(p, opts, deps_all, sched, lambda: solve(True), solved)
+        if kept is not None:
+            sched, shaper, why = kept
+            decisions.append(why)
+            decisions += shaper.take()
     offers_threads = opts.parallel and leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
         sched, marked = mark_parallel_bands(sched, p, opts.min_parallel_work)

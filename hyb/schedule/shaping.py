@@ -84,6 +84,7 @@ class Shaper:
         self.deps = deps  # the validity dependences: a reshaped band is kept only where it respects them
         self.machine = opts.machine if opts.machine is not None else CpuTarget()
         self.blocks = []  # ((MR, NR), cache tile sizes) of each contraction band blocked
+        self.blocked = []  # the names of the contraction statements given a register block
 
     def take(self) -> tuple:
         """The decisions made since the last call, in order (the plan collects them after each step)."""
@@ -91,7 +92,7 @@ class Shaper:
         return out
 
     def reorder(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
-        if not self._permutable(node):
+        if not self.permutable(node):
             return node
         n = node.band_n_member()
         coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
@@ -103,7 +104,7 @@ class Shaper:
         return node
 
     def tile(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
-        if not self._permutable(node):
+        if not self.permutable(node):
             return node
         n = node.band_n_member()
         if self.opts.register is not False and self.deps is not None:
@@ -136,7 +137,7 @@ class Shaper:
         parallel loops, and LLVM vectorises only innermost loops.  Legal because the member is
         coincident (it carries no dependence left to the bands below); a parallel member stays
         in the band for the threads.  Returns the node at the same position."""
-        if self._permutable(node):
+        if self.permutable(node):
             n = node.band_n_member()
             chain, below = [], node.child(0)
             while below.get_type() == isl.schedule_node_type.band:
@@ -205,7 +206,9 @@ class Shaper:
         return _single_iterator(upa, st.domain.get_space(), len(st.iters))
 
     @staticmethod
-    def _permutable(node: isl.ScheduleNode) -> bool:
+    def permutable(node: isl.ScheduleNode) -> bool:
+        """Whether ``node`` is a permutable band of two or more members (one that is reordered
+        and tiled)."""
         return (node.get_type() == isl.schedule_node_type.band and node.band_n_member() >= 2
                 and bool(node.band_get_permutable()))
 
