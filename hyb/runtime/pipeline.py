@@ -34,8 +34,8 @@ from ..codegen import llvm as llvm_codegen
 from ..dsl import sizes as size_expr
 from ..dsl import tir, types
 from ..errors import HybridWarning
-from ..schedule import (argext, astgen, guarded, privatise, recompute, transpose, contract, deps, extract, gpu,
-                         islmem, promote, vector, verify)
+from ..schedule import (accumulate, argext, astgen, guarded, privatise, recompute, transpose, contract, deps,
+                         extract, gpu, islmem, promote, vector, verify)
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -227,6 +227,10 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     # get a copy per iteration (on every target and schedule: nothing else keeps such a loop parallel)
     with clock.stage("privatise"):
         typed, rewritten = privatise.rewrite(typed)
+    if cpu and not plan_opts.original:
+        with clock.stage("accumulate"):
+            typed, found = accumulate.rewrite(typed)  # scalar accumulators summed in the cell they are stored to
+        rewritten += found
     if cpu and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
         with clock.stage("recompute"):
             typed, found = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
