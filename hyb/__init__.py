@@ -14,7 +14,7 @@
 """
 from .errors import (HybridArgumentError, HybridAssertionError, HybridCompileError, HybridDependencyError,
                      HybridError, HybridIndexError, HybridInternalError, HybridNameError, HybridSyntaxError,
-                     HybridTypeError, HybridUnsupportedError, HybridWarning)
+                     HybridFloat64Warning, HybridTypeError, HybridUnsupportedError, HybridWarning)
 from .runtime.kernel import HybModule, Kernel, compile_source, hybrid, load
 
 from .version import __version__
@@ -23,7 +23,7 @@ __all__ = [
     "hybrid", "load", "compile_source", "Kernel", "CompiledKernel", "HybModule",
     "HybridError", "HybridSyntaxError", "HybridNameError", "HybridTypeError", "HybridIndexError",
     "HybridArgumentError", "HybridAssertionError", "HybridUnsupportedError", "HybridCompileError", "HybridInternalError", "HybridWarning",
-    "HybridDependencyError",
+    "HybridFloat64Warning", "HybridDependencyError",
     "__version__",
 ]
 

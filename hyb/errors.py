@@ -70,6 +70,13 @@ class HybridWarning(UserWarning):
         super().__init__(render("warning", message, span, hint))
 
 
+class HybridFloat64Warning(HybridWarning):
+    """A kernel whose arrays hold float32 (or narrower floats) computes in float64 where values
+    the user did not write as float64 meet (an int64 and a float32, a NumPy float64 argument).
+    Written explicitly (`float64(x)`), float64 gets no warning;
+    ``warnings.simplefilter("ignore", hyb.HybridFloat64Warning)`` silences all of them."""
+
+
 def render(kind: str, message: str, span: Span | None, hint: str | None) -> str:
     """``file:line:col: kind: message``, the source line with a caret under the place, and the hint."""
     if span is None:

@@ -31,8 +31,9 @@ UNROLLED = 64
 def check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> tir.TypedKernel:
     """The typed kernel for one signature.
 
-    A scalar local takes the type of every value assigned to it, promoted together (as Python and
-    Numba do: `acc = 0` then `acc += a[i]` with float `a` makes `acc` a float).  The checker runs
+    A scalar local takes the type of every value assigned to it, promoted together as NumPy 2
+    promotes (NEP 50): a Python number is weak, so `s = 0.0` then `s += a[i]` with a float32 `a`
+    makes `s` a float32, and a scalar only ever given Python numbers stays a weak Python number.  The checker runs
     again with the wider types until no assignment widens one; types only widen, so this ends.
     It recurses once per level of the module's nesting, with the room for it (:mod:`.deep`)."""
     return deep.call(deep.depth(module), _check_kernel, kdef, module, args)
@@ -53,7 +54,7 @@ def _check_kernel(kdef: syntax.KernelDef, module: syntax.Module, args: list) -> 
                                      "split long expressions into several statements") from None
 
 
-_MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens at most 3 times
+_MAX_WIDENINGS = 16  # each round widens at least one scalar, and a type widens at most 4 times
 
 
 def is_print(e) -> bool:
@@ -61,14 +62,14 @@ def is_print(e) -> bool:
 
 
 def widened_type(current: str, value: str) -> str:
-    """The type of a scalar of type ``current`` that is also assigned a ``value`` (a concrete dtype):
-    their promotion, except that two integer types that only meet in a float (int64 and uint64)
-    keep the scalar's type, the value being cast to it as a store into a tensor would be."""
-    value = types.concrete(value)
+    """The type of a scalar of type ``current`` that is also assigned a ``value`` of type ``value``
+    (either may be weak): their promotion, except that two integer types that only meet in a float
+    (int64 and uint64) keep the scalar's type, the value being cast to it as a store into a tensor
+    would be."""
     if value == current:
         return current
     p = types.promote(current, value)
-    if p in types.FLOATS and current not in types.FLOATS and value not in types.FLOATS:
+    if types.is_float(p) and not types.is_float(current) and not types.is_float(value):
         return current
     return p
 
@@ -184,7 +185,8 @@ class _Checker(ExpressionChecker):
                                   "end the kernel with `return c` (or `return c, d`) naming its outputs")
         fits = tuple(dict.fromkeys(self.__dict__.get("fits", ())))
         return tir.TypedKernel(k.name, self.tensors, inputs, self.outputs, body, self.module.filename, k.span,
-                               dict(self.grid_ranks), fits, dict(self.var_names))
+                               dict(self.grid_ranks), fits, dict(self.var_names),
+                               tuple(self.__dict__.get("float64_sites", ())))
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:
@@ -354,7 +356,8 @@ class _Checker(ExpressionChecker):
                 self.alias_spans[name] = tgt.span
                 return None
             uname = self.unique(name)
-            dtype = self.widened[uname][0] if uname in self.widened else types.concrete(value.dtype)
+            # (a Python number stays weak: it takes the type of the tensor values it meets)
+            dtype = self.widened[uname][0] if uname in self.widened else value.dtype
             self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", tgt.span, name,
                                            private_to=tuple(self.loop_stack))
             if name in self.hoisted:  # assigned on every path through an `if`: visible after it
@@ -571,7 +574,7 @@ class _Checker(ExpressionChecker):
                 bound[p.name] = Sym("const", p.name, v)
             elif isinstance(v, tir.TExpr):  # a value of the run: the callee's own copy, as Python passes it
                 uname = self.unique(p.name)
-                dtype = types.concrete(v.dtype)
+                dtype = v.dtype  # (a Python number passed stays weak in the callee, as in Python)
                 self.tensors[uname] = tir.Tensor(uname, (), dtype, "scalar", a.span, p.name,
                                                  private_to=tuple(self.loop_stack))
                 copies.append(tir.Store(uname, [], self.coerce(v, dtype), a.span))

@@ -516,6 +516,7 @@ class ExpressionChecker:
                 # a Python int argument in arithmetic at a narrower integer: as in NumPy, its value
                 # must fit (checked at each call)
                 self.__dict__.setdefault("fits", []).append((e.tensor, t, e.span))
+        self.note_float64(t, (a, b), span)
         a, b = self.coerce(a, t), self.coerce(b, t)
         if op == "**" and types.is_int(t) and isinstance(b, tir.Const) and b.value < 0:
             raise HybridTypeError("integers to negative integer powers are not allowed", b.span,
@@ -532,6 +533,26 @@ class ExpressionChecker:
             if folded is not None:
                 return tir.Const(t, wrap_int(folded, t), span=span)
         return tir.Bin(t, op, a, b, span=span)
+
+    def note_float64(self, t: str, operands, span: Span):
+        """Keep the place where a float64 value arises from operands the user did not write as
+        float64: a promotion of narrower types (int64 with float32, `sqrt` of an int32) or a float64
+        scalar argument (a NumPy float64 passed for a hyper-parameter).  A kernel whose arrays hold
+        narrower floats gets a warning naming the first (:func:`float64_note`)."""
+        if t != "float64":
+            return
+        argument = None
+        for o in operands:
+            if o.dtype != "float64":
+                continue
+            if not (isinstance(o, tir.Load) and not o.indices and self.tensors[o.tensor].kind == "param"):
+                return  # a float64 the user wrote (a float64 array, a `float64(...)` cast, ...)
+            argument = self.tensors[o.tensor].source_name
+        if argument is not None:
+            why = f"the float64 argument `{argument}` makes it float64"
+        else:
+            why = " and ".join(dict.fromkeys(types.concrete(o.dtype) for o in operands)) + " meet in float64"
+        self.__dict__.setdefault("float64_sites", []).append((span, why, argument))
 
     def coerce(self, e: tir.TExpr, dtype: str) -> tir.TExpr:
         if e.dtype == dtype:
@@ -697,6 +718,7 @@ class ExpressionChecker:
         """sqrt, exp, atan2, ...: computed in NumPy's float result type of the (promoted) argument dtype."""
         dt = args[0].dtype if len(args) == 1 else types.promote(args[0].dtype, args[1].dtype)
         t = types.float_math_type(dt)
+        self.note_float64(t, args, span)
         return tir.Intrinsic(t, name, [self.coerce(a, t) for a in args], span=span)
 
     def extremum(self, name: str, args: list, span: Span) -> tir.TExpr:

@@ -300,6 +300,9 @@ class TypedKernel:
     fits: tuple = field(default=(), compare=False)
     # each loop variable's unique name -> the name the user wrote (`idx[0]` for a grid index's)
     var_names: dict = field(default_factory=dict, repr=False, compare=False)
+    # (span, why, argument or None): where a float64 value arises from operands not written as
+    # float64 (a promotion of narrower types, a float64 scalar argument), for the compile's warning
+    float64_sites: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def written(self) -> set:

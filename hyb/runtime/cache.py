@@ -39,7 +39,7 @@ from dataclasses import fields
 
 from ..codegen.abi import AssertSite, CheckSite, PrintSite
 from ..cachedir import configured, make_private, mkdir_private
-from ..errors import HybridWarning, Span
+from ..errors import HybridFloat64Warning, HybridWarning, Span
 from ..target import host_cpu
 
 FORMAT = b"hyb-cache-3\n"
@@ -323,8 +323,17 @@ def _site_from_json(v: dict):
     return CheckSite(v["tensor"], tuple(v["shape"]), _span_from_json(v["span"]), str(v["reason"]))
 
 
+# the warning classes an entry may name (a plain HybridWarning names none)
+_WARNING_CLASSES = {c.__name__: c for c in (HybridFloat64Warning,)}
+
+
 def _warning_to_json(w: HybridWarning) -> list:
-    return [w.message, _span_to_json(w.span), w.hint]
+    kind = type(w).__name__
+    return [w.message, _span_to_json(w.span), w.hint] + ([kind] if kind in _WARNING_CLASSES else [])
+
+
+def _warning_from_json(v) -> HybridWarning:
+    return _WARNING_CLASSES.get(v[3] if len(v) > 3 else None, HybridWarning)(v[0], _span_from_json(v[1]), v[2])
 
 
 def _text(v) -> str:
@@ -360,7 +369,7 @@ _CODECS = {
     "llvm_opt": (str, _text),
     "sites": (lambda v: [_site_to_json(x) for x in v], lambda v: tuple(_site_from_json(x) for x in v)),
     "warnings": (lambda v: [_warning_to_json(w) for w in v],
-                 lambda v: tuple(HybridWarning(x[0], _span_from_json(x[1]), x[2]) for x in v)),
+                 lambda v: tuple(_warning_from_json(x) for x in v)),
     "buffers": _LIST, "unfilled": _LIST, "sizes": _LIST, "conditions": _LIST,
     "tuned": (lambda v: v, _tuned_from_json),
     "parallel_work": _PAIRS, "unfilled_when": _PAIRS,

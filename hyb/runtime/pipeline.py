@@ -33,7 +33,7 @@ from ..codegen.legalise import legalise
 from ..codegen import llvm as llvm_codegen
 from ..dsl import sizes as size_expr
 from ..dsl import tir, types
-from ..errors import HybridWarning
+from ..errors import HybridFloat64Warning, HybridWarning
 from ..schedule import (accumulate, argext, astgen, guarded, privatise, recompute, transpose, contract, deps,
                          extract, gpu, islmem, promote, vector, verify)
 from ..schedule import loops
@@ -95,7 +95,25 @@ def diagnose(poly: extract.PolyProgram, d: deps.Dependences) -> tuple:
     """The compile-time warnings about a kernel: reads of cells nothing wrote, and ``parallel``
     hints on loops whose iterations depend on each other."""
     return tuple(uninitialized_warnings(poly, d) + parallel_hint_warnings(poly, d)
-                 + half_accumulator_warnings(poly.kernel))
+                 + half_accumulator_warnings(poly.kernel) + float64_warnings(poly.kernel))
+
+
+def float64_warnings(k: tir.TypedKernel) -> list:
+    """One warning for a kernel whose arrays hold float32 (or narrower floats) and no float64, but
+    which computes in float64 where values not written as float64 meet (the checker's
+    ``float64_sites``): the first place, and how many more."""
+    arrays = {types.concrete(t.dtype) for t in k.tensors.values() if t.kind not in ("scalar", "param")}
+    narrow = sorted(arrays & {"float32", "float16", "bfloat16"})
+    if not k.float64_sites or not narrow or "float64" in arrays:
+        return []
+    span, why, argument = k.float64_sites[0]
+    more = len(k.float64_sites) - 1
+    hint = (f"pass `{argument}` as a Python float or a numpy.float32, or cast it: `float32({argument})`"
+            if argument is not None else "cast a value to float32 (`float32(x)`) to stay in float32")
+    return [HybridFloat64Warning(
+        f"this computes in float64 ({why}) beside {' and '.join(narrow)} arrays"
+        + (f"; {more} more place{'s' if more > 1 else ''} like it" if more else ""), span,
+        hint + "; where float64 is meant, write `float64(...)`, which gives no warning")]
 
 
 # loops at least this long that add into a float16 or bfloat16 scalar get a warning (float16 stops

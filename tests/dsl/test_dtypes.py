@@ -341,7 +341,7 @@ def chain(a, b):
     a = (rng.standard_normal(33) * 30).astype(np.float16)
     b = (rng.standard_normal(33) * 30).astype(np.float16)
     got, emu = run3(k, a, b)
-    acc = np.float64(0.0)  # a scalar first assigned a Python float is float64
+    acc = 0.0  # a Python float, weak (NEP 50): it takes float16 from the first value it meets
     for x, y in zip(a, b):
         acc = acc + x * y
     want = ((a + b) * a - b / 3 + a * 0.1, np.array([acc], np.float16))

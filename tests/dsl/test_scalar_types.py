@@ -1,4 +1,5 @@
-"""A scalar local's type is the promotion of every value assigned to it, as Python and Numba infer.
+"""A scalar local's type is the promotion of every value assigned to it, as NumPy 2 (NEP 50) gives
+when the same lines run in Python: Python numbers are weak.
 
 Compiled code, ``emulate()`` and NumPy agree on each kernel, at sizes 0, 1 and odd, in every
 dtype the kernel type-checks for.
@@ -99,14 +100,17 @@ def test_a_value_assigned_under_a_branch_widens_too(mod, n):
 
 def test_types_of_the_scalars():
     f32 = np.zeros(3, np.float32)
-    assert scalar_dtype("total", "acc", f32) == "float64"  # int64 (from 0) and float32 meet in float64
-    assert scalar_dtype("total", "acc", np.zeros(3, np.int32)) == "int64"
-    assert scalar_dtype("running_max", "best", f32) == "float64"
-    assert scalar_dtype("later_float", "x", f32) == "float64"
+    assert scalar_dtype("total", "acc", f32) == "float32"  # a Python 0 meets float32: float32 (NEP 50)
+    assert scalar_dtype("total", "acc", np.zeros(3, np.int32)) == "int32"
+    assert scalar_dtype("total", "acc", np.zeros(3, np.int64)) == "int64"
+    assert scalar_dtype("running_max", "best", f32) == "float32"
+    assert scalar_dtype("running_max", "best", np.zeros(3)) == "float64"
+    # only Python numbers (a loop variable, then + 0.5): a weak Python float
+    assert scalar_dtype("later_float", "x", f32) == "float"
     # t = s and s = t + ...: each widens the other, until both settle
-    assert scalar_dtype("chained", "s", f32) == "float64"
-    assert scalar_dtype("chained", "t", f32) == "float64"
-    assert scalar_dtype("stays_int", "n", f32) == "int64"
+    assert scalar_dtype("chained", "s", f32) == "float32"
+    assert scalar_dtype("chained", "t", f32) == "float32"
+    assert scalar_dtype("stays_int", "n", f32) == "int"
 
 
 def test_later_float_and_chained_values(mod):
@@ -126,6 +130,12 @@ def test_widening_rule():
     # two integer types that meet only in a float keep the scalar's type (the value is cast)
     assert widened_type("int64", "uint64") == "int64"
     assert widened_type("int64", "int") == "int64"
+    # Python numbers are weak: they take the type they meet, and stay weak among themselves
+    assert widened_type("float", "float32") == "float32"
+    assert widened_type("int", "float16") == "float16"
+    assert widened_type("int", "float") == "float"
+    assert widened_type("float", "int64") == "float64"
+    assert widened_type("int64", "float") == "float64"
 
 
 def test_a_store_into_an_int_tensor_still_narrows():
