@@ -153,14 +153,14 @@ class _Finder:
 
     def apply(self) -> tuple:
         typed = self.typed
-        inside = {id(s) for body, _, seg in self.found for s in (*seg.updates, body[seg.end])}
-        elsewhere = {}  # scalar -> the first statement reading it outside every segment
+        own = {}  # scalar -> its segments' updates and stores
+        for body, _, seg in self.found:
+            own.setdefault(seg.scalar, set()).update(id(s) for s in (*seg.updates, body[seg.end]))
+        elsewhere = {}  # scalar -> the first statement reading it outside its own segments
         for s in tir.walk_stmts(typed.body):
-            if id(s) in inside:
-                continue
             for e in _exprs(s):
                 for sub in tir.walk_expr(e):
-                    if isinstance(sub, tir.Load) and not sub.indices:
+                    if isinstance(sub, tir.Load) and not sub.indices and id(s) not in own.get(sub.tensor, ()):
                         elsewhere.setdefault(sub.tensor, s)
         replacements = {}  # id(statement) -> its replacement list
         decisions = []
@@ -170,6 +170,8 @@ class _Finder:
             store = body[seg.end]
             t = typed.tensors[store.tensor]
             why = self.refusal(body, around, seg, elsewhere.get(seg.scalar))
+            if why is None and id(store) in replacements:
+                why = f"its store{_line(store)} also ends another accumulator's"
             if why is not None:
                 decisions.append(f"accumulator `{_name(v)}`{_line(body[seg.start])} kept: {why}")
                 continue

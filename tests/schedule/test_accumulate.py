@@ -439,6 +439,29 @@ def copied_late(a, w):
             y[i, o] = t[i, o]
     return y
 
+def shared_loop(a, w):
+    c = output_tensor((a.shape[0], 2), a.dtype)
+    for i in range(a.shape[0]):
+        acc = a.dtype(0)
+        n = a.dtype(0)
+        for k in range(a.shape[1]):
+            acc += a[i, k]
+            n += w[0, k]
+        c[i, 0] = acc
+        c[i, 1] = acc / n
+    return c
+
+def one_store(a, w):
+    c = output_tensor((a.shape[0],), a.dtype)
+    for i in range(a.shape[0]):
+        acc = a.dtype(0)
+        n = a.dtype(0)
+        for k in range(a.shape[1]):
+            acc += a[i, k]
+            n += w[0, k]
+        c[i] = acc + n
+    return c
+
 def masked(a, w):
     out = output_tensor((a.shape[0], w.shape[0]), a.dtype)
     seen = output_tensor((a.shape[0], w.shape[0]), a.dtype)
@@ -462,7 +485,13 @@ MORE_DECISIONS = {
                "accumulator `val` (line 43) replaced by `y[i]` (line 46)"],
     "copied": ["temporary `t` computed in `y` directly: its copy (line 58) is gone"],
     "copied_late": ["temporary `t` kept: `y` is used before the copy"],
-    "masked": ["accumulator `val` (line 80) replaced by `out[i, o]` (line 86)"],
+    # (`acc` is read by the store that ends `n`'s segment: not its own, so `acc` stays)
+    "shared_loop": ["accumulator `acc` (line 78) kept: `acc` is read elsewhere too (line 84)",
+                    "accumulator `n` (line 79) kept: a statement before the store (line 83) writes `c`"],
+    # (one store ends two segments: only the first is moved into the cell)
+    "one_store": ["accumulator `acc` (line 90) replaced by `c[i]` (line 95)",
+                  "accumulator `n` (line 91) kept: its store (line 95) also ends another accumulator's"],
+    "masked": ["accumulator `val` (line 103) replaced by `out[i, o]` (line 109)"],
 }
 
 
