@@ -61,10 +61,31 @@ class Options:
     reassociate: bool = False  # floating-point sums and products may be reassociated (ScheduleOptions.resolve)
 
 
+def accumulates_product(s: tir.Store) -> bool:
+    """Whether ``s`` adds a product to the float cell it stores to (``c = c + a * b``, ``c = c - a
+    * b``, in either order): the update of a sum of products."""
+    v = s.value
+    if not (isinstance(v, tir.Bin) and v.op in ("+", "-") and types.is_float(v.dtype)):
+        return False
+    sides = (v.a, v.b) if v.op == "+" else (v.a,)
+    cell = [x for x in sides if isinstance(x, tir.Load) and x.tensor == s.tensor and x.indices == s.indices]
+    other = v.b if cell and cell[0] is v.a else v.a
+    return bool(cell) and isinstance(other, tir.Bin) and other.op == "*"
+
+
 @dataclass
 class Generated:
     ir: str
     sites: list  # CheckSite, numbered from 1
+
+
+# the emitter of each loop form this back end has code for, by the form's class (tir.Loop.form)
+FORM_EMITTERS = {
+    Extremum: ExtremumLoops.extremum_loop,
+    FirstIndex: ExtremumLoops.first_index_loop,
+    Guarded: ExtremumLoops.guarded_loop,
+    Transposed: TransposedCopies.transposed_copy,
+}
 
 
 class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutlining, LlvmExpressions):
@@ -117,7 +138,21 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
         # sums, differences and products: reassociable where the kernel allows it, so that LLVM
         # vectorises a reduction into one cell or scalar as partial sums (another order of additions)
         self.sum_flags = self.flags or (("reassoc",) if options.reassociate else ())
+        # the flags of an accumulation's update (`c[i, j] += a[i, k] * b[k, j]`): where sums are
+        # reassociated, its product may also fuse into the addition (an FMA, one rounding for two),
+        # as BLAS computes; a statement of any other form keeps each operation's own rounding
+        self.update_flags = self.flags or (("reassoc", "contract") if options.reassociate else ())
+        self.updating = False  # emitting the value of such an update
         self.b.position_at_end(start)
+
+    def store(self, s: tir.Store):
+        if self.update_flags != self.sum_flags and accumulates_product(s):
+            self.updating = True
+            try:
+                return super().store(s)
+            finally:
+                self.updating = False
+        return super().store(s)
 
     def make_blocks(self):
         """A stack array for each register block, in the entry block of the function being built."""
@@ -274,16 +309,8 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
         raise HybridInternalError(f"loop expression {op}", "codegen")
 
     def loop_form(self, s: tir.Loop):
-        if isinstance(s.form, Extremum):
-            self.extremum_loop(s)
-        elif isinstance(s.form, FirstIndex):
-            self.first_index_loop(s)
-        elif isinstance(s.form, Transposed):
-            self.transposed_copy(s)
-        elif isinstance(s.form, Guarded):
-            self.guarded_loop(s)
-        else:
-            self.written_loop(s)
+        """A loop with a form: that form's emitter (:data:`FORM_EMITTERS`), or the loop as written."""
+        FORM_EMITTERS.get(type(s.form), LoopWalker.written_loop)(self, s)
 
     # ---------------------------------------------------------- statements
     def bind_statement(self, st, call: loops.StmtCall, body):

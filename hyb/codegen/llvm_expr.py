@@ -103,7 +103,9 @@ class LlvmExpressions:
 
     def farith(self, op: str, a, b_):
         f = {"+": self.b.fadd, "-": self.b.fsub, "*": self.b.fmul, "/": self.b.fdiv}[op]
-        return f(a, b_, flags=self.sum_flags if op != "/" else self.flags)
+        if op == "/":
+            return f(a, b_, flags=self.flags)
+        return f(a, b_, flags=self.update_flags if self.updating else self.sum_flags)
 
     # ---------------------------------------------------------- primitives (hyb.codegen.legalise)
     def e_Let(self, e: tir.Let):
