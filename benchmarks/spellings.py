@@ -10,10 +10,9 @@ and the cross-entropy of each row (2048×8192 logits, int64 labels).  linear's W
 user may write for the same loops: a scalar or a tensor accumulator; the epilogue fused into the
 loop nest or in a nest of its own; a Python-float scalar (``s = 0.0``) or a float32 one
 (``s = float32(0.0)``); a running maximum started from the first element (``m = x[i, 0]``), from
-``-1e30``, or updated by ``if x[i, j] > m: m = x[i, j]``; matmul's loop orders ijk, ikj and kij; the
-Adam step's hyper-parameters passed as Python floats or as float32 scalars.  A running maximum
-started from ``-inf`` is not among them: the kernel language has no name for infinity
-(:data:`SKIPPED`).
+``-math.inf``, from ``-1e30``, or updated by ``if x[i, j] > m: m = x[i, j]``; matmul's loop orders
+ijk, ikj and kij; the Adam step's hyper-parameters passed as Python floats or as float32 scalars
+(:data:`SKIPPED` names any spelling left out, and why).
 
 hyb runs in this process on one thread, in its default mode (no fast-math, sums reassociated;
 ``--fastmath`` for fast-math).  Every spelling's result is checked against a NumPy reference
@@ -78,9 +77,7 @@ class Kernel:
         return "×".join(str(v) for v in self.sizes[size].values())
 
 
-SKIPPED = {"softmax": "running maximum from -inf: the kernel language has no name for infinity (`-inf`, "
-                      "`float('-inf')`, `math.inf` are refused); -1e30 stands for it",
-           "cross-entropy": "running maximum from -inf: as for softmax"}
+SKIPPED: dict = {}  # kernel -> a spelling left out, and why
 
 
 def _f32(a):
@@ -90,12 +87,12 @@ def _f32(a):
 # softmax -----------------------------------------------------------------------------------------
 
 def _rows(first_max, sum_init="float32(0.0)", tensor_sum=False, recompute=False):
-    """A softmax kernel: the running maximum `first_max` ("first", "-1e30", "if"), the sum's
+    """A softmax kernel: the running maximum `first_max` ("first", "-1e30", "-math.inf", "if"), the sum's
     initial value, a tensor accumulator or a scalar, exp stored then divided or recomputed."""
     if first_max == "first":
         mx = ["m = x[i, 0]", "for j in range(1, d):", "    m = max(m, x[i, j])"]
-    elif first_max == "-1e30":
-        mx = ["m = -1e30", "for j in range(d):", "    m = max(m, x[i, j])"]
+    elif first_max in ("-1e30", "-math.inf"):
+        mx = [f"m = {first_max}", "for j in range(d):", "    m = max(m, x[i, j])"]
     else:
         mx = ["m = x[i, 0]", "for j in range(1, d):", "    if x[i, j] > m:", "        m = x[i, j]"]
     acc = "s[i]" if tensor_sum else "s"
@@ -128,6 +125,7 @@ SOFTMAX = Kernel(
     lambda s, rng: {"x": _f32(rng.uniform(-4, 4, (s["n"], s["d"])))}, ("x",), _softmax_ref,
     [Spelling("m = x[i, 0], max(); s = float32(0.0)", _rows("first")),
      Spelling("m = -1e30, max()", _rows("-1e30")),
+     Spelling("m = -math.inf, max()", _rows("-math.inf")),
      Spelling("if x[i, j] > m: m = x[i, j]", _rows("if")),
      Spelling("s = 0.0 (Python float)", _rows("first", "0.0")),
      Spelling("tensor accumulator s[i]", _rows("first", tensor_sum=True)),
@@ -300,8 +298,8 @@ ADAM = Kernel(
 def _xent(first_max="first", sum_init="float32(0.0)", tensor_sum=False):
     if first_max == "first":
         mx = ["m = x[i, 0]", "for j in range(1, c):", "    m = max(m, x[i, j])"]
-    elif first_max == "-1e30":
-        mx = ["m = -1e30", "for j in range(c):", "    m = max(m, x[i, j])"]
+    elif first_max in ("-1e30", "-math.inf"):
+        mx = [f"m = {first_max}", "for j in range(c):", "    m = max(m, x[i, j])"]
     else:
         mx = ["m = x[i, 0]", "for j in range(1, c):", "    if x[i, j] > m:", "        m = x[i, j]"]
     acc = "s[i]" if tensor_sum else "s"
@@ -327,6 +325,7 @@ XENT = Kernel(
     ("x", "labels"), _xent_ref,
     [Spelling("m = x[i, 0], max(); s = float32(0.0)", _xent()),
      Spelling("m = -1e30, max()", _xent("-1e30")),
+     Spelling("m = -math.inf, max()", _xent("-math.inf")),
      Spelling("if x[i, j] > m: m = x[i, j]", _xent("if")),
      Spelling("s = 0.0 (Python float)", _xent("first", "0.0")),
      Spelling("tensor accumulator s[i]", _xent("first", tensor_sum=True))], rtol=1e-4, atol=1e-5)

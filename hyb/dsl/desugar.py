@@ -21,6 +21,7 @@ use for the names they make up.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import fields, replace
 
 from ..errors import HybridTypeError, HybridUnsupportedError
@@ -28,6 +29,9 @@ from . import ast as syntax
 
 # Python's conversion functions and the dtype cast each one is.
 PYTHON_CASTS = {"int": "int64", "float": "float64"}
+# The numbers modules users name out of habit (`-math.inf`, `np.pi`): Python floats in a kernel.
+MODULE_NUMBERS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
+NUMBER_MODULES = ("math", "np", "numpy", "jnp", "torch")
 
 
 def desugar(module: syntax.Module, kernels_elsewhere=()) -> syntax.Module:
@@ -85,6 +89,9 @@ class _Rewriter:
         self.elsewhere = elsewhere
         self.names = Names(_names(k.body, set(module.constants) | set(module.kernels) | {p.name for p in k.params}),
                            sep="")
+        # the kernel's own names (parameters, assigned names, loop variables): `math.inf` is a
+        # number only where `math` is none of them
+        self.bound = {p.name for p in k.params} | set(module.constants) | _targets(k.body, set())
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list) -> list:
@@ -148,7 +155,26 @@ class _Rewriter:
         return copies + assigns
 
     # ------------------------------------------------------------ expressions
+    def number(self, e):
+        """A Python float the expression spells (``float("-inf")``, ``math.inf``, ``np.pi``) as a
+        literal, or None."""
+        if (isinstance(e, syntax.Attribute) and isinstance(e.value, syntax.Name) and e.attr in MODULE_NUMBERS
+                and e.value.id in NUMBER_MODULES and e.value.id not in self.bound):
+            return syntax.Num(e.span, MODULE_NUMBERS[e.attr])
+        if (isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id == "float"
+                and "float" not in self.bound and len(e.args) == 1 and not e.kwargs
+                and isinstance(e.args[0], syntax.Str)):
+            try:
+                return syntax.Num(e.span, float(e.args[0].value))
+            except ValueError:
+                raise HybridTypeError(f"float() of {e.args[0].value!r}, which is not a number", e.args[0].span,
+                                      'write a number, or "inf", "-inf" or "nan"') from None
+        return None
+
     def expr(self, e):
+        number = self.number(e)
+        if number is not None:
+            return number
         if isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id in PYTHON_CASTS \
                 and e.func.id not in self.module.constants:
             e = replace(e, func=syntax.Name(e.func.span, PYTHON_CASTS[e.func.id]))
@@ -165,6 +191,21 @@ class _Rewriter:
             if changes:
                 e = replace(e, **changes)
         return e
+
+
+def _targets(node, out: set) -> set:
+    """The names ``node``'s statements assign or loop over."""
+    if isinstance(node, list):
+        for item in node:
+            _targets(item, out)
+    elif isinstance(node, (syntax.Assign, syntax.AugAssign, syntax.For)):
+        _names(node.target, out)
+        if isinstance(node, syntax.For):
+            _targets(node.body, out)
+    elif isinstance(node, syntax.If):
+        _targets(node.body, out)
+        _targets(node.orelse, out)
+    return out
 
 
 def _base_name(e) -> str | None:

@@ -28,7 +28,7 @@ def expr(e, parent: int = 0) -> str:
         if isinstance(e.value, float):
             r = repr(e.value)
             if r in ("inf", "-inf", "nan"):
-                raise ValueError(f"cannot write the number {r} as a literal")
+                return f'float("{r}")'  # (a Python float; the front end reads it back as this number)
             return r if not r.startswith("-") or parent < _PREC["unary"] else f"({r})"
         return repr(e.value) if e.value >= 0 or parent < _PREC["unary"] else f"({e.value!r})"
     if isinstance(e, syntax.Str):
