@@ -310,7 +310,11 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
 
     def loop_form(self, s: tir.Loop):
         """A loop with a form: that form's emitter (:data:`FORM_EMITTERS`), or the loop as written."""
-        FORM_EMITTERS.get(type(s.form), LoopWalker.written_loop)(self, s)
+        emit = FORM_EMITTERS.get(type(s.form))
+        if emit is None:
+            self.written_loop(s)
+        else:
+            emit(self, s)
 
     # ---------------------------------------------------------- statements
     def bind_statement(self, st, call: loops.StmtCall, body):

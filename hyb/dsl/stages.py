@@ -35,6 +35,8 @@ STAGES = (
     Stage("emulate", "the reference interpreter's Python", "hyb", ".emulate.py", ("cpu", "cuda")),
     Stage("grad", "the gradient kernel and the bytes of tape it allocates", "hyb", ".grad.hyb", ("cpu", "cuda"), 9),
     Stage("timings", "how long each stage of the compile took, and the total", "text", ".timings.txt", ("cpu",)),
+    Stage("rewrites", "what each typed-kernel rewrite applied and refused, with the reasons, or why it did not run",
+          "text", ".rewrites.txt", ("cpu", "cuda"), 10),
 )
 
 BY_NAME = {s.name: s for s in STAGES}

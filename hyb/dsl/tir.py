@@ -344,6 +344,25 @@ def rewrite(node, by):
     return rewrite_children(node, by) if new is None else new
 
 
+def rewrite_stmts(body: list, by, around: tuple = ()) -> list:
+    """``body`` with each statement ``s`` for which ``by(s, around)`` is not None replaced by the
+    statements it returns (a list; the statement is not looked into), and the bodies of the
+    others' loops and branches rewritten the same way (each loop and ``if`` rebuilt; other
+    statements kept).  ``around``: the variables of the loops around ``body``, outermost first."""
+    out = []
+    for s in body:
+        new = by(s, around)
+        if new is not None:
+            out += new
+        elif isinstance(s, Loop):
+            out.append(replace(s, body=rewrite_stmts(s.body, by, around + (s.var,))))
+        elif isinstance(s, If):
+            out.append(replace(s, body=rewrite_stmts(s.body, by, around), orelse=rewrite_stmts(s.orelse, by, around)))
+        else:
+            out.append(s)
+    return out
+
+
 def rewrite_children(node, by):
     """``node`` with :func:`rewrite` applied to each expression and statement directly in it."""
     changes = {}

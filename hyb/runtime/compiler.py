@@ -221,8 +221,9 @@ class CompiledKernel:
     def inspect(self, stage: str = "loops") -> str:
         """Text of one pipeline stage: ``"ast"``, ``"isl"``, ``"deps"``, ``"schedule"``, ``"loops"``,
         ``"llvm"``, ``"llvm-opt"``, ``"asm"``, ``"emulate"`` (the interpreter's Python), ``"grad"``
-        (the gradient kernel and the bytes of tape it allocates for this signature) or
-        ``"timings"`` (how long each stage of the compile took)."""
+        (the gradient kernel and the bytes of tape it allocates for this signature),
+        ``"timings"`` (how long each stage of the compile took) or ``"rewrites"`` (what each
+        typed-kernel rewrite applied and refused, or why it did not run)."""
         if stage == "ast":
             return print_typed(self.typed)
         if stage == "isl":
@@ -247,6 +248,8 @@ class CompiledKernel:
             return self.grad_text()
         if stage == "timings":
             return self.timings_text()
+        if stage == "rewrites":
+            return self.middle.rewrites.describe()
         if stage in ("cuda", "ptx"):  # the same signature compiled for the GPU (needs no GPU)
             if self.kernel is None:
                 raise HybridArgumentError(f"inspect({stage!r}) needs the kernel this was compiled from", None, None)

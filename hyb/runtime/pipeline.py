@@ -34,8 +34,7 @@ from ..codegen import llvm as llvm_codegen
 from ..dsl import sizes as size_expr
 from ..dsl import tir, types
 from ..errors import HybridFloat64Warning, HybridWarning
-from ..schedule import (accumulate, argext, astgen, guarded, privatise, recompute, transpose, contract, deps,
-                         extract, gpu, islmem, promote, vector, verify)
+from ..schedule import astgen, contract, deps, extract, gpu, islmem, promote, rewrites, vector, verify
 from ..schedule import loops
 from ..schedule import plan as planning
 from ..schedule.options import ScheduleOptions
@@ -62,6 +61,8 @@ class MiddleEnd:
     # reads it): name -> None, or the isl set of the sizes at which that holds (deps.written_before_read)
     written_first: dict = field(default_factory=dict)
     timings: Timings = field(default_factory=Timings)  # how long each of these stages took (runtime.timings)
+    # what each typed-kernel rewrite applied and refused, or why it did not run (inspect("rewrites"))
+    rewrites: rewrites.Report = field(default_factory=rewrites.Report)
 
 
 @dataclass(frozen=True)
@@ -241,30 +242,9 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
     plan_opts = options.schedule_for(target)
     loop_opts = options.schedule.for_loop_stages(target, options.fastmath)
     cpu = target.kind == "cpu"
-    # the decisions of the typed-kernel rewrites; temporaries allocated in `parallel` loops first
-    # get a copy per iteration (on every target and schedule: nothing else keeps such a loop parallel)
-    with clock.stage("privatise"):
-        typed, rewritten = privatise.rewrite(typed)
-    if cpu and not plan_opts.original:
-        with clock.stage("accumulate"):
-            typed, found = accumulate.rewrite(typed)  # scalar accumulators summed in the cell they are stored to
-        rewritten += found
-    if cpu and plan_opts.fuse and plan_opts.recompute and not plan_opts.original:
-        with clock.stage("recompute"):
-            typed, found = recompute.rewrite(typed)  # cheap elementwise temporaries computed at their reads
-        rewritten += found
-    if cpu and plan_opts.reassociate and not plan_opts.original:
-        with clock.stage("argext"):
-            typed, found = argext.rewrite(typed)  # running extrema with their index, as vector passes
-        rewritten += found
-    if cpu and plan_opts.vectorize and not plan_opts.original:
-        with clock.stage("guarded"):
-            typed, found = guarded.rewrite(typed)  # loops acting only where a comparison holds: vector searches
-        rewritten += found
-    if cpu and not plan_opts.original and plan_opts.tile is not False:
-        with clock.stage("transpose"):
-            typed, staged = transpose.rewrite(typed)  # nests reading and writing along different dimensions
-        rewritten += staged
+    # the typed-kernel rewrites (schedule.rewrites.REWRITES, in their order), each under its gate
+    typed, report = rewrites.run(typed, target, plan_opts, clock.stage)
+    rewritten = report.decisions()
     with clock.stage("extract"):
         poly = extract.extract(typed, size_hint)
     # code for every size is worth making only with exact dependences: over-approximated ones keep
@@ -306,7 +286,7 @@ def _middle_end(typed: tir.TypedKernel, options: KernelOptions, target, size_hin
         with clock.stage("zero fills"):
             written_first = deps.written_before_read(poly, d)
     return MiddleEnd(poly, d, cells, planned, nest, planning.Plan(followed.tree, decisions, followed.blocks), found,
-                     code, written_first, clock.record())
+                     code, written_first, clock.record(), report)
 
 
 def loops_and_rewrites(poly, d: deps.Dependences, cells, planned: planning.Plan, opts: ScheduleOptions,

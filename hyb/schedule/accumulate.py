@@ -56,6 +56,10 @@ from ..dsl import tir
 from ..dsl.printer import fmt
 from .argext import contiguous
 
+# what joins a refusal's subject to its reason ("accumulator `val` (line 4) kept: <why>"), which
+# schedule.rewrites reads to tell refusals from rewrites
+KEPT = " kept: "
+
 
 @dataclass(frozen=True)
 class _Segment:
@@ -147,7 +151,7 @@ class _Finder:
         for s in stmts:
             if isinstance(s, tir.Store) and s.indices and _reads(s.value, v):
                 t = self.typed.tensors[s.tensor]
-                self.refused.append(f"accumulator `{_name(self.typed.tensors[v])}`{_line(init)} kept: it is stored "
+                self.refused.append(f"accumulator `{_name(self.typed.tensors[v])}`{_line(init)}{KEPT}it is stored "
                                     f"into `{_name(t)}` inside the loop that updates it{_line(s)}")
                 return
 
@@ -173,7 +177,7 @@ class _Finder:
             if why is None and id(store) in replacements:
                 why = f"its store{_line(store)} also ends another accumulator's"
             if why is not None:
-                decisions.append(f"accumulator `{_name(v)}`{_line(body[seg.start])} kept: {why}")
+                decisions.append(f"accumulator `{_name(v)}`{_line(body[seg.start])}{KEPT}{why}")
                 continue
             cell = tir.Load(t.dtype, store.tensor, list(store.indices), span=store.span)
             init = body[seg.start]
@@ -348,17 +352,8 @@ def _read_as(node, v: str, cell: tir.Load):
 
 
 def _replaced(body: list, replacements: dict) -> list:
-    out = []
-    for s in body:
-        if id(s) in replacements:
-            out += replacements[id(s)]
-        elif isinstance(s, tir.Loop):
-            out.append(replace(s, body=_replaced(s.body, replacements)))
-        elif isinstance(s, tir.If):
-            out.append(replace(s, body=_replaced(s.body, replacements), orelse=_replaced(s.orelse, replacements)))
-        else:
-            out.append(s)
-    return out
+    """``body`` with each statement in ``replacements`` (by identity) replaced by its list."""
+    return tir.rewrite_stmts(body, lambda s, around: replacements.get(id(s)))
 
 
 def _touched(body: list) -> set:
@@ -388,7 +383,7 @@ def _copies(typed: tir.TypedKernel) -> tuple:
         ts, td = typed.tensors[src], typed.tensors[dst]
         why = _copy_refusal(typed, n, src, dst)
         if why is not None:
-            decisions.append(f"temporary `{_name(ts)}` kept: {why}")
+            decisions.append(f"temporary `{_name(ts)}`{KEPT}{why}")
             n += 1
             continue
 

@@ -77,7 +77,7 @@ def rewrite(typed: tir.TypedKernel) -> tuple:
     """``(typed kernel, decisions)``: every running extremum with its index rewritten (see the
     module doc); the kernel itself where there is none."""
     r = _Rewriter(typed)
-    body = r.stmts(typed.body)
+    body = tir.rewrite_stmts(typed.body, r.loop)
     if not r.decisions:
         return typed, ()
     return replace(typed, body=body, tensors=r.tensors), tuple(r.decisions)
@@ -98,38 +98,31 @@ class _Rewriter:
         self.tensors[name] = tir.Tensor(name, (), dtype, "scalar", span, name, private_to=tuple(self.loops))
         return name
 
-    def stmts(self, body: list) -> list:
-        out = []
-        for s in body:
-            if isinstance(s, tir.Loop):
-                first = _match_first(s, self.tensors)
-                if first is not None:
-                    out.append(replace(s, form=first))
-                    name = self.tensors[first.k].source_name or first.k
-                    self.decisions.append(f"first index `{name}` meeting a condition{_line(s.span)}: one vector "
-                                          "pass that stops at the first vector holding it")
-                    continue
-                found = _match(s, self.tensors)
-                if found is not None:
-                    out += self.passes(s, *found)
-                    continue
-                running = _running(s, self.tensors)
-                if running is not None and _chunked(s):
-                    out += self.over(s, "r", lambda var, st=running, v=s.var: _substitute(
-                        st, v, tir.Var("int", var, span=st.span)))
-                    name = self.tensors[running.tensor].source_name or running.tensor
-                    self.decisions.append(f"running {running.value.name} of `{name}`{_line(s.span)}: whole "
-                                          f"chunks of {CHUNK}, then the last {CHUNK} iterations again (no scalar "
-                                          "remainder)")
-                    continue
-                self.loops.append(s.var)
-                out.append(replace(s, body=self.stmts(s.body)))
-                self.loops.pop()
-            elif isinstance(s, tir.If):
-                out.append(replace(s, body=self.stmts(s.body), orelse=self.stmts(s.orelse)))
-            else:
-                out.append(s)
-        return out
+    def loop(self, s, around: tuple):
+        """The statements that replace ``s`` where it is a loop this stage rewrites, or None
+        (``around``: the variables of the loops around it)."""
+        if not isinstance(s, tir.Loop):
+            return None
+        self.loops = list(around)
+        first = _match_first(s, self.tensors)
+        if first is not None:
+            name = self.tensors[first.k].source_name or first.k
+            self.decisions.append(f"first index `{name}` meeting a condition{_line(s.span)}: one vector "
+                                  "pass that stops at the first vector holding it")
+            return [replace(s, form=first)]
+        found = _match(s, self.tensors)
+        if found is not None:
+            return self.passes(s, *found)
+        running = _running(s, self.tensors)
+        if running is not None and _chunked(s):
+            out = self.over(s, "r", lambda var, st=running, v=s.var: _substitute(
+                st, v, tir.Var("int", var, span=st.span)))
+            name = self.tensors[running.tensor].source_name or running.tensor
+            self.decisions.append(f"running {running.value.name} of `{name}`{_line(s.span)}: whole "
+                                  f"chunks of {CHUNK}, then the last {CHUNK} iterations again (no scalar "
+                                  "remainder)")
+            return out
+        return None
 
     def over(self, loop: tir.Loop, suffix: str, step) -> list:
         """Loops running ``step(var)`` over the iterations of ``loop``.  Both passes are idempotent

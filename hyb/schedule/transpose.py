@@ -59,7 +59,7 @@ T = 64
 def rewrite(typed: tir.TypedKernel) -> tuple:
     """``(typed kernel, decisions)`` with every nest of the module doc staged through a tile."""
     r = _Stager(typed)
-    body = r.stmts(typed.body)
+    body = tir.rewrite_stmts(typed.body, r.nest)
     if not r.decisions:
         return typed, ()
     return replace(typed, body=body, tensors=r.tensors), tuple(r.decisions)
@@ -74,21 +74,10 @@ class _Stager:
     def fresh(self, base: str) -> str:
         return self.names.fresh(base)
 
-    def stmts(self, body: list) -> list:
-        """``body`` with its nests staged."""
-        out = []
-        for s in body:
-            if isinstance(s, tir.Loop):
-                store = _match(s, self.tensors)
-                if store is not None:
-                    out += self.stage(s, store)
-                else:
-                    out.append(replace(s, body=self.stmts(s.body)))
-            elif isinstance(s, tir.If):
-                out.append(replace(s, body=self.stmts(s.body), orelse=self.stmts(s.orelse)))
-            else:
-                out.append(s)
-        return out
+    def nest(self, s, around: tuple):
+        """The statements that replace ``s`` where it is a nest this stage stages, or None."""
+        store = _match(s, self.tensors) if isinstance(s, tir.Loop) else None
+        return None if store is None else self.stage(s, store)
 
     def stage(self, outer: tir.Loop, store: tir.Store) -> list:
         """The nest ``outer`` in tiles through a tile buffer, ``store`` to it and then out of it."""

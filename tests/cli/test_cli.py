@@ -609,10 +609,10 @@ def test_notebook_html_shows_every_stage_escaped():
                              "    return c\n", "<neg & co>")
     ck = mod.neg.compile(np.zeros(8, np.float32))
     page = ck._repr_html_()
-    for stage in ("loops", "ast", "schedule", "isl", "deps", "llvm", "llvm-opt", "asm", "grad"):
+    for stage in ("loops", "ast", "schedule", "isl", "deps", "llvm", "llvm-opt", "asm", "grad", "rewrites"):
         assert f">{stage}</label>" in page
     assert "&lt;" in page and "a[i] < 0" not in page
-    assert page.count("<pre") == 9 and page.count("</pre>") == 9
+    assert page.count("<pre") == 10 and page.count("</pre>") == 10
     listing = mod.neg._repr_html_()
     assert "float32[8]" in listing and "&lt;" in listing
     grid_kernel = hyb.compile_source("def g(a):\n    c = output_tensor(a.shape, a.dtype)\n"
