@@ -71,8 +71,9 @@ class HybridWarning(UserWarning):
 
 
 class HybridFloat64Warning(HybridWarning):
-    """A kernel whose arrays hold float32 (or narrower floats) computes in float64 where values
-    the user did not write as float64 meet (an int64 and a float32, a NumPy float64 argument).
+    """A kernel whose arrays hold no float64 computes a float32 (or narrower float) value in
+    float64 though no operand was written as float64 (a float32 and an int64, a NumPy float64
+    argument).
     Written explicitly (`float64(x)`), float64 gets no warning;
     ``warnings.simplefilter("ignore", hyb.HybridFloat64Warning)`` silences all of them."""
 

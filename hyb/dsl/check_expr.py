@@ -535,12 +535,12 @@ class ExpressionChecker:
         return tir.Bin(t, op, a, b, span=span)
 
     def note_float64(self, t: str, operands, span: Span):
-        """Keep the place where a float64 value arises from operands the user did not write as
-        float64: a promotion of narrower types (int64 with float32, `sqrt` of an int32) or a float64
-        scalar argument (a NumPy float64 passed for a hyper-parameter).  A kernel whose arrays hold
+        """Keep the place where a float32 (float16, bfloat16) value is computed in float64 though
+        no operand was written as float64: a promotion (a float32 with an int64 or an int32) or a
+        float64 scalar argument (a NumPy float64 passed for a hyper-parameter).  A kernel whose arrays hold
         narrower floats gets a warning naming the first (:func:`float64_note`)."""
-        if t != "float64":
-            return
+        if t != "float64" or not any(types.concrete(o.dtype) in ("float32", "float16", "bfloat16") for o in operands):
+            return  # (float64 from integers alone, `a[i] * 0.5`, computes no narrower float in float64)
         argument = None
         for o in operands:
             if o.dtype != "float64":
@@ -551,7 +551,8 @@ class ExpressionChecker:
         if argument is not None:
             why = f"the float64 argument `{argument}` makes it float64"
         else:
-            why = " and ".join(dict.fromkeys(types.concrete(o.dtype) for o in operands)) + " meet in float64"
+            names = {types.WEAK_FLOAT: "a Python float", types.WEAK_INT: "a Python int"}
+            why = " and ".join(dict.fromkeys(names.get(o.dtype, o.dtype) for o in operands)) + " meet in float64"
         self.__dict__.setdefault("float64_sites", []).append((span, why, argument))
 
     def coerce(self, e: tir.TExpr, dtype: str) -> tir.TExpr:

@@ -71,7 +71,7 @@ def test_a_small_budget_over_approximates_and_stays_correct():
     assert "budget" not in exact.compile(a, b).inspect("schedule")
     assert "budget of 10 isl operations" in tight.compile(a, b).inspect("schedule")
     np.testing.assert_allclose(tight(a, b), a @ b, rtol=1e-12)
-    np.testing.assert_array_equal(tight(a, b), exact.emulate(a, b))
+    np.testing.assert_array_equal(tight(a, b), exact(a, b))  # each cell's sum in the same order
 
 
 def test_over_approximated_dependences_contain_the_exact_ones():
