@@ -37,13 +37,10 @@ class Refused:
     text: str
 
 
-@dataclass(frozen=True)
-class Match:
-    """What a rewrite found in a kernel: the kernel with it rewritten (``typed``) and the
-    decisions (:class:`Applied`, :class:`Refused`) in the order the rewrite took them."""
+class _Decided:
+    """Reading ``decisions`` (Applied and Refused records) by kind."""
 
-    typed: tir.TypedKernel
-    decisions: tuple = ()
+    decisions: tuple
 
     @property
     def applied(self) -> tuple:
@@ -52,6 +49,15 @@ class Match:
     @property
     def refused(self) -> tuple:
         return tuple(d for d in self.decisions if isinstance(d, Refused))
+
+
+@dataclass(frozen=True)
+class Match(_Decided):
+    """What a rewrite found in a kernel: the kernel with it rewritten (``typed``) and the
+    decisions (:class:`Applied`, :class:`Refused`) in the order the rewrite took them."""
+
+    typed: tir.TypedKernel
+    decisions: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -150,21 +156,13 @@ REWRITES = (
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(_Decided):
     """One rewrite on one kernel: ``not_run`` (why its gate kept it from running; "" where it ran)
     and its decisions."""
 
     name: str
     not_run: str = ""
     decisions: tuple = ()
-
-    @property
-    def applied(self) -> tuple:
-        return tuple(d for d in self.decisions if isinstance(d, Applied))
-
-    @property
-    def refused(self) -> tuple:
-        return tuple(d for d in self.decisions if isinstance(d, Refused))
 
 
 @dataclass(frozen=True)
