@@ -156,41 +156,24 @@ def find(shaper, node: isl.ScheduleNode) -> dict | None:
     for st in p.statements:
         if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
             continue
-        if st.guards or st.opaque or len(st.writes) != 1:
+        accesses = _accesses(p, st)
+        if accesses is None:
             continue
         its = [shaper.member_iterator(mupa.get_at(m), st) for m in range(n)]
         if any(it is None for it in its) or len(set(its)) < n:
             continue
-        w = st.writes[0]
-        t = p.kernel.tensors[w.tensor]
-        if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
-            continue
-        strides = access_strides(w, len(st.iters))
-        if strides is None:
-            continue
-        # (the written cell's own reads are the accumulators: they leave the reduction loop)
-        reads = [access_strides(r, len(st.iters)) for r in st.reads
-                 if p.kernel.tensors[r.tensor].kind != "scalar" and r.tensor != w.tensor]
-        if any(rs is None for rs in reads):
-            continue
+        w, t, strides, reads = accesses
         ks = tuple(m for m in range(n) if not coincident[m] and its[m] not in strides)
         moving = {its[m] for m in range(n) if coincident[m] and its[m] in strides}
         reduction = {its[m] for m in ks}
-
-        def transposed(m, rs):
-            """Whether the read ``rs`` moves along ``m`` with a long stride, and otherwise with the
-            reduction alone: a panel of it, packed with ``m`` as its unit stride, serves the block."""
-            return (rs.get(its[m], 3.0) != 3.0 and len(ks) == 1 and set(rs) & reduction
-                    and bool(moving - set(rs)))  # (and rows of blocks that reuse the panel)
-
         # J: a parallel loop the written cell moves with, along which every read that moves
         # reads consecutive elements (one vector load each step of the reduction), at least one
-        # does; else one along which a single read is transposed (q[i, d] * k[j, d]: packed)
-        vectors = [m for m in range(n) if coincident[m] and its[m] in strides
-                   and any(its[m] in rs for rs in reads) and all(rs.get(its[m], 3.0) == 3.0 for rs in reads)]
-        packed = [m for m in range(n) if coincident[m] and its[m] in strides
-                  and sum(1 for rs in reads if transposed(m, rs)) == 1
-                  and all(rs.get(its[m], 3.0) == 3.0 or transposed(m, rs) for rs in reads)]
+        # does; else one along which a single read is transposed (q[i, d] * k[j, d]: packed, where
+        # there is one reduction member)
+        along = {m: _along(its[m], reads, reduction, moving, len(ks) == 1)
+                 for m in range(n) if coincident[m] and its[m] in strides}
+        vectors = [m for m, how in along.items() if how == "vector"]
+        packed = [m for m, how in along.items() if how == "packed"]
         if not vectors and not packed:
             continue
         needs_pack = not vectors  # (J along a transposed read: only a packed panel of it is unit-stride)
@@ -236,34 +219,57 @@ def candidates(p, min_work: int = MIN_BLOCK_WORK) -> list:
     schedule={"register": (MR, NR)} asks for are made at any size: 0)."""
     out = []
     for st in p.statements:
-        if st.guards or st.opaque or len(st.writes) != 1 or len(st.iters) < 2:
+        accesses = _accesses(p, st)
+        if accesses is None or len(st.iters) < 2:
             continue
-        w = st.writes[0]
-        t = p.kernel.tensors[w.tensor]
-        if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES or not w.exact:
+        w, _, strides, reads = accesses
+        if not strides or not w.exact or not any(r.tensor == w.tensor and r.exact and r.relation.is_equal(w.relation)
+                                                 for r in st.reads):
             continue
-        strides = access_strides(w, len(st.iters))
-        if not strides or not any(r.tensor == w.tensor and r.exact and r.relation.is_equal(w.relation)
-                                  for r in st.reads):
-            continue
-        reads = [access_strides(r, len(st.iters)) for r in st.reads
-                 if p.kernel.tensors[r.tensor].kind != "scalar" and r.tensor != w.tensor]
         reduction = {k for k in range(len(st.iters)) if k not in strides}
-        if not reduction or any(rs is None for rs in reads):
-            continue
-        moving = set(strides)
-
-        def transposed(k, rs):
-            return rs.get(k, 3.0) != 3.0 and set(rs) & reduction and bool(moving - set(rs))
-
-        if not any(any(k in rs for rs in reads) and all(rs.get(k, 3.0) == 3.0 for rs in reads)
-                   or (sum(1 for rs in reads if transposed(k, rs)) == 1
-                       and all(rs.get(k, 3.0) == 3.0 or transposed(k, rs) for rs in reads))
-                   for k in moving):
+        if not reduction or not any(_along(k, reads, reduction, set(strides), True) for k in strides):
             continue
         if not min_work or work(p, isl.UnionSet.from_set(st.domain), nominal=True) >= min_work:
             out.append(st.name)
     return out
+
+
+def _accesses(p, st):
+    """``(write, written tensor, the write's strides, the strides of every other tensor's read)``
+    of a statement a register block may serve: unguarded, not opaque, one affine write to a tensor
+    of a dtype in BLOCK_DTYPES, affine reads (the written cell's own reads are the accumulators:
+    they leave the reduction loop); else None."""
+    if st.guards or st.opaque or len(st.writes) != 1:
+        return None
+    w = st.writes[0]
+    t = p.kernel.tensors[w.tensor]
+    if t.kind == "scalar" or types.concrete(t.dtype) not in BLOCK_DTYPES:
+        return None
+    strides = access_strides(w, len(st.iters))
+    reads = [access_strides(r, len(st.iters)) for r in st.reads
+             if p.kernel.tensors[r.tensor].kind != "scalar" and r.tensor != w.tensor]
+    if strides is None or any(rs is None for rs in reads):
+        return None
+    return w, t, strides, reads
+
+
+def _along(k: int, reads: list, reduction: set, moving: set, packable: bool) -> str | None:
+    """How a register block may run along the iterator ``k`` the written cell moves with:
+    ``"vector"`` where every read that moves along it reads consecutive elements and at least one
+    does, ``"packed"`` (``packable`` only) where one read moves along it with a long stride and
+    otherwise with the reduction alone (a panel of it, packed with ``k`` as its unit stride,
+    serves the block; rows of blocks, the other ``moving`` iterators, reuse it) and the others
+    consecutively; else None."""
+    if any(k in rs for rs in reads) and all(rs.get(k, 3.0) == 3.0 for rs in reads):
+        return "vector"
+
+    def transposed(rs):
+        return rs.get(k, 3.0) != 3.0 and set(rs) & reduction and bool(moving - set(rs))
+
+    if packable and sum(1 for rs in reads if transposed(rs)) == 1 and all(rs.get(k, 3.0) == 3.0 or transposed(rs)
+                                                                         for rs in reads):
+        return "packed"
+    return None
 
 
 def _step_bytes(p, acc, k: int) -> int | None:
