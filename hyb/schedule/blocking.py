@@ -370,14 +370,14 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         return None
     ext = extents_of(extents)
     mr, nr = shape
-    def crowds(sizes):  # J's operand's cache tile crowds the L2's sets (see aliased), or its panel pays
+    def panel_wanted(sizes):  # J's operand's panel pays for its copy, or its cache tile crowds the L2's sets
         return not rowless and (len(ks) == 1 and panel_pays(machine, itemsize, mr, nr, sizes[-1], ext[0])
                                 or any(aliased(machine, step, sizes[-1], sizes[len(others) + 1] * itemsize)
                                        for step in contraction.get("panel_steps", ())))
 
     if tile:  # the user's sizes, for the blocked band's members (others, I, J, then K)
         sizes = fit_sizes(tile, n)
-        crowded = crowds(sizes)
+        wanted = panel_wanted(sizes)
     else:
         mc, nc, kc = cache_tiles(machine, itemsize, mr, nr, ext, packed=contraction["transposed"])
         if rowless:  # the KC x NR block of J's operand, read once per row, stays in half of L2
@@ -388,9 +388,9 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
             k_sizes.insert(0, size)
             kc = max(1, kc // size)
         sizes = (1,) * len(others) + (() if rowless else (mc,)) + (nc,) + tuple(k_sizes)
-        crowded = crowds(sizes)
-        panel = contraction["transposed"] or (crowded and shaper.opts.pack is None)
-        if crowded and panel and not contraction["transposed"]:  # the I tile of a packed panel
+        wanted = panel_wanted(sizes)
+        panel = contraction["transposed"] or (wanted and shaper.opts.pack is None)
+        if wanted and panel and not contraction["transposed"]:  # the I tile of a packed panel
             mc = cache_tiles(machine, itemsize, mr, nr, ext, packed=True)[0]
             sizes = sizes[:len(others)] + (mc,) + sizes[len(others) + 1:]
         if not rowless and shaper.under_parallel_mark(node) and not others and ext[0] is not None:
@@ -410,10 +410,11 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
     point = point.band_split(1 if rowless else 2)  # (I, J) above (K...)
     point = _tile(point, (nr,) if rowless else (mr, nr))  # register tiles above the block
     # J's operand is packed where the user asks, where the block needs it (a transposed
-    # operand, whose panel gets J as its unit stride) and where its cache tile's rows crowd into
-    # a few sets of the L2 (aliased); a block that needs it and cannot have it is not made
+    # operand, whose panel gets J as its unit stride), where the panel pays for its copy
+    # (panel_pays) and where its cache tile's rows crowd into a few sets of the L2 (aliased); a
+    # block that needs it and cannot have it is not made
     pack = (not rowless and (shaper.opts.pack is True
-                             or ((contraction["transposed"] or crowded) and shaper.opts.pack is None))
+                             or ((contraction["transposed"] or wanted) and shaper.opts.pack is None))
             and len(ks) == 1 and sizes[-1] >= MIN_PANEL_ROWS
             and (ext[0] is None or ext[0] >= 2 * mr) and sizes[len(others)] >= 2 * mr)
     if contraction["transposed"] and not pack:
