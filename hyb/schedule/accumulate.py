@@ -296,18 +296,6 @@ def _reads(e, name: str) -> bool:
     return any(isinstance(n, tir.Load) and n.tensor == name for n in tir.walk_expr(e))
 
 
-def _touches(s, name: str) -> bool:
-    """Whether ``s`` (or a statement inside it) reads or writes ``name``."""
-    for x in tir.walk_stmts([s]):
-        if isinstance(x, tir.Store) and x.tensor == name:
-            return True
-        if any(_reads(e, name) for e in _exprs(x)):
-            return True
-        if isinstance(x, tir.Print) and x.stdout == name:
-            return True
-    return False
-
-
 def _writes(s, name: str) -> bool:
     return any(isinstance(x, tir.Store) and x.tensor == name for x in tir.walk_stmts([s]))
 
@@ -440,8 +428,8 @@ def _copy_refusal(typed: tir.TypedKernel, n: int, src: str, dst: str):
         return f"its shape differs from `{_name(td)}`'s"
     if src in typed.outputs:
         return "the kernel returns it"
-    if any(_touches(x, dst) for x in typed.body[:n]):
+    if dst in _touched(typed.body[:n]):
         return f"`{_name(td)}` is used before the copy"
-    if any(_touches(x, src) for x in typed.body[n + 1:]):
+    if src in _touched(typed.body[n + 1:]):
         return "it is read after the copy"
     return None
