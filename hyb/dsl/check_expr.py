@@ -17,10 +17,10 @@ from .folding import convert_const, fold, fold_intrinsic, known_condition, negat
 from .intrinsics import FLOAT_MATH, INTRINSICS, PREDICATES, ROUNDING
 from .scopes import (BUILTIN_NAMES, CAST_NAMES, LOOP_KINDS, MAX_NUM_THREADS, TENSOR_MAKERS, DTypeVal, GridVal, ShapeVal,
                      Sym, TensorRef, TupleVal)
+from .desugar import FOREIGN_MODULES
 from .signature import NeedsValue
 
-# Modules users reach for out of habit, and the NumPy/math names of built-in functions.
-FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
+# The NumPy/math names of built-in functions (the modules: desugar.FOREIGN_MODULES).
 FOREIGN_FUNCTIONS = {"maximum": "max", "minimum": "min", "fabs": "abs", "absolute": "abs", "arctan": "atan",
                      "arctan2": "atan2", "round_": "round", "rint": "round"}
 

@@ -29,9 +29,10 @@ from . import ast as syntax
 
 # Python's conversion functions and the dtype cast each one is.
 PYTHON_CASTS = {"int": "int64", "float": "float64"}
-# The numbers modules users name out of habit (`-math.inf`, `np.pi`): Python floats in a kernel.
+# Modules users reach for out of habit; the numbers they name (`-math.inf`, `np.pi`) are Python
+# floats in a kernel (the checker names the rest of them as not available).
+FOREIGN_MODULES = ("np", "numpy", "math", "torch", "jnp")
 MODULE_NUMBERS = {"inf": math.inf, "nan": math.nan, "pi": math.pi, "e": math.e}
-NUMBER_MODULES = ("math", "np", "numpy", "jnp", "torch")
 
 
 def desugar(module: syntax.Module, kernels_elsewhere=()) -> syntax.Module:
@@ -159,7 +160,7 @@ class _Rewriter:
         """A Python float the expression spells (``float("-inf")``, ``math.inf``, ``np.pi``) as a
         literal, or None."""
         if (isinstance(e, syntax.Attribute) and isinstance(e.value, syntax.Name) and e.attr in MODULE_NUMBERS
-                and e.value.id in NUMBER_MODULES and e.value.id not in self.bound):
+                and e.value.id in FOREIGN_MODULES and e.value.id not in self.bound):
             return syntax.Num(e.span, MODULE_NUMBERS[e.attr])
         if (isinstance(e, syntax.Call) and isinstance(e.func, syntax.Name) and e.func.id == "float"
                 and "float" not in self.bound and len(e.args) == 1 and not e.kwargs
