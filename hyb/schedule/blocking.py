@@ -393,12 +393,16 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
         if wanted and panel and not contraction["transposed"]:  # the I tile of a packed panel
             mc = cache_tiles(machine, itemsize, mr, nr, ext, packed=True)[0]
             sizes = sizes[:len(others)] + (mc,) + sizes[len(others) + 1:]
-        if not rowless and shaper.under_parallel_mark(node) and not others and ext[0] is not None:
+        if (not rowless and machine.threads > 1 and shaper.under_parallel_mark(node) and not others
+                and ext[0] is not None):
             # every thread should get tiles of I to work on (fewer, larger ones where each
-            # packed panel is to serve as many blocks as it can)
+            # packed panel is to serve as many blocks as it can, rounded up to whole register
+            # tiles so that no short tile is left over at the end, which would copy every panel
+            # once more for a few rows); code for one thread keeps the tiles the caches want
             tiles = PARALLEL_TILES // 2 if panel else PARALLEL_TILES
             if -(-ext[0] // sizes[0]) < PARALLEL_TILES // 2:
-                mc = max(2 * mr if panel else mr, -(-ext[0] // tiles) // mr * mr)
+                mc = (max(2 * mr, -(-ext[0] // tiles // mr) * mr) if panel
+                      else max(mr, -(-ext[0] // tiles) // mr * mr))
                 sizes = (mc,) + sizes[1:]
     depth = node.get_tree_depth()
     within = node.get_domain()  # the instances whose order the blocking changes

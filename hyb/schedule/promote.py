@@ -304,6 +304,13 @@ def _block_of(p, nest, chain: list, i_loop, j_loop: loops.For, call: loops.StmtC
     return loops.If(full, promoted(True), (edge,))
 
 
+# A transposed operand's panel is copied in runs of this many reduction steps: each of the panel's
+# NR rows is read along one cache line, and the run's lines of the panel stay in L1 while all the
+# rows are written into them.  (Measured on this project's Xeon machine, float32 linear 512x1024 @
+# (1024x1024)^T, one thread: the panel copied a step at a time across its NR rows, gathering from NR
+# rows of the operand at once, 14.7 ms; in runs of 8, 16 or 32 steps, 9.5 ms; W stored (in, out)
+# and read in place, 8.2 ms.)
+PACK_STEPS = 16
 MAX_PANEL_BYTES = 256 * 1024  # a packed panel lives on the stack of the function (or thread)
 
 
@@ -370,10 +377,19 @@ def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tu
         read = tir.Load(ld.dtype, panel.name, [kv, tir.Var("int", c, span=ld.span)], span=ld.span)
         pacc = replace(st, name=f"{st.name}.pacc", iters=list(st.iters) + [kk, r, c], **common,
                        stmt=replace(acc_stmt, value=_replace_node(acc_stmt.value, ld, read)))
-        fill = loops.For(kk, loops.LInt(0), _subst(k_loop.cond, at), 1, (
-            loops.For(rj, loops.LInt(0), loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj))), 1,
-                      (loops.StmtCall(filler.name, pack_args + (loops.LVar(kk), loops.LVar(rj))),),
-                      vector=MIN_TRIPS <= tj <= MAX_TRIPS),))
+        call_fill = loops.StmtCall(filler.name, pack_args + (loops.LVar(kk), loops.LVar(rj)))
+        cols = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
+        if it_k in _vars(ld.indices[-1:]) and it_j not in _vars(ld.indices[-1:]):
+            # transposed (the reduction's steps are the operand's unit stride): in runs of steps
+            kb = f"{st.name}_kb"
+            run_end = loops.LOp("add", (loops.LVar(kb), loops.LInt(PACK_STEPS)))
+            steps = loops.LOp("and", (loops.LOp("lt", (loops.LVar(kk), run_end)), _subst(k_loop.cond, at)))
+            fill = loops.For(kb, loops.LInt(0), _subst(k_loop.cond, {k: loops.LOp("add", (k_loop.init, loops.LVar(kb)))}),
+                             PACK_STEPS, (loops.For(rj, loops.LInt(0), cols, 1, (
+                                 loops.For(kk, loops.LVar(kb), steps, 1, (call_fill,)),)),))
+        else:
+            fill = loops.For(kk, loops.LInt(0), _subst(k_loop.cond, at), 1, (
+                loops.For(rj, loops.LInt(0), cols, 1, (call_fill,), vector=MIN_TRIPS <= tj <= MAX_TRIPS),))
         state["packs"].setdefault(id(home), []).append(loops.If(ready, (fill,)))
         state["tensors"][panel.name] = panel
         state["statements"][filler.name] = filler

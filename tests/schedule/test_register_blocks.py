@@ -229,6 +229,24 @@ def test_transposed_operands(mod, packed, unblocked, name):
         assert "register block" not in schedule_of(off.kernels[name], a, b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_transposed_panel_copied_in_runs_of_steps(unblocked, dtype):
+    # kt[j, d] is unit-stride along the reduction: its panel is copied in runs of
+    # promote.PACK_STEPS steps, here across reduction tiles of 20 steps (no multiple of the run)
+    # and sizes whose last run, tile and block are all short
+    tiled = hyb.compile_source(SRC, "blocks.hyb", fastmath=False,
+                               schedule={"register": (4, 16), "cache_tile": (8, 32, 20)})
+    k = tiled.kernels["attention_scores"]
+    for m, n, kk in [(8, 16, 16), (9, 33, 101), (13, 47, 40), (37, 67, 21)]:
+        q, kt = rnd((m, kk), dtype), rnd((n, kk), dtype)
+        got = k(q, kt)
+        np.testing.assert_allclose(got, q.astype(np.float64) @ kt.T.astype(np.float64),
+                                   rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5 if dtype == "float32" else 1e-12)
+        in_order(unblocked.kernels["attention_scores"](q, kt), got)
+    loops = k.compile(rnd((37, 101), dtype), rnd((67, 101), dtype)).inspect("loops")
+    assert "S0_kb += 16" in loops and "panel <- memory" in loops, loops
+
+
 def test_batched_and_two_products(mod):
     for m, n, kk in SIZES:
         a, b = rnd((3, m, kk), "float32"), rnd((3, kk, n), "float32")
