@@ -33,6 +33,7 @@ from .walker import SLOT_KINDS, bound
 
 # independent sets of lanes in the main loop: a compare and a select each wait for the one before
 BLOCKS = 4
+SCAN_VECTORS = 4  # vectors a guarded loop's search tests at once (_Lanes.scan)
 # a guarded loop shorter than this many vectors runs as written: the values early in a loop beat
 # the bounds often (the first k of a top-k all do), and there a vector search costs more than it saves
 GUARDED_VECTORS = 8
@@ -249,7 +250,23 @@ class _Lanes:
         def more(jj, st):
             return b.and_(b.icmp_signed("<=", b.add(jj, one), stop), b.icmp_unsigned("==", st[0], nothing))
 
-        jj, (bits,) = self.loop(j, one, more, [nothing], lambda jj, st: [candidates(jj)])
+        # SCAN_VECTORS vectors a step, their candidates tested once, while none has any (a vector at
+        # a time, each test a branch, the loop's compare-and-branch chain is its limit); then from
+        # the first of the vectors that stopped it (or from where the block left off), a vector at
+        # a time up to the first candidate
+        block = ir.Constant(I64, n * SCAN_VECTORS)
+
+        def any_of(jj, st):
+            hits = candidates(jj)
+            for u in range(1, SCAN_VECTORS):
+                hits = b.or_(hits, candidates(b.add(jj, ir.Constant(I64, u * n))))
+            return [hits]
+
+        jb, (hit,) = self.loop(j, block, lambda jj, st: b.and_(b.icmp_signed("<=", b.add(jj, block), stop),
+                                                               b.icmp_unsigned("==", st[0], nothing)),
+                               [nothing], any_of)
+        resume = b.select(b.icmp_unsigned("!=", hit, nothing), b.sub(jb, block), jb)
+        jj, (bits,) = self.loop(resume, one, more, [nothing], lambda jj, st: [candidates(jj)])
         # none in the whole vectors: the last vector, its lanes from jj on
         whole = b.icmp_unsigned("!=", bits, nothing)
         last = b.sub(stop, one)

@@ -44,7 +44,11 @@ The loop is rewritten only when all of this holds:
 * its step is 1 and its body is one ``if`` with no ``else``, comparing a scalar ``best`` with an
   expression ``e`` (either side) by ``>``, ``<``, ``>=`` or ``<=``;
 * the ``if`` body is two stores: ``best = e`` (the same expression, of ``best``'s dtype) and
-  ``k = j`` (another scalar; ``j`` the loop variable, cast to ``k``'s dtype or not);
+  ``k = j`` (another scalar; ``j`` the loop variable, cast to ``k``'s dtype or not); or the
+  first alone, a running extremum by ``if`` (``if x[i, j] > m: m = x[i, j]``), which gets the same
+  passes without ``k``: ``best`` is still read back from the element the index pass finds, which
+  keeps the first of two equal zeros as the branch does (``max()`` would take +0.0, and would
+  let a NaN through);
 * ``e`` is recomputed bit for bit in each pass: a load, or one ``+``, ``-``, ``*`` of loads and
   numbers, reading neither ``best`` nor ``k`` (a math function's vector and scalar versions
   may differ by an ulp);
@@ -147,14 +151,16 @@ class _Rewriter:
         """The written loop as one lane pass (where the elements are contiguous along the loop),
         or as the two passes of the module doc."""
         span = loop.span
-        name, k_name = self.tensors[best].source_name or best, self.tensors[k].source_name or k
+        name = self.tensors[best].source_name or best
+        k_name = None if k is None else self.tensors[k].source_name or k
+        with_index = "" if k is None else f" with its {'first' if op in ('>', '<') else 'last'} index `{k_name}`"
         if contiguous(e, loop.var) and not short_loop(loop, self.tensors[best].dtype):
             cond = loop.body[0].cond
             form = Extremum(op, best, e_left=not (isinstance(cond.a, tir.Load) and cond.a.tensor == best))
             which = "maximum" if op in (">", ">=") else "minimum"
             order = "first" if op in (">", "<") else "last"
             self.decisions.append(
-                f"running {which} of `{name}` with its {order} index `{k_name}`{_line(span)}: one vector pass, "
+                f"running {which} of `{name}`{with_index}{_line(span)}: one vector pass, "
                 f"each lane keeping its own {which} and {order} index")
             return [replace(loop, form=form)]
         dt = self.tensors[best].dtype
@@ -163,7 +169,7 @@ class _Rewriter:
         m = self.scalar(f"{best}_{'max' if maximum else 'min'}", dt, span)
         # the index pass's lanes as narrow as the loop's bounds allow (int32 lanes: twice as many)
         it = "int32" if fits_int32(loop.start) and fits_int32(loop.stop) else "int64"
-        kk = self.scalar(f"{k}_at", it, span)
+        kk = self.scalar(f"{k or best}_at", it, span)
 
         def load(name):
             return tir.Load(self.tensors[name].dtype, name, [], span=span)
@@ -184,8 +190,10 @@ class _Rewriter:
 
         found = tir.Load(it, kk, [], span=span)
         at_found = tir.Cast("int", found, span=span)  # the loop variable's type, for `j - 1` and the like
-        write_back = [tir.Store(best, [], _substitute(e, loop.var, at_found), span=span),
-                      tir.Store(k, [], _substitute(k_value, loop.var, at_found), span=span)]
+        # (the extremum alone: still read back from the element the index pass finds, which keeps
+        # the sign of the first of equal zeros, as the branch does)
+        write_back = [tir.Store(best, [], _substitute(e, loop.var, at_found), span=span)] + (
+            [] if k is None else [tir.Store(k, [], _substitute(k_value, loop.var, at_found), span=span)])
         index_pass = [tir.Store(kk, [], none, span=span)] + self.over(loop, "k", index_step)
         floats = types.concrete(dt) in ("float32", "float64")
         if first:  # an element strictly beyond the initial value (never so where that is NaN)
@@ -207,9 +215,8 @@ class _Rewriter:
         out = extremum + index_pass + [tir.Store(flag, [], taken, span=span),
                                        tir.If(load(flag), write_back, [], span=span)]
         self.decisions.append(
-            f"running {'maximum' if maximum else 'minimum'} of `{name}` with its {'first' if first else 'last'} "
-            f"index `{k_name}`{_line(span)}: a vector {'max' if maximum else 'min'} pass, then a vector pass "
-            "for the index")
+            f"running {'maximum' if maximum else 'minimum'} of `{name}`{with_index}{_line(span)}: a vector "
+            f"{'max' if maximum else 'min'} pass, then a vector pass for the index")
         return out
 
 
@@ -340,12 +347,12 @@ def _shifted(e, var: str) -> bool:
 
 def _match(loop: tir.Loop, tensors: dict):
     """``(op, best, e, k, k's stored value)`` of a running extremum with its index (op as
-    ``e op best``), or None."""
+    ``e op best``; ``k`` and its value None where the ``if`` stores the extremum alone), or None."""
     if loop.step != 1 or len(loop.body) != 1 or not isinstance(loop.body[0], tir.If):
         return None
     branch = loop.body[0]
     cond = branch.cond
-    if branch.orelse or len(branch.body) != 2 or not isinstance(cond, tir.Cmp) or cond.op not in FLIP:
+    if branch.orelse or len(branch.body) not in (1, 2) or not isinstance(cond, tir.Cmp) or cond.op not in FLIP:
         return None
     if _scalar_load(cond.b, tensors):
         op, e, best = cond.op, cond.a, cond.b.tensor
@@ -357,13 +364,16 @@ def _match(loop: tir.Loop, tensors: dict):
     if not all(isinstance(s, tir.Store) and not s.indices for s in stores):
         return None
     by = {s.tensor: s.value for s in stores}
-    if best not in by or len(by) != 2:
+    if best not in by or len(by) != len(stores):
         return None
-    (k,) = [t for t in by if t != best]
     dt = tensors[best].dtype
+    if by[best] != e or e.dtype != dt or types.concrete(dt) not in ("float32", "float64") + types.SIGNED + types.UNSIGNED:
+        return None
+    if len(by) == 1:  # the extremum alone
+        return (op, best, e, None, None) if recomputable(e, {best}) else None
+    (k,) = [t for t in by if t != best]
     kt = tensors.get(k)
-    if (by[best] != e or e.dtype != dt or kt is None or kt.kind != "scalar"
-            or types.concrete(dt) not in ("float32", "float64") + types.SIGNED + types.UNSIGNED):
+    if kt is None or kt.kind != "scalar":
         return None
     value = by[k]
     if not (tir.is_var(value, loop.var) or (isinstance(value, tir.Cast) and tir.is_var(value.a, loop.var)

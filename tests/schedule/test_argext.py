@@ -283,3 +283,45 @@ def test_rows_known_to_be_shorter_than_a_vector_keep_the_passes():
     x, _ = data(3, 15, "float32", 2)
     assert "meeting a condition" not in k.compile(x, x, np.float32(1)).inspect("schedule")
     np.testing.assert_array_equal(k(x, x, np.float32(1)), k.emulate(x, x, np.float32(1)))
+
+
+ALONE = '''
+def extremum(x, start):
+    n = x.shape[0]
+    d = x.shape[1]
+    val = output_tensor((n,), x.dtype)
+    for i in range(n):
+        m = start[i]
+        for j in range(d):
+            if COND:
+                m = E
+        val[i] = m
+    return val
+'''
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("strided", [False, True])
+def test_a_running_extremum_by_if_without_an_index_is_the_written_loop(strided, dtype):
+    """``if x[i, j] > m: m = x[i, j]`` with no index: the same lane pass (or passes, where the
+    elements are strided) as the argmax, the extremum read back from the element the index pass
+    finds, so that NaNs and the first of equal zeros come out as the branch leaves them."""
+    for cond in ("x[i, j] > m", "x[i, j] >= m", "x[i, j] < m", "m >= x[i, j]"):
+        e = "x[j, i]" if strided else "x[i, j]"
+        src = ALONE.replace("COND", cond.replace("x[i, j]", e)).replace("E", e)
+        if strided:
+            src = src.replace("range(n)", "range(d)").replace("range(d):\n            if", "range(n):\n            if")
+            src = src.replace("(n,)", "(d,)")
+        k = hyb.compile_source(src, threads=1).extremum
+        for seed, d in enumerate(WIDTHS):
+            x, start = data(7, d, dtype, seed)
+            if strided:
+                x = np.ascontiguousarray(x.T)  # its columns the rows of the extremum
+            same_bits(k(x, start), k.emulate(x, start))
+        x, start = data(5, 130, dtype, 99)
+        text = k.compile(np.ascontiguousarray(x.T) if strided else x, start).inspect("schedule")
+        which = "minimum" if "<" in cond and not cond.startswith("m") else "maximum"
+        if cond.startswith("m >="):
+            which = "minimum"
+        want = "then a vector pass for the index" if strided else "one vector pass, each lane"
+        assert f"running {which} of `m` (line 8): {'a vector' if strided else ''}" in text and want in text, text
