@@ -122,7 +122,7 @@ def fused_nests(nest: loops.LoopNest):
         sts = [nest.statements[n] for n in names]
         if len({st.iters[0] if st.iters else st.name for st in sts}) < 2:
             continue
-        yield ("loop nests fused by isl into loop `" + s.var + "`: "
+        yield ("loop nests fused into loop `" + s.var + "`: "
                + ", ".join(f"{st.name} (line {st.span.line})" if st.span else st.name for st in sts))
 
 

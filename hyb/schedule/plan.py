@@ -34,7 +34,7 @@ from .deps import MAX_DEPENDENCE_CONSTRAINTS, Dependences, nest_number
 from .deps import compute as compute_deps
 from .deps import operations
 from .extract import PolyProgram
-from . import islmem
+from . import fuse, islmem
 from .isl_scheduler import compute_schedule
 from .options import ScheduleOptions
 from .parallel import leading_parallel_work, mark_parallel_bands, parallel_marks, serial_order
@@ -395,6 +395,11 @@ def _plan(p: PolyProgram, d: Dependences, opts: ScheduleOptions, solved: dict | 
             sched, shaper, why = kept
             decisions.append(why)
             decisions += shaper.take()
+    if opts.fuse and len(p.statements) > 1:
+        keep = set(blocking.candidates(p, 0 if isinstance(opts.register, tuple) else blocking.MIN_BLOCK_WORK)
+                   if opts.tile and opts.register is not False else ())
+        sched, fused = fuse.fuse(p, deps_all, sched, keep)
+        decisions += fused
     offers_threads = opts.parallel and leading_parallel_work(sched, p) >= opts.min_parallel_work
     if opts.parallel:
         sched, marked = mark_parallel_bands(sched, p, opts.min_parallel_work)
