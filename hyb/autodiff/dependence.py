@@ -36,7 +36,7 @@ def may_follow(nz: Normalised, act: Activity, w, s, sub, n) -> bool:
 
 def may_follow_syntax(nz: Normalised, act: Activity, w, s, sub, n) -> bool:
     iw, is_ = nz.info[id(w)], nz.info[id(s)]
-    if w is s or iw.first > is_.first:
+    if w is s or (iw.first > is_.first and not exclusive(iw.block, is_.block)):
         return True
     decl = nz.tensors[n].block if n in nz.tensors else nz.scalars[n].block
     depth = len(decl.loops)
@@ -61,6 +61,26 @@ def may_follow_syntax(nz: Normalised, act: Activity, w, s, sub, n) -> bool:
         else:
             return True
     return False
+
+
+def exclusive(a, b) -> bool:
+    """Whether blocks ``a`` and ``b`` lie in different branches of one ``if``: no run of that
+    ``if`` runs both (a later run, in a later iteration of a loop around it, is the loops' to
+    judge)."""
+    above_a = []
+    x = a
+    while x is not None:
+        above_a.append(x)
+        x = x.parent
+    below, x = None, b
+    while x is not None and not any(x is y for y in above_a):
+        below, x = x, x.parent
+    if x is None or below is None:
+        return False
+    k = next(k for k, y in enumerate(above_a) if y is x)
+    other = above_a[k - 1] if k else None
+    return other is not None and other is not below and other.owner is below.owner \
+        and isinstance(below.owner, syntax.If)
 
 
 def isl_follows(nz: Normalised, act: Activity, w, s, sub, n):

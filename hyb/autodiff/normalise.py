@@ -187,6 +187,7 @@ class _Normaliser:
             raise unsupported("no `return` at its end", self.kdef)
         self.outputs = [v.id for v in body[-1].values]
         self.settle_int_types()
+        self.widen_scalar_blocks()
         self.params = params
         # A parameter used as a number is a scalar parameter; one never used counts as a tensor
         # (its gradient is zero; passed a scalar, it gets None at the call).
@@ -198,6 +199,30 @@ class _Normaliser:
                           MappingProxyType(self.scalars), MappingProxyType(self.loops), MappingProxyType(self.info),
                           MappingProxyType(self.blocks), tuple(self.assigns), tuple(self.outputs), tuple(params),
                           tuple(self.tensor_params), frozenset(self.scalar_params), frozenset(self.names.used))
+
+    def widen_scalar_blocks(self):
+        """A scalar first assigned in a branch of an ``if`` and used after it (assigned in both
+        branches, as the language allows) belongs to the block around the ``if``: its value, and
+        so its adjoint, lives on after the branch.  Each scalar's block becomes the innermost
+        block that holds every statement assigning or reading it."""
+        used: dict = {}
+        for st in walk_stmts(self.top.body):
+            info = self.info.get(id(st))
+            if info is None:
+                continue
+            parts = [st.target, st.value] if isinstance(st, syntax.Assign) else \
+                [st.cond] if isinstance(st, syntax.If) else [st.iter] if isinstance(st, syntax.For) else \
+                list(getattr(st, "values", []))
+            for part in parts:
+                for x in walk(part):
+                    if isinstance(x, syntax.Name) and x.id in self.scalars:
+                        used.setdefault(x.id, []).append(info.block)
+        for u, blocks in used.items():
+            home = self.scalars[u].block
+            while home.parent is not None and not all(b.inside(home) for b in blocks):
+                home = home.parent
+            if home is not self.scalars[u].block:
+                self.scalars[u] = replace(self.scalars[u], block=home)
 
     def settle_int_types(self):
         """A scalar is an integer (and carries no derivative) only if every value assigned to it
@@ -313,9 +338,11 @@ class _Normaliser:
             info = self.number(node, block)
             then, orelse = Block(block, block.loops, node), Block(block, block.loops, node)
             # (the node is numbered before its body exists: its lists are filled, not replaced)
-            node.body.extend(self.norm_block(s.body, then, scope + [{}]))
+            # (a branch is no scope of its own, as in Python: a name either branch assigns is the
+            # one the other branch and the statements after the `if` read)
+            node.body.extend(self.norm_block(s.body, then, scope))
             then.body = node.body
-            node.orelse.extend(self.norm_block(s.orelse, orelse, scope + [{}]))
+            node.orelse.extend(self.norm_block(s.orelse, orelse, scope))
             orelse.body = node.orelse
             self.blocks[id(node)] = (then, orelse)
             info.last = self.counter

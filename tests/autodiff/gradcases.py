@@ -579,6 +579,52 @@ case("if_scalar_assigned", """
         return c
     """, lambda r, d: [away(r, d), normal(r, d)], [(8,)])
 
+case("if_scalar_first_assigned_in_both_branches", """
+    def if_both(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            if i == 0:
+                v = a[i]
+            else:
+                v = b[i]
+            c[i] = v * v
+        return c
+    """, lambda r, d: [normal(r, d), normal(r, d)], [(4,), (1,)])
+
+case("if_scalar_in_both_branches_data", """
+    def if_both_data(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            if a[i] > b[i]:
+                v = a[i] * b[i]
+                t = sin(v)
+                w = t + a[i]
+            else:
+                v = b[i] - a[i]
+                w = v * v
+            c[i] = v * w + exp(w)
+        return c
+    """, lambda r, d: [away(r, d), away(r, d)], [(7,), (1,)])
+
+case("if_scalar_in_both_branches_top_level", """
+    def if_both_top(a, b):
+        c = output_tensor(a.shape, a.dtype)
+        if a.shape[0] > 2:
+            v = a[0] * b[1]
+        else:
+            v = b[0]
+        for i in range(a.shape[0]):
+            if a[i] > 0.0:
+                if i > 1:
+                    u = v * a[i]
+                else:
+                    u = a[i]
+            else:
+                u = b[i] * v
+            c[i] = u * a[i] + v
+        return c
+    """, lambda r, d: [away(r, d), normal(r, d)], [(5,), (2,), (1,)])
+
 case("if_guarded_accumulation", """
     def if_acc(a):
         c = output_tensor((a.shape[0],), a.dtype)
