@@ -192,8 +192,8 @@ class CompiledKernel:
         typed = typed or self.typed
         if self.kernel is None:
             raise HybridArgumentError("inspect('grad') needs the kernel this was compiled from", None, None)
-        args = [types.numpy_dtype(s.dtype).type(s.value or 0) if s.scalar
-                else np.zeros(s.shape, dtype=types.numpy_dtype(s.dtype)) for s in (specs or self.specs)]
+        args = [_scalar_like(s) if s.scalar else np.zeros(s.shape, dtype=types.numpy_dtype(s.dtype))
+                for s in (specs or self.specs)]
         douts = [np.zeros(typed.tensors[n].shape, dtype=types.numpy_dtype(typed.tensors[n].dtype))
                  for n in typed.outputs]
         g = self.kernel.grad()
@@ -392,3 +392,15 @@ class CompiledKernel:
         if binding is None:
             self._call_plan = plan
         return plan
+
+
+def _scalar_like(spec):
+    """A scalar argument of the kind ``spec`` describes: a Python number for a Python int or float
+    (which the gradient, as the kernel, may need as a compile-time value: a shape), else a NumPy
+    scalar of its dtype."""
+    value = spec.value or 0
+    if spec.dtype == "int":
+        return int(value)
+    if spec.dtype == "float":
+        return float(value)
+    return types.numpy_dtype(spec.dtype).type(value)

@@ -305,6 +305,29 @@ def test_inspect_grad_reports_the_source_and_the_tape(name):
         assert tape > 0, f"{name}: expected a tape for values overwritten in place"
 
 
+def test_inspect_grad_with_python_int_sizes_as_arguments():
+    """Sizes passed as Python ints (llm.c's ``B, T, V``) are compile-time values of the kernel and
+    of its gradient: inspect('grad') describes the gradient for them, as .grad() compiles it."""
+    k = _kernel("""
+        def rows(logits, B, T, scale):
+            probs = output_tensor((B, T), logits.dtype)
+            for b in range(B):
+                s = 0.0
+                for t in range(T):
+                    probs[b, t] = exp(logits[b, t] * scale)
+                    s += probs[b, t]
+                for t in range(T):
+                    probs[b, t] = probs[b, t] / s
+            return probs
+        """, "rows")
+    x = rng_for("rows").standard_normal((3, 4))
+    text = k.compile(x, 3, 4, 0.5).inspect("grad")
+    assert "def rows_grad(" in text and re.search(r"tape: \d+ bytes", text), text
+    g = k.grad()(x, 3, 4, 0.5, np.ones((3, 4)))
+    assert g[1] is None and g[2] is None and g[3] is None
+    np.testing.assert_allclose(g[0], 0.0, atol=1e-12)  # softmax rows against a gradient of ones
+
+
 # ------------------------------------------------------------------ kinks: PyTorch's conventions, exactly
 
 def _kernel(src, name):
