@@ -60,11 +60,20 @@ class _Inliner:
     def inline(self, callee: syntax.KernelDef, call: syntax.Call, targets) -> list:
         if callee.name in self.stack:
             raise unsupported("a recursive kernel call", call)
-        if len(call.args) != len(callee.params) or not all(isinstance(a, syntax.Name) for a in call.args):
-            raise unsupported("a kernel call whose arguments are not tensor names", call,
-                              "pass tensors by name: `t = other(a, b)`")
-        mapping = {p.name: a.id for p, a in zip(callee.params, call.args)}
+        if len(call.args) != len(callee.params):
+            raise unsupported("a kernel call with another number of arguments than the kernel has parameters", call)
         body = callee.body
+        # A tensor passed by name is the callee's parameter; a value (a number, an element, an
+        # expression), and a name the callee assigns anew, is copied into a scalar of the callee's
+        # own first, as Python passes it.
+        mapping, prelude = {}, []
+        for p, a in zip(callee.params, call.args):
+            if isinstance(a, syntax.Name) and not _rebinds(body, p.name):
+                mapping[p.name] = a.id
+            else:
+                own = self.names.fresh(f"{callee.name}_{p.name}")
+                prelude.append(syntax.Assign(a.span, syntax.Name(a.span, own), a))
+                mapping[p.name] = own
         ret = body[-1] if body and isinstance(body[-1], syntax.Return) else None
         outputs = [v.id for v in ret.values] if ret is not None else []
         if targets is not None:
@@ -87,10 +96,23 @@ class _Inliner:
         renamed = [subst(s, mapping) for s in (body[:-1] if ret is not None else body)]
         self.stack.append(callee.name)
         try:
-            return self.block(renamed)
+            return self.block(prelude + renamed)
         finally:
             self.stack.pop()
 
 
 def _is_builtin(n: str) -> bool:
     return n in BUILTIN_NAMES or n in INTRINSICS or n in ("True", "False", "print")
+
+
+def _rebinds(body: list, name: str) -> bool:
+    """Whether ``body`` assigns the name itself (``p = ...``, ``p += ...``), not an element of it."""
+    for s in body:
+        if isinstance(s, (syntax.Assign, syntax.AugAssign)) and isinstance(s.target, syntax.Name) \
+                and s.target.id == name:
+            return True
+        if isinstance(s, syntax.For) and _rebinds(s.body, name):
+            return True
+        if isinstance(s, syntax.If) and (_rebinds(s.body, name) or _rebinds(s.orelse, name)):
+            return True
+    return False

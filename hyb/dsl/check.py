@@ -16,6 +16,7 @@ from . import ast as syntax
 from . import deep
 from . import tir
 from . import types
+from . import unparse
 from .check_expr import ExpressionChecker, kernel_arity_error, loop_iterable_error
 from .folding import is_index_expression, is_size_expression, known_condition, of_parameters
 from .scopes import (BUILTIN_NAMES, LOOP_KINDS, TENSOR_MAKERS, DTypeVal, ShapeVal, Sym, TensorRef, TupleVal,
@@ -589,7 +590,17 @@ class _Checker(ExpressionChecker):
         self.call_stack.append(callee.name)
         body = copies + self.block(callee.body)
         if not self.returned:
-            raise HybridTypeError(f"kernel `{callee.name}` returns nothing", callee.span, None)
+            # a helper that writes tensors it is given (`fill(b, 2.0)`), called as a statement
+            written = {st.tensor for st in tir.walk_stmts(body) if isinstance(st, tir.Store)}
+            writes_args = any(sym.kind == "tensor" and sym.name in written for sym in bound.values())
+            if targets is not None:
+                raise HybridTypeError(f"kernel `{callee.name}` returns nothing, so its result cannot be assigned",
+                                      call.span, f"call it as a statement: `{unparse.expr(call)}`"
+                                      if writes_args else "end it with `return c` naming its output")
+            if not writes_args:
+                raise HybridTypeError(f"kernel `{callee.name}` returns nothing and writes none of its arguments",
+                                      callee.span, "end it with `return c` naming its output, or write a tensor "
+                                      "it is given")
         outputs = self.outputs
         self.call_stack.pop()
         self.scopes, self.closed, self.returned, self.outputs, self.base_depth = saved

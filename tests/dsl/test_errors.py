@@ -81,6 +81,12 @@ CASES = [
      "lists are not supported"),
     ("slice", HEAD + "    c[:] = 1\n    return c\n", HybridUnsupportedError, 3, 7, "slices are not supported"),
     ("no return", HEAD, HybridTypeError, 1, 5, "returns nothing and writes none of its inputs"),
+    ("a helper's missing result assigned", "def fill(b, v):\n    for i in range(b.shape[0]):\n        b[i] = v\n\n"
+     + HEAD + "    t = fill(c, 1.0)\n    return c\n", HybridTypeError, 7, 9,
+     "kernel `fill` returns nothing, so its result cannot be assigned"),
+    ("a helper that returns and writes nothing", "def h(b):\n    for i in range(b.shape[0]):\n        s = b[i]\n\n"
+     + HEAD + "    h(a)\n    return c\n", HybridTypeError, 1, 5,
+     "kernel `h` returns nothing and writes none of its arguments"),
     ("dtype typo", "def k(a):\n    c = output_tensor(a.shape, 'flaot32')\n    return c\n", HybridTypeError, 2, 32,
      "unknown dtype 'flaot32'"),
     ("run-time out of bounds", LOOP + "        c[i * i] = 1.0\n    return c\n", HybridIndexError, 4, 9,

@@ -142,6 +142,75 @@ def test_recursive_call_is_an_error():
     assert (info.value.line, info.value.col) == (line, 9)
 
 
+HELPERS = """
+def fill(b, v):
+    for i in range(b.shape[0]):
+        b[i] = v
+
+def scale_row(out, x, i, s):
+    for j in range(x.shape[1]):
+        out[i, j] = x[i, j] * s
+
+def uses_fill(a):
+    c = output_tensor(a.shape, a.dtype)
+    t = allocate(a.shape, a.dtype)
+    fill(t, 2.0)
+    for i in range(a.shape[0]):
+        c[i] = a[i] * t[i]
+    return c
+
+def uses_rows(x, w):
+    out = output_tensor(x.shape, x.dtype)
+    for i in range(x.shape[0]):
+        scale_row(out, x, i, w[i] * w[i] + 1.0)
+    return out
+
+def assigns_nothing(a):
+    c = output_tensor(a.shape, a.dtype)
+    t = fill(c, 1.0)
+    return c
+
+def does_nothing(b):
+    for i in range(b.shape[0]):
+        s = b[i]
+
+def calls_nothing(a):
+    does_nothing(a)
+    return a
+"""
+
+
+def test_helpers_that_write_their_arguments_run_emulate_and_differentiate():
+    m = hyb.compile_source(HELPERS, "helpers.hyb")
+    a = np.arange(1.0, 5.0)
+    for run in (m.uses_fill, m.uses_fill.emulate):
+        np.testing.assert_array_equal(run(a), 2 * a)
+    np.testing.assert_array_equal(m.uses_fill.grad()(a, np.ones(4)), np.full(4, 2.0))
+    # a row index and an element expression passed as numbers (copied into the helper's own scalars)
+    x, w = np.random.default_rng(3).standard_normal((3, 4)), np.array([0.5, -1.0, 2.0])
+    want = x * (w * w + 1.0)[:, None]
+    for run in (m.uses_rows, m.uses_rows.emulate):
+        np.testing.assert_allclose(run(x, w), want, rtol=1e-12)
+    dout = np.random.default_rng(4).standard_normal((3, 4))
+    dx, dw = m.uses_rows.grad()(x, w, dout)
+    np.testing.assert_allclose(dx, dout * (w * w + 1.0)[:, None], rtol=1e-12)
+    np.testing.assert_allclose(dw, (dout * x).sum(axis=1) * 2 * w, rtol=1e-12)
+
+
+def test_a_helper_that_returns_nothing_is_refused_where_nothing_could_use_it():
+    m = hyb.compile_source(HELPERS, "helpers.hyb")
+    lines = HELPERS.split("\n")
+    with pytest.raises(HybridTypeError) as info:
+        m.assigns_nothing(np.ones(2))
+    assert info.value.message == "kernel `fill` returns nothing, so its result cannot be assigned"
+    assert (info.value.line, info.value.col) == (lines.index("    t = fill(c, 1.0)") + 1, 9)
+    assert info.value.hint == "call it as a statement: `fill(c, 1.0)`"
+    with pytest.raises(HybridTypeError) as info:
+        m.calls_nothing(np.ones(2))
+    assert info.value.message == "kernel `does_nothing` returns nothing and writes none of its arguments"
+    assert (info.value.line, info.value.col) == (lines.index("def does_nothing(b):") + 1, 5)
+
+
 def test_call_argument_count():
     m = hyb.compile_source("def f(a):\n    return a\n\ndef g(a):\n    b = f(a, a)\n    return b\n")
     with pytest.raises(HybridTypeError, match=r"kernel `f` takes 1 argument\(s\), got 2") as info:
