@@ -341,8 +341,9 @@ class _Checker(ExpressionChecker):
             value = self.expr(s.value)
             if (((isinstance(value, tir.Const) or is_size_expression(value)) and types.is_weak(value.dtype)
                  or isinstance(value, tir.Const) and types.is_int(value.dtype) and not isinstance(value.value, bool))
-                    and self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1):
-                # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time constant.
+                    and self.assign_counts.get(name, 0) == 1):
+                # Assigned once, to a number known now (e.g. `n = a.shape[0]`): a compile-time
+                # constant (in a called kernel too, whose body is counted when it is inlined).
                 self.declare(name, Sym("const", name, value))
                 return None
             if self.assign_counts.get(name, 0) == 1 and len(self.call_stack) == 1 and (
@@ -583,10 +584,11 @@ class _Checker(ExpressionChecker):
             else:
                 raise HybridUnsupportedError("arguments of a kernel call are tensors, shapes, dtypes or numbers",
                                              a.span, "pass a tensor by name, or a number")
-        saved = (self.scopes, self.closed, self.returned, self.outputs, self.base_depth)
+        saved = (self.scopes, self.closed, self.returned, self.outputs, self.base_depth, self.assign_counts)
         # (the callee sees the module's constants and its own parameters, none of the caller's names)
         self.scopes = [{c: Sym("const", c, v) for c, v in self.module.constants.items()}, bound, {}]
         self.closed, self.returned, self.outputs, self.base_depth = {}, False, [], self.depth
+        self.assign_counts = _assignment_counts(callee.body)
         self.call_stack.append(callee.name)
         body = copies + self.block(callee.body)
         if not self.returned:
@@ -603,7 +605,7 @@ class _Checker(ExpressionChecker):
                                       "it is given")
         outputs = self.outputs
         self.call_stack.pop()
-        self.scopes, self.closed, self.returned, self.outputs, self.base_depth = saved
+        self.scopes, self.closed, self.returned, self.outputs, self.base_depth, self.assign_counts = saved
         if targets is not None:
             if len(targets) != len(outputs):
                 raise HybridTypeError(f"kernel `{callee.name}` returns {len(outputs)} tensor(s), "

@@ -211,6 +211,34 @@ def test_a_helper_that_returns_nothing_is_refused_where_nothing_could_use_it():
     assert (info.value.line, info.value.col) == (lines.index("def does_nothing(b):") + 1, 5)
 
 
+def test_a_called_kernel_sizes_its_output_from_its_own_locals():
+    m = hyb.compile_source("""
+def doubled(x):
+    B = x.shape[0]
+    shape = (B, 2)
+    y = output_tensor(shape, x.dtype)
+    for i in range(B):
+        for j in range(2):
+            y[i, j] = x[i] * (j + 1)
+    return y
+
+def caller(a, b):
+    p = doubled(a)
+    q = doubled(b)
+    out = output_tensor((a.shape[0] + b.shape[0],), a.dtype)
+    for i in range(a.shape[0]):
+        out[i] = p[i, 1]
+    for i in range(b.shape[0]):
+        out[a.shape[0] + i] = q[i, 0]
+    return out
+""", "sizes.hyb")
+    a, b = np.arange(3.0), np.arange(5.0) + 10
+    want = np.concatenate([2 * a, b])
+    for run in (m.caller, m.caller.emulate):
+        np.testing.assert_array_equal(run(a, b), want)
+    np.testing.assert_array_equal(m.caller.grad()(a, b, np.ones(8))[0], np.full(3, 2.0))
+
+
 def test_call_argument_count():
     m = hyb.compile_source("def f(a):\n    return a\n\ndef g(a):\n    b = f(a, a)\n    return b\n")
     with pytest.raises(HybridTypeError, match=r"kernel `f` takes 1 argument\(s\), got 2") as info:
