@@ -181,7 +181,10 @@ class _Normaliser:
         params = [p.name for p in self.kdef.params]
         self.top = Block(None, [])
         self.declared = set(params)
-        self.top.body = self.norm_block(self.kdef.body, self.top, [{p: p for p in params}])
+        source = self.kdef.body
+        if not source or not isinstance(source[-1], syntax.Return):
+            source = self.returning(source)
+        self.top.body = self.norm_block(source, self.top, [{p: p for p in params}])
         body = self.top.body
         if not body or not isinstance(body[-1], syntax.Return):
             raise unsupported("no `return` at its end", self.kdef)
@@ -199,6 +202,40 @@ class _Normaliser:
                           MappingProxyType(self.scalars), MappingProxyType(self.loops), MappingProxyType(self.info),
                           MappingProxyType(self.blocks), tuple(self.assigns), tuple(self.outputs), tuple(params),
                           tuple(self.tensor_params), frozenset(self.scalar_params), frozenset(self.names.used))
+
+    def returning(self, body: list) -> list:
+        """A kernel that writes its results into arguments and returns nothing (C's
+        ``layernorm_forward(out, mean, rstd, inp, weight, bias)``) as the function it computes:
+        each argument it writes is copied into a tensor of its own first, the body works on the
+        copies, and they are returned, in the order of the parameters.  Its gradient then takes
+        one gradient per written argument and gives one for every argument's value on entry."""
+        ranks: dict = {}
+        for st in walk_stmts(body):
+            if isinstance(st, (syntax.Assign, syntax.AugAssign)) and isinstance(st.target, syntax.Subscript) \
+                    and isinstance(st.target.value, syntax.Name):
+                n = st.target.value.id
+                ranks[n] = max(ranks.get(n, 0), len(st.target.indices))
+        written = [p.name for p in self.kdef.params if p.name in ranks]
+        if not written:
+            raise unsupported("no `return` at its end", self.kdef)
+        span = self.kdef.span
+        mapping, prelude = {}, []
+        for n in written:
+            own = mapping[n] = self.names.fresh(f"{n}_new")
+            shape, dtype = syntax.Attribute(span, syntax.Name(span, n), "shape"), syntax.Attribute(
+                span, syntax.Name(span, n), "dtype")
+            prelude.append(syntax.Assign(span, syntax.Name(span, own), syntax.Call(
+                span, syntax.Name(span, "output_tensor"), [shape, dtype])))
+            idx = [self.names.fresh(f"{n}_i{k}") for k in range(ranks[n])]
+            copy = [syntax.Assign(span, syntax.Subscript(span, syntax.Name(span, own), [syntax.Name(span, v) for v in idx]),
+                                  syntax.Subscript(span, syntax.Name(span, n), [syntax.Name(span, v) for v in idx]))]
+            for k in reversed(range(ranks[n])):
+                size = syntax.Subscript(span, syntax.Attribute(span, syntax.Name(span, n), "shape"), [syntax.Num(span, k)])
+                copy = [syntax.For(span, syntax.Name(span, idx[k]), syntax.Call(span, syntax.Name(span, "range"), [size]),
+                                   copy)]
+            prelude += copy
+        return prelude + [subst(st, mapping) for st in body] + [
+            syntax.Return(span, [syntax.Name(span, mapping[n]) for n in written])]
 
     def widen_scalar_blocks(self):
         """A scalar first assigned in a branch of an ``if`` and used after it (assigned in both
