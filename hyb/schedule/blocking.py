@@ -450,6 +450,17 @@ def block(shaper, node: isl.ScheduleNode, contraction: dict, register=None, tile
                 placed, note = tried, (" (the band's other statements " +
                                        ("before" if how == "order_before" else "after") + " the reduction loops)")
                 break
+        if placed is None and shaper.deps is not None:
+            # a prologue and an epilogue (`y[i, j] = 0` before, `y[i, j] = relu(...)` after):
+            # each statement on the side its dependences on the contraction put it
+            done = islmem.union_set((st.domain for st in shaper.p.statements if st.name in contraction["statements"]),
+                                    kband.get_domain().get_space()).intersect(kband.get_domain())
+            after = shaper.deps.intersect_domain(done).range().intersect(rest)
+            before = rest.subtract(after)
+            tried = kband.order_before(before) if not before.is_empty() else kband
+            tried = tried.order_after(after) if not after.is_empty() else tried
+            if shaper.respects(tried.get_schedule(), within):
+                placed, note = tried, " (the band's other statements before and after the reduction loops)"
         if placed is None:
             return None
         kband = placed
@@ -509,3 +520,75 @@ def multi_val(node: isl.ScheduleNode, sizes) -> isl.MultiVal:
     for m, s in enumerate(sizes):
         mv = mv.set_val(m, isl.Val.int_from_si(isl.DEFAULT_CONTEXT, int(s)))
     return mv
+
+
+def merge_reduction(shaper, node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """A band whose body is a sequence of one contraction's reduction loop and statements without
+    loops of their own around it (``y[i, j] = 0``, the reduction ``y[i, j] += x[i, k] * w[k, j]``,
+    then the epilogue ``y[i, j] = max(y[i, j] + b[j], 0.0)``), as isl schedules a contraction fused
+    with its prologue and epilogue, merged into one band with the reduction loop as its last
+    member: each statement before the reduction at the reduction's first step for its cell, each
+    one after it at its last step (the first and last over the reduction's instances of the same
+    values of the band; at 0 where it has none).  :func:`block` can then give the contraction a
+    register block and run the other statements before and after the reduction loop inside the
+    register tile, on the block's cells while they are in L1, instead of a contraction kept apart
+    from nests that pass over its whole output again.  Where the merged band breaks a dependence,
+    or the shape is not this one, the node is returned as it is."""
+    if node.get_type() != isl.schedule_node_type.band or not node.band_get_permutable() or node.band_n_member() < 2:
+        # (over a band of one member, the rows of a block of one row, the statements around the
+        # reduction cost one pass over a vector: measured no gain, gemver's 12 % loss)
+        return node
+    seq = node.child(0)
+    if seq.get_type() != isl.schedule_node_type.sequence:
+        return node
+    kids = [seq.child(k).child(0) for k in range(seq.n_children())]
+    bands = [k for k, c in enumerate(kids) if c.get_type() == isl.schedule_node_type.band]
+    if len(bands) != 1 or len(kids) < 2:
+        return node
+    c = bands[0]
+    kb = kids[c]
+    if (kb.band_n_member() != 1 or kb.band_member_get_coincident(0)
+            or kb.child(0).get_type() != isl.schedule_node_type.leaf
+            or any(x.get_type() != isl.schedule_node_type.leaf for k, x in enumerate(kids) if k != c)):
+        return node
+    p = shaper.p
+    dom_c = kb.get_domain()
+    inside = [st.name for st in p.statements if not dom_c.intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+    least = 0 if isinstance(shaper.opts.register, tuple) else MIN_BLOCK_WORK  # (a block the user asks for: any size)
+    wanted = set(p.derived(("block candidates", least), lambda: tuple(candidates(p, least))))
+    if not inside or not set(inside) <= wanted:
+        return node
+    outer = node.band_get_partial_schedule()
+    bmap = isl.UnionMap.from_multi_union_pw_aff(outer)
+    kupa = kb.band_get_partial_schedule().get_at(0)
+    steps = bmap.intersect_domain(dom_c).reverse().apply_range(isl.UnionMap.from_union_pw_aff(kupa).intersect_domain(dom_c))
+    member = kupa.intersect_domain(dom_c)
+    for k, x in enumerate(kids):
+        if k == c:
+            continue
+        dom = x.get_domain()
+        ends = steps.lexmax() if k > c else steps.lexmin()
+        at = bmap.intersect_domain(dom).apply_range(ends)
+        none = dom.subtract(at.domain())
+        if not none.is_empty():
+            at = at.union(isl.UnionMap.from_domain_and_range(none, isl.UnionSet(isl.Set("{ [0] }"))))
+        try:
+            member = member.union_add(isl.MultiUnionPwAff.from_union_map(at).get_at(0))
+        except isl.Error:
+            return node
+    n = node.band_n_member()
+    coincident = [node.band_member_get_coincident(m) for m in range(n)]
+    merged = outer.flat_range_product(isl.MultiUnionPwAff.from_union_pw_aff(member))
+    within = node.get_domain()
+    new = seq.insert_partial_schedule(merged).band_set_permutable(1)
+    for m in range(n):
+        new = new.band_member_set_coincident(m, coincident[m])
+    new = new.band_member_set_coincident(n, 0)
+    new = new.parent().delete()  # the band above, whose members the merged band holds
+    new = new.child(0).child(c).child(0).delete().ancestor(3)  # the reduction's own band
+    if not shaper.respects(new.get_schedule(), within):
+        return node
+    shaper.decisions.append(
+        f"contraction {', '.join(inside)}: its reduction loop merged into the band around it, the statements "
+        "before it at its first step and those after it at its last, so that they run inside its register tile")
+    return new

@@ -254,6 +254,8 @@ def _in_groups(p: PolyProgram, sc: isl.ScheduleConstraints, groups: list, opts: 
 
 def _shape(shaper: Shaper, sched: isl.Schedule) -> isl.Schedule:
     """``sched`` with its bands reordered for the memory walk (and unit-stride loops sunk)."""
+    if shaper.opts.tile and shaper.opts.register is not False:
+        sched = sched.map_schedule_node_bottom_up(lambda node: blocking.merge_reduction(shaper, node))
     if shaper.opts.interchange:
         sched = sched.map_schedule_node_bottom_up(shaper.reorder)
         if shaper.opts.vectorize:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import hyb
-from hyb.schedule import deps, extract, plan
+from hyb.schedule import blocking, deps, extract, plan
 from hyb.schedule.options import parse_options
 from hyb.target import host_cpu
 
@@ -150,12 +150,40 @@ def test_each_spelling_is_right(mod, blocked, name):
 def test_the_contraction_keeps_its_register_block(name):
     # (a kernel's first shape: code for that shape alone, where isl fuses the nests around the
     # reduction loop)
+    # isl's fused schedule has the reduction loop alone in a band below the rows and columns: it
+    # is merged into their band (blocking.merge_reduction), the statements before and after it
+    # run inside the register tile, and the whole kernel is one loop nest
     x, w, b = data(64, 80, 96)
     kernel = hyb.compile_source(SRC, "fused_contraction.hyb", threads=1).kernels[name]
-    text = kernel.compile(x, w, b).inspect("schedule")
-    assert "loop nests kept apart: fused, contraction(s)" in text, text
-    assert "would have no register block" in text, text
+    ck = kernel.compile(x, w, b)
+    text = ck.inspect("schedule")
+    assert "its reduction loop merged into the band around it" in text and "kept apart" not in text, text
     assert 'mark: "register block ' in text and "accumulated in registers" in text, text
+    assert ck.inspect("loops").count("\nparallel for") == 0, ck.inspect("loops")
+    # with the merge off, the plan keeps the nests apart instead: blocked either way
+    real = blocking.merge_reduction
+    try:
+        blocking.merge_reduction = lambda shaper, node: node
+        apart = hyb.compile_source(SRC.replace(f"def {name}(", f"def {name}_apart("), "fused_contraction.hyb",
+                                   threads=1).kernels[f"{name}_apart"].compile(x, w, b).inspect("schedule")
+    finally:
+        blocking.merge_reduction = real
+    assert "loop nests kept apart: fused, contraction(s)" in apart and "would have no register block" in apart, apart
+    assert 'mark: "register block ' in apart and "accumulated in registers" in apart, apart
+
+
+@pytest.mark.parametrize("name", ["linear_relu", "bias_first", "scalar_sum", "scaled_residual"])
+def test_the_statements_around_the_reduction_run_once_across_reduction_tiles(name):
+    # the reduction in tiles of 16 steps (its last one short): the statements before it run at
+    # its first step, those after it at its last, whatever the tiles
+    kernels = hyb.compile_source(SRC, "fused_contraction.hyb", threads=1,
+                                 schedule={"register": (4, 16), "cache_tile": (8, 32, 16)}).kernels
+    for m, k, n in [(9, 37, 33), (13, 16, 64), (4, 1, 16), (1, 100, 5)]:
+        x, w, b = data(m, k, n, "float64")
+        got = kernels[name](x, w, b)
+        np.testing.assert_allclose(got, reference(name, x, w, b), rtol=1e-12, atol=1e-12)
+    text = kernels[name].compile(*data(9, 37, 33, "float64")).inspect("schedule")
+    assert "merged into the band" in text and "register block 4x16" in text, text
 
 
 @pytest.mark.parametrize("name", ["linear_relu", "bias_first"])
@@ -211,7 +239,8 @@ def test_the_plan_records_the_decision_and_the_block():
     typed = hyb.compile_source(SRC).kernels["linear_relu"].typed(x, w, b)
     p = extract.extract(typed)
     made = plan.plan(p, deps.compute(p), parse_options(None).resolve(host_cpu(1)))
-    assert any(d.startswith("loop nests kept apart: fused, contraction(s) S0 ") for d in made.decisions), made.decisions
-    assert made.blocks, made.decisions
+    assert any(d.startswith("contraction S0: its reduction loop merged into the band around it")
+               for d in made.decisions), made.decisions
+    assert made.blocks and not any("kept apart" in d for d in made.decisions), made.decisions
     fused = plan.plan(p, deps.compute(p), parse_options({"register": False}).resolve(host_cpu(1)))
     assert not fused.blocks and not any("kept apart" in d for d in fused.decisions), fused.decisions
