@@ -566,12 +566,9 @@ class _Checker(ExpressionChecker):
         bound, copies = {}, []
         for p, a in zip(callee.params, call.args):
             v = self.value(a)
-            if isinstance(v, TensorRef) and v.prefix:
-                raise HybridUnsupportedError(f"a sub-array of `{v.tensor.source_name}` as the argument of a kernel call",
-                                             a.span, f"pass `{v.tensor.source_name}` and its index, and index it in "
-                                             f"`{callee.name}`")
             if isinstance(v, TensorRef):
-                bound[p.name] = Sym("tensor", v.tensor.name)
+                # a row (a sub-array, `cams[c]`) is a view: the callee's subscripts follow its prefix
+                bound[p.name] = Sym("tensor", v.tensor.name, v.prefix or None)
             elif isinstance(v, (tir.Const, TupleVal, ShapeVal, DTypeVal)):  # known now: a constant there too
                 bound[p.name] = Sym("const", p.name, v)
             elif isinstance(v, tir.TExpr):  # a value of the run: the callee's own copy, as Python passes it

@@ -191,8 +191,8 @@ class ExpressionChecker:
             if e.id in BUILTIN_NAMES or e.id in INTRINSICS:
                 raise HybridTypeError(f"`{e.id}` is a function; call it", e.span, None)
             self.unknown_name(e)
-        if sym.kind == "tensor":
-            return TensorRef(self.tensors[sym.name])
+        if sym.kind == "tensor":  # (a row passed to a called kernel: the sub-array its value fixes)
+            return TensorRef(self.tensors[sym.name], tuple(sym.value or ()), e.span if sym.value else None)
         if sym.kind == "scalar":
             t = self.tensors[sym.name]
             return tir.Load(t.dtype, sym.name, [], span=e.span)

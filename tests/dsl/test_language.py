@@ -239,6 +239,50 @@ def caller(a, b):
     np.testing.assert_array_equal(m.caller.grad()(a, b, np.ones(8))[0], np.full(3, 2.0))
 
 
+ROWS = """
+def rotate(cam, X, out):
+    for d in range(len(X)):
+        out[d] = cam[d] * X[d] + cam[d + 3] * cam.shape[0]
+
+def project(cams, pts, idx, out):
+    for n in range(idx.shape[0]):
+        rotate(cams[idx[n]], pts[n], out[n])
+    return out
+
+def whole(row):
+    s = output_tensor((1,), row.dtype)
+    s[0] = row[0]
+    return s
+
+def passes_on(cams):
+    out = output_tensor((cams.shape[0],), cams.dtype)
+    for c in range(cams.shape[0]):
+        t = whole(cams[c])
+        out[c] = t[0]
+    return out
+"""
+
+
+def test_rows_as_arguments_run_emulate_and_differentiate():
+    m = hyb.compile_source(ROWS, "rows.hyb")
+    rng = np.random.default_rng(5)
+    cams, pts, idx = rng.standard_normal((4, 6)), rng.standard_normal((5, 3)), np.array([0, 2, 1, 3, 2])
+    want = cams[idx, :3] * pts + cams[idx, 3:6] * 6
+    for run in (m.project, m.project.emulate):
+        np.testing.assert_allclose(run(cams, pts, idx, np.zeros((5, 3))), want, rtol=1e-12)
+    dout = rng.standard_normal((5, 3))
+    dcams, dpts, didx, dout0 = m.project.grad()(cams, pts, idx, np.zeros((5, 3)), dout)
+    want_cams = np.zeros_like(cams)
+    for n, c in enumerate(idx):
+        want_cams[c, :3] += dout[n] * pts[n]
+        want_cams[c, 3:6] += dout[n] * 6
+    np.testing.assert_allclose(dcams, want_cams, rtol=1e-12)
+    np.testing.assert_allclose(dpts, dout * cams[idx, :3], rtol=1e-12)
+    assert didx is None and not dout0.any()  # out is overwritten whole
+    np.testing.assert_allclose(m.passes_on(cams), cams[:, 0])
+    np.testing.assert_allclose(m.passes_on.grad()(cams, np.ones(4))[:, 0], np.ones(4))
+
+
 def test_call_argument_count():
     m = hyb.compile_source("def f(a):\n    return a\n\ndef g(a):\n    b = f(a, a)\n    return b\n")
     with pytest.raises(HybridTypeError, match=r"kernel `f` takes 1 argument\(s\), got 2") as info:

@@ -185,8 +185,6 @@ def bad():
     ("as_number", (np.ones((2, 2), np.float32),), HybridTypeError,
      "argument `b` has 2 dimensions (shape (2, 2)), but `b` is indexed with 1 subscript here", (13, 14),
      "index it with 2 subscripts"),
-    ("calls", (np.ones((2, 2), np.float32),), HybridUnsupportedError,
-     "a sub-array of `b` as the argument of a kernel call", (22, 18), "pass `b` and its index"),
     ("too_far", (np.ones((2, 2)),), hyb.HybridIndexError, "index 5 is out of bounds for axis 0 of `b` with size 2",
      (27, 20), None),
     ("sum_runtime", ([np.ones(2), np.ones(3)],), HybridArgumentError,
@@ -207,6 +205,12 @@ def test_errors(m, bad, name, args, cls, message, place, hint):
         assert (info.value.line, info.value.col) == place
         if hint:
             assert hint in info.value.hint
+
+
+def test_a_row_as_the_argument_of_a_kernel_call(bad):
+    b = np.arange(4.0, dtype=np.float32).reshape(2, 2) + 1
+    for f in (bad.calls, bad.calls.emulate):
+        np.testing.assert_array_equal(f(b), [1.0])
 
 
 def test_a_written_list_is_refused(m):
