@@ -283,6 +283,37 @@ def test_rows_as_arguments_run_emulate_and_differentiate():
     np.testing.assert_allclose(m.passes_on.grad()(cams, np.ones(4))[:, 0], np.ones(4))
 
 
+def test_a_row_passed_on_whole_has_no_gradient_yet_and_says_where():
+    src = """
+def first(r):
+    s = output_tensor((1,), r.dtype)
+    s[0] = r[0]
+    return s
+
+def middle(row):
+    t = first(row)
+    s = output_tensor((1,), row.dtype)
+    s[0] = t[0] * row[1]
+    return s
+
+def outer(cams):
+    out = output_tensor((cams.shape[0],), cams.dtype)
+    for c in range(cams.shape[0]):
+        t = middle(cams[c])
+        out[c] = t[0]
+    return out
+"""
+    m = hyb.compile_source(src, "whole.hyb")
+    cams = np.arange(8.0).reshape(4, 2)
+    np.testing.assert_array_equal(m.outer(cams), cams[:, 0] * cams[:, 1])  # the forward runs it
+    with pytest.raises(hyb.HybridUnsupportedError) as info:
+        m.outer.grad()
+    assert info.value.message == ("the gradient of a kernel with a row of a tensor passed to a kernel that uses it "
+                                  "whole is not built yet")
+    assert (info.value.line, info.value.col) == (src.split("\n").index("        t = middle(cams[c])") + 1, 13)
+    assert info.value.hint == "index the row in the called kernel, or pass the whole tensor and the row's index"
+
+
 def test_call_argument_count():
     m = hyb.compile_source("def f(a):\n    return a\n\ndef g(a):\n    b = f(a, a)\n    return b\n")
     with pytest.raises(HybridTypeError, match=r"kernel `f` takes 1 argument\(s\), got 2") as info:
