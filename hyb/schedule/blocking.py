@@ -553,7 +553,7 @@ def merge_reduction(shaper, node: isl.ScheduleNode) -> isl.ScheduleNode:
         return node
     p = shaper.p
     dom_c = kb.get_domain()
-    inside = [st.name for st in p.statements if not dom_c.intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+    inside = [st.name for st in p.statements_in(dom_c)]
     least = 0 if isinstance(shaper.opts.register, tuple) else MIN_BLOCK_WORK  # (a block the user asks for: any size)
     wanted = set(p.derived(("block candidates", least), lambda: tuple(candidates(p, least))))
     if not inside or not set(inside) <= wanted:

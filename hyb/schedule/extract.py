@@ -109,6 +109,11 @@ class PolyProgram:
         tensor (the sizes of ``shape_conditions`` never run the code)."""
         return valid_sizes(self.params, self.shape_conditions)
 
+    def statements_in(self, domain) -> list:
+        """The statements some of whose instances lie in ``domain`` (an isl union set: the
+        instances a schedule node reaches)."""
+        return [st for st in self.statements if not domain.intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+
     @property
     def by_name(self) -> dict:
         return {s.name: s for s in self.statements}

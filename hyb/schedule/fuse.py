@@ -86,15 +86,14 @@ def _named(st) -> str:
 
 def _nest(p: PolyProgram, filt: isl.ScheduleNode, keep_apart: set) -> dict | None:
     """The top-level nest under the filter node ``filt`` where its schedule starts with a band
-    whose first member runs in parallel: ``{"filter", "band", "outer" (that member as a map from
+    whose first member runs in parallel: ``{"band", "outer" (that member as a map from
     the nest's instances), "statements", "domain", "touched" (the member's value -> tensor
     element, every access)}``; else None."""
     band = filt.child(0)
     if band.get_type() != BAND or not band.band_member_get_coincident(0):
         return None
     domain = band.get_domain()
-    statements = [st for st in p.statements
-                  if not domain.intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+    statements = p.statements_in(domain)
     if not statements or any(st.name in keep_apart for st in statements):
         return None
     outer = isl.UnionMap.from_union_pw_aff(band.band_get_partial_schedule().get_union_pw_aff(0))
@@ -106,8 +105,7 @@ def _nest(p: PolyProgram, filt: isl.ScheduleNode, keep_apart: set) -> dict | Non
                 return None
             m = outer.reverse().apply_range(isl.UnionMap.from_map(a.relation))
             touched = m if touched is None else touched.union(m)
-    return {"filter": filt, "band": band, "outer": outer, "statements": statements, "domain": domain,
-            "touched": touched}
+    return {"band": band, "outer": outer, "statements": statements, "domain": domain, "touched": touched}
 
 
 def _joins(deps: isl.UnionMap, group: list, nest: dict) -> bool:

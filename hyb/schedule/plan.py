@@ -287,8 +287,7 @@ def _found(p: PolyProgram, opts: ScheduleOptions, deps: isl.UnionMap, sched: isl
             contraction = blocking.find(shaper, node)
             if contraction is not None:
                 names = set(contraction["statements"])
-                inside = [st.name for st in p.statements
-                          if not node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty()]
+                inside = [st.name for st in p.statements_in(node.get_domain())]
                 if names >= set(inside):
                     found.update(names)
         return node
