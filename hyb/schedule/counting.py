@@ -72,8 +72,11 @@ def extent(s: isl.Set, i: int):
     return max(0, int(hi_v - lo_v + 1))
 
 
-def access_strides(acc, ndim: int):
-    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride."""
+def access_strides(acc, ndim: int, below=frozenset()):
+    """Score per iterator for one access: 3 for unit stride (last subscript), -4 for a long stride.
+    ``below``: iterators of loops that run inside the ones scored; the subscripts only they move
+    (a row walked by an inner loop) do not count, so that the loop moving the subscript before
+    them scores as the unit stride of the walk from one row to the next."""
     if not acc.exact:
         return None
     try:
@@ -84,11 +87,19 @@ def access_strides(acc, ndim: int):
     if nout == 0:
         return {}
     out = {}
+    affs = []
     for j in range(nout):
         pieces = pma.get_pw_aff(j).get_pieces()
         if len(pieces) != 1:
             return None
-        aff = pieces[0][1]
+        affs.append(pieces[0][1])
+    last = nout - 1
+    while last > 0 and below:
+        moved = {k for k in range(ndim) if not affs[last].get_coefficient_val(isl.dim_type.in_, k).is_zero()}
+        if not moved or not moved <= below:
+            break
+        last -= 1
+    for j, aff in enumerate(affs):
         for k in range(ndim):
             c = aff.get_coefficient_val(isl.dim_type.in_, k)
             if _in_a_floor(aff, k):  # (`a[i // 2]`: the subscript moves with i, but not by one)
@@ -97,7 +108,7 @@ def access_strides(acc, ndim: int):
             if c.is_zero():
                 continue
             # (a rational coefficient, from a floor or a modulo around the iterator, is no unit stride)
-            if j == nout - 1 and c.is_int() and abs(islmem.int_value(c)) == 1 and k not in out:
+            if j == last and c.is_int() and abs(islmem.int_value(c)) == 1 and k not in out:
                 out[k] = 3.0
             else:
                 out[k] = -4.0

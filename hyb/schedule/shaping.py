@@ -3,6 +3,8 @@ and the sinking of a vectorisable member below reduction bands; :func:`locality`
 well a schedule's innermost loops walk memory."""
 from __future__ import annotations
 
+import itertools
+
 import islpy as isl
 
 from ..target import CpuTarget
@@ -63,13 +65,14 @@ def _innermost_iterator(smap: isl.UnionMap, st) -> int | None:
     return None
 
 
-def _access_score(p: PolyProgram, st, it: int) -> float:
-    """Unit stride 3, invariant (a register across the loop) 2, long stride -4; writes count twice."""
+def _access_score(p: PolyProgram, st, it: int, below=frozenset()) -> float:
+    """Unit stride 3, invariant (a register across the loop) 2, long stride -4; writes count twice.
+    ``below``: the iterators of the loops inside the one scored (see :func:`access_strides`)."""
     score = 0.0
     for acc, weight in [(w, 2.0) for w in st.writes] + [(r, 1.0) for r in st.reads]:
         if p.kernel.tensors[acc.tensor].kind == "scalar":
             continue  # registers, not memory
-        strides = access_strides(acc, len(st.iters))
+        strides = access_strides(acc, len(st.iters), below)
         if strides is not None:
             score += weight * strides.get(it, 2.0)
     return score
@@ -116,6 +119,10 @@ class Shaper:
                 if blocked is not None:
                     return blocked
         given = self.opts.tile if self.opts.tile is not True else None  # sizes the user gave
+        if given is None and not self.outer_reuse(node):
+            self.decisions.append(f"band of {n} not tiled: no access reuses data across its outer "
+                                  "members (tiles would only cut its loops short)")
+            return node
         sizes = (given,) if isinstance(given, int) else given or DEFAULT_TILES.get(n)
         sizes = fit_sizes(sizes or (32,) * (n - 1) + (512,), n)
         extents = self.extents(node)
@@ -163,6 +170,51 @@ class Shaper:
         for i in range(node.n_children()):
             node = self.sink(node.child(i)).parent()
         return node
+
+    def outer_reuse(self, node: isl.ScheduleNode) -> bool:
+        """Whether some access under the band reuses data across one of its members other than
+        the innermost, which is what tiling the band keeps in cache: an element read again at
+        the next value of that member (the access does not move with it, but moves with a loop
+        inside it), the next element of a cache line (unit stride along it, where the loops
+        inside it stride), or another access's element of the same tensor (subscripts that
+        differ by a constant along it).  Without such reuse, tiles only cut the loops short
+        (a reduction's accumulator is reloaded at every tile of its loop).  Anything this test
+        cannot read (a skewed band, a subscript that is not affine) counts as reuse."""
+        n = node.band_n_member()
+        mupa = node.band_get_partial_schedule()
+        prefix = node.get_prefix_schedule_multi_union_pw_aff()
+        seen = {}  # tensor -> the band-time -> element relation of the accesses of other statements
+        for st in self.p.statements_in(node.get_domain()):
+            its = [self.member_iterator(mupa.get_at(m), st) for m in range(n)]
+            if any(it is None for it in its):
+                if len(st.iters) >= n:
+                    return True
+                continue  # a statement outside some of the band's loops (an initialisation)
+            above = {self.member_iterator(prefix.get_at(d), st) for d in range(prefix.dim(isl.dim_type.set))}
+            accesses = [a for a in st.writes + st.reads if self.p.kernel.tensors[a.tensor].kind != "scalar"]
+            for acc in accesses:
+                strides = access_strides(acc, len(st.iters))
+                if strides is None:
+                    return True
+                for m in range(n - 1):
+                    inner = set(range(len(st.iters))) - above - set(its[:m + 1])
+                    if not inner & set(strides):
+                        continue  # fixed inside member m: a register across its inner loops
+                    if its[m] not in strides:
+                        return True  # read again at the next value of member m
+                    if strides[its[m]] > 0 and not any(strides.get(q, 0) > 0 for q in inner):
+                        return True  # the next element of the line, at the next value of member m
+            if _group_reuse(st, accesses, its[:-1], above):
+                return True
+            times = isl.UnionMap.from_multi_union_pw_aff(mupa).intersect_domain(
+                isl.UnionSet.from_set(st.domain))
+            mine = [(acc.tensor, times.reverse().apply_range(isl.UnionMap.from_map(acc.relation)))
+                    for acc in accesses]
+            if any(not other.is_equal(where) for tensor, where in mine for other in seen.get(tensor, ())):
+                return True
+            for tensor, where in mine:
+                seen.setdefault(tensor, []).append(where)
+        return False
 
     def _chain_long(self, chain: list) -> bool:
         """Whether the bands of ``chain`` run more than MAX_INNER iterations together (LLVM unrolls
@@ -222,28 +274,34 @@ class Shaper:
         s = at_sizes(sets[0], self.p.hint) if hinted else sets[0]
         return [extent(s, i) for i in range(s.dim(isl.dim_type.set))]
 
-    def scores(self, node) -> list | None:
+    def scores(self, node, rows: bool = False) -> list | None:
         """The access score of each band member (summed over the statements under the band), or
-        None where a member is no plain loop of some statement (a skewed band)."""
+        None where a member is no plain loop of some statement (a skewed band).  ``rows``: a
+        statement with loops of its own below the band scores the members for the walk from
+        one of those loops' rows to the next (the subscripts only they move do not count)."""
         n = node.band_n_member()
         scores = [0.0] * n
         mupa = node.band_get_partial_schedule()
-        for st in self.p.statements:
-            if node.get_domain().intersect(isl.UnionSet.from_set(st.domain)).is_empty():
-                continue
+        prefix = node.get_prefix_schedule_multi_union_pw_aff() if rows else None
+        for st in self.p.statements_in(node.get_domain()):
             space = st.domain.get_space()
             members = [_single_iterator(mupa.get_at(m), space, len(st.iters)) for m in range(n)]
             if any(it is None for it in members):
                 if len(st.iters) >= n:
                     return None
                 continue  # a statement outside some of the band's loops (an initialisation) does not vote
+            below = frozenset()
+            if rows:
+                above = {self.member_iterator(prefix.get_at(d), st) for d in range(prefix.dim(isl.dim_type.set))}
+                if None not in above:  # (a skewed loop above may fix what seems free below)
+                    below = frozenset(set(range(len(st.iters))) - above - set(members))
             for m, it in enumerate(members):
-                scores[m] += _access_score(self.p, st, it)
+                scores[m] += _access_score(self.p, st, it, below)
         return scores
 
     def order(self, node, coincident: list) -> list:
         n = len(coincident)
-        scores = self.scores(node)
+        scores = self.scores(node, rows=True)
         if scores is None:
             return list(range(n))  # not a plain permutation of loops (skewed): keep isl's order
         inner = max(range(n), key=lambda m: (scores[m], m))
@@ -252,6 +310,38 @@ class Shaper:
         rest = [m for m in range(n) if m != inner]
         rest.sort(key=lambda m: (not coincident[m], m))
         return rest + [inner]
+
+
+def _group_reuse(st, accesses: list, outer: list, above: set) -> bool:
+    """Whether two accesses of ``st`` to one tensor touch elements a constant apart along a
+    subscript that moves with one of the band members ``outer`` (a stencil's rows): the element
+    one reads is read by the other at another value of that member.  Subscripts that differ by
+    more than a constant count as such reuse."""
+    subs = {}
+    for acc in accesses:
+        try:
+            pma = isl.PwMultiAff.from_map(acc.relation)
+        except isl.Error:
+            return True
+        subs.setdefault(acc.tensor, []).append(pma)
+    for pmas in subs.values():
+        for a, b in itertools.combinations(pmas, 2):
+            for d in range(a.dim(isl.dim_type.out)):
+                pa, pb = a.get_pw_aff(d), b.get_pw_aff(d)
+                if pa.is_equal(pb):
+                    continue
+                diff = pa.sub(pb).get_pieces()
+                if len(diff) != 1 or not diff[0][1].is_cst():
+                    return True
+                pieces = pa.get_pieces()
+                if len(pieces) != 1:
+                    return True
+                aff = pieces[0][1]
+                moving = {k for k in range(len(st.iters))
+                          if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()}
+                if moving & (set(outer) - above):
+                    return True
+    return False
 
 
 def _single_iterator(upa: isl.UnionPwAff, space, ndim: int):
