@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -171,6 +171,9 @@ class _FunctionBuilder(ExtremumLoops, TransposedCopies, LoopWalker, ParallelOutl
     def for_loop(self, s: loops.For):
         if s.parallel and not self.outlined and openmp_available():
             return self.parallel_loop(s)
+        if s.square:
+            self.square_copy(s, lambda: self.for_loop(replace(s, square=0)))
+            return
         self.emit_loop(s.var, self.lexpr(s.init), ir.Constant(I64, s.step), lambda phi: self.lexpr(s.cond),
                        lambda: self.block(s.body), self.loopvars, ("nsw",), vector=s.vector,
                        trips=loops.constant_trips(s))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..dsl import tir, types
+from ..schedule import loops
 from ..schedule.argext import lanes_for
 from .llvm_extremum import phi_loop
 from .llvm_types import I32, I64, memory_type
@@ -63,6 +64,51 @@ class TransposedCopies:
             phi_loop(self, b_lo, step, lambda bb, _: b.icmp_signed("<", bb, b_hi), [], column_block)
 
         self.branch(ok, blocks, lambda: self.written_loop(s))
+
+
+    def square_copy(self, s: loops.For, plain):
+        """``s`` and its inner loop as squares transposed in registers (``loops.For.square``):
+        where both loops run all ``side`` iterations from their first, ``side`` vectors loaded along
+        ``s`` (one per iteration of the inner loop), transposed, and stored along the inner loop;
+        elsewhere ``plain()``, the loops as written."""
+        side = s.square
+        inner = s.body[0]
+        call = inner.body[0]
+        st = self.nest.statements[call.stmt]
+        store = st.stmt
+        load = store.value
+        t = self.k.tensors[load.tensor]
+        size = types.numpy_dtype(t.dtype).itemsize
+        b = self.b
+        scope = self.loopvars
+        o0 = self.lexpr(s.init)
+        last = ir.Constant(I64, side - 1)
+        scope[s.var] = b.add(o0, last)
+        ok = self.lexpr(s.cond)
+        scope[s.var] = o0
+        i0 = self.lexpr(inner.init)
+        scope[inner.var] = b.add(i0, last)
+        ok = b.and_(ok, self.lexpr(inner.cond))
+        del scope[s.var], scope[inner.var]
+        vt = ir.VectorType(memory_type(t.dtype), side)
+
+        def element(o, i, tensor, indices):
+            scope[s.var], scope[inner.var] = o, i
+            saved = self.env
+            self.bind_statement(st, call, lambda: None)
+            address = self.address(tensor, indices, None)
+            self.env = saved
+            del scope[s.var], scope[inner.var]
+            # (a stack array's address is typed by its element)
+            return b.bitcast(address, vt.as_pointer()) if getattr(address.type, "pointee", None) is not None else address
+
+        def whole():
+            rows = [b.load(element(o0, b.add(i0, ir.Constant(I64, r)), load.tensor, load.indices), typ=vt, align=size)
+                    for r in range(side)]
+            for c, column in enumerate(_transpose(b, rows)):
+                b.store(column, element(b.add(o0, ir.Constant(I64, c)), i0, store.tensor, store.indices), align=size)
+
+        self.branch(ok, whole, plain)
 
 
 def _transpose(b, rows: list) -> list:

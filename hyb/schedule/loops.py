@@ -43,6 +43,12 @@ class For:
     # also keeps in registers: (rows: I's extent modulo MR, columns: J's modulo NR, those columns
     # rounded up to whole vectors); 0: none or unknown
     edge: tuple = (0, 0, 0)
+    # n > 0: this loop and the one loop in its body copy an n x n square of one statement's
+    # elements (a store of a load, no guards), the load moving with unit stride along this loop's
+    # variable and the store along the inner one's, each loop's condition a bound its variable
+    # stays below: a back end may copy a whole square as n vectors transposed in registers
+    # (schedule.promote's transposed panels); anywhere else the loops run as written
+    square: int = 0
 
 
 # The plan's decisions on loops travel as isl marks in its schedule tree; the AST generator
@@ -192,7 +198,8 @@ def fmt_nest(nest: LoopNest, describe_stmt=None) -> str:
         pad = "  " * depth
         for s in stmts:
             if isinstance(s, For):
-                mark = "parallel " if s.parallel else "vector " if s.vector else ""
+                mark = ("parallel " if s.parallel else "vector " if s.vector else
+                        f"transposed {s.square}x{s.square} " if s.square else "")
                 out.append(f"{pad}{mark}for ({s.var} = {fmt_expr(s.init)}; {fmt_expr(s.cond)}; "
                            f"{s.var} += {s.step}) {{")
                 walk(s.body, depth + 1)

@@ -36,6 +36,7 @@ import numpy as np
 from ..dsl import tir
 from ..dsl import types
 from . import loops
+from .argext import lanes_for
 from .blocking import BLOCK_DTYPES, MIN_PANEL_ROWS
 from .counting import access_strides
 from .vector import MAX_TRIPS, MIN_TRIPS
@@ -379,7 +380,20 @@ def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tu
                        stmt=replace(acc_stmt, value=_replace_node(acc_stmt.value, ld, read)))
         call_fill = loops.StmtCall(filler.name, pack_args + (loops.LVar(kk), loops.LVar(rj)))
         cols = loops.LOp("lt", (loops.LVar(rj), loops.LInt(tj)))
-        if it_k in _vars(ld.indices[-1:]) and it_j not in _vars(ld.indices[-1:]):
+        side = _square_side(ld, it_k, t.dtype)
+        if side:
+            # transposed, one step of the reduction a step of the operand's rows: squares of one
+            # vector's lanes, each loaded along the rows and transposed in registers (loops.For.square)
+            kb, rb = f"{st.name}_kb", f"{st.name}_rb"
+            steps = loops.LOp("and", (loops.LOp("lt", (loops.LVar(kk), loops.LOp("add", (loops.LVar(kb), loops.LInt(side))))),
+                                      _subst(k_loop.cond, at)))
+            across = loops.LOp("and", (loops.LOp("lt", (loops.LVar(rj), loops.LOp("add", (loops.LVar(rb), loops.LInt(side))))),
+                                       cols))
+            fill = loops.For(kb, loops.LInt(0), _subst(k_loop.cond, {k: loops.LOp("add", (k_loop.init, loops.LVar(kb)))}),
+                             side, (loops.For(rb, loops.LInt(0), loops.LOp("lt", (loops.LVar(rb), loops.LInt(tj))), side, (
+                                 loops.For(kk, loops.LVar(kb), steps, 1, (
+                                     loops.For(rj, loops.LVar(rb), across, 1, (call_fill,)),), square=side),)),))
+        elif it_k in _vars(ld.indices[-1:]) and it_j not in _vars(ld.indices[-1:]):
             # transposed (the reduction's steps are the operand's unit stride): in runs of steps
             kb = f"{st.name}_kb"
             run_end = loops.LOp("add", (loops.LVar(kb), loops.LInt(PACK_STEPS)))
@@ -397,6 +411,22 @@ def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tu
                                   f"{kt}x{tj} contiguous, made in loop `{home.var}` and read by the full blocks")
         return pacc, (loops.LOp("sub", (loops.LVar(k), k_loop.init)),)
     return None
+
+
+def _square_side(ld, it_k: str, dtype: str) -> int:
+    """The side of the squares a transposed operand's panel is copied in (one vector's lanes), where
+    ``ld`` moves with the reduction's iterator ``it_k`` in its last subscript alone, by one element
+    a step, and its elements are 4 or 8 bytes; else 0."""
+    if types.concrete(dtype) == "bool" or np.dtype(types.concrete(dtype)).itemsize not in (4, 8):
+        return 0
+    last = ld.indices[-1]
+    if isinstance(last, tir.Bin) and last.op in ("+", "-") and isinstance(last.b, tir.Const):
+        last = last.a
+    elif isinstance(last, tir.Bin) and last.op == "+" and isinstance(last.a, tir.Const):
+        last = last.b
+    if not (isinstance(last, tir.Var) and last.name == it_k) or it_k in _vars(ld.indices[:-1]):
+        return 0
+    return lanes_for(dtype)
 
 
 def _hoist(nest, st, single, ri: str, pj: int, ti: int, args: tuple, fast, state):

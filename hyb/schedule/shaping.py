@@ -119,10 +119,6 @@ class Shaper:
                 if blocked is not None:
                     return blocked
         given = self.opts.tile if self.opts.tile is not True else None  # sizes the user gave
-        if given is None and not self.outer_reuse(node):
-            self.decisions.append(f"band of {n} not tiled: no access reuses data across its outer "
-                                  "members (tiles would only cut its loops short)")
-            return node
         sizes = (given,) if isinstance(given, int) else given or DEFAULT_TILES.get(n)
         sizes = fit_sizes(sizes or (32,) * (n - 1) + (512,), n)
         extents = self.extents(node)
@@ -132,6 +128,10 @@ class Shaper:
             # iterations, smaller tiles give it PARALLEL_TILES, so that every thread has work.
             sizes = (max(1, -(-extents[0] // PARALLEL_TILES)),) + sizes[1:]
         if any(e is None or e > s for e, s in zip(extents, sizes)):
+            if given is None and not self.outer_reuse(node):
+                self.decisions.append(f"band of {n} not tiled: no access reuses data across its outer "
+                                      "members (tiles would only cut its loops short)")
+                return node
             node = node.band_tile(blocking.multi_val(node, sizes))
             self.decisions.append(f"band of {n} tiled {sizes}")
         return node

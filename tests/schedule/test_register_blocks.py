@@ -115,6 +115,14 @@ def attention_scores(q, kt):
                 s[i, j] += q[i, d] * kt[j, d]
     return s
 
+def scores_reversed(q, kt):
+    s = output_tensor((q.shape[0], kt.shape[0]), q.dtype)
+    for i in range(q.shape[0]):
+        for j in range(kt.shape[0]):
+            for d in range(q.shape[1]):
+                s[i, j] += q[i, d] * kt[j, q.shape[1] - 1 - d]
+    return s
+
 def gemm_relu(a, b):
     c = output_tensor((a.shape[0], b.shape[1]), a.dtype)
     for i in range(a.shape[0]):
@@ -230,21 +238,29 @@ def test_transposed_operands(mod, packed, unblocked, name):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_transposed_panel_copied_in_runs_of_steps(unblocked, dtype):
-    # kt[j, d] is unit-stride along the reduction: its panel is copied in runs of
-    # promote.PACK_STEPS steps, here across reduction tiles of 20 steps (no multiple of the run)
-    # and sizes whose last run, tile and block are all short
+@pytest.mark.parametrize("name", ["attention_scores", "scores_reversed"])
+def test_transposed_panel_copied_in_squares_or_runs_of_steps(unblocked, dtype, name):
+    # kt[j, d] is unit-stride along the reduction: its panel is copied in squares of one vector's
+    # lanes transposed in registers (kt[j, n - 1 - d], walked backwards, in runs of
+    # promote.PACK_STEPS steps), here across reduction tiles of 20 steps (no multiple of a square
+    # or a run) and sizes whose last square, run, tile and block are all short
     tiled = hyb.compile_source(SRC, "blocks.hyb", fastmath=False,
                                schedule={"register": (4, 16), "cache_tile": (8, 32, 20)})
-    k = tiled.kernels["attention_scores"]
-    for m, n, kk in [(8, 16, 16), (9, 33, 101), (13, 47, 40), (37, 67, 21)]:
+    k = tiled.kernels[name]
+    for m, n, kk in [(8, 16, 16), (9, 33, 101), (13, 47, 40), (37, 67, 21), (16, 32, 32)]:
         q, kt = rnd((m, kk), dtype), rnd((n, kk), dtype)
         got = k(q, kt)
-        np.testing.assert_allclose(got, q.astype(np.float64) @ kt.T.astype(np.float64),
+        kn = kt if name == "attention_scores" else kt[:, ::-1]
+        np.testing.assert_allclose(got, q.astype(np.float64) @ kn.T.astype(np.float64),
                                    rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5 if dtype == "float32" else 1e-12)
-        in_order(unblocked.kernels["attention_scores"](q, kt), got)
+        in_order(unblocked.kernels[name](q, kt), got)
     loops = k.compile(rnd((37, 101), dtype), rnd((67, 101), dtype)).inspect("loops")
-    assert "S0_kb += 16" in loops and "panel <- memory" in loops, loops
+    side = 16 if dtype == "float32" else 8
+    assert "panel <- memory" in loops, loops
+    if name == "attention_scores":
+        assert f"S0_kb += {side})" in loops and f"transposed {side}x{side} for" in loops, loops
+    else:
+        assert "S0_kb += 16)" in loops and "transposed" not in loops, loops
 
 
 def test_batched_and_two_products(mod):
