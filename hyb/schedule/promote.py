@@ -389,10 +389,10 @@ def _pack(nest, st, call, single, cj: str, j_start, tj: int, pj: int, around: tu
                                       _subst(k_loop.cond, at)))
             across = loops.LOp("and", (loops.LOp("lt", (loops.LVar(rj), loops.LOp("add", (loops.LVar(rb), loops.LInt(side))))),
                                        cols))
-            fill = loops.For(kb, loops.LInt(0), _subst(k_loop.cond, {k: loops.LOp("add", (k_loop.init, loops.LVar(kb)))}),
-                             side, (loops.For(rb, loops.LInt(0), loops.LOp("lt", (loops.LVar(rb), loops.LInt(tj))), side, (
-                                 loops.For(kk, loops.LVar(kb), steps, 1, (
-                                     loops.For(rj, loops.LVar(rb), across, 1, (call_fill,)),), square=side),)),))
+            fill = loops.For(rb, loops.LInt(0), loops.LOp("lt", (loops.LVar(rb), loops.LInt(tj))), side, (
+                loops.For(kb, loops.LInt(0), _subst(k_loop.cond, {k: loops.LOp("add", (k_loop.init, loops.LVar(kb)))}),
+                          side, (loops.For(kk, loops.LVar(kb), steps, 1, (
+                              loops.For(rj, loops.LVar(rb), across, 1, (call_fill,)),), square=side),)),))
         elif it_k in _vars(ld.indices[-1:]) and it_j not in _vars(ld.indices[-1:]):
             # transposed (the reduction's steps are the operand's unit stride): in runs of steps
             kb = f"{st.name}_kb"
