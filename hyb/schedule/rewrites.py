@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..dsl import tir
-from . import accumulate, argext, guarded, privatise, recompute, transpose
+from . import accumulate, argext, guarded, privatise, recompute, reuse, transpose
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,8 @@ REWRITES = (
     Rewrite("recompute", "recompute",
             Gate((CPU, NOT_ORIGINAL, _on("fuse", "fuse is off"), _on("recompute", "recompute is off"))),
             _every_decision_applied(recompute.rewrite)),
+    # a math function computed in one loop and again in a later one stored in the later one's cell
+    Rewrite("reuse", "reuse", Gate((CPU, NOT_ORIGINAL)), _every_decision_applied(reuse.rewrite)),
     # running extrema with their index, as vector passes
     Rewrite("argext", "argext", Gate((CPU, NOT_ORIGINAL, _on("reassociate", "sums are not reassociated"))),
             _every_decision_applied(argext.rewrite)),

@@ -328,9 +328,9 @@ def _group_reuse(st, accesses: list, outer: list, above: set) -> bool:
         for a, b in itertools.combinations(pmas, 2):
             for d in range(a.dim(isl.dim_type.out)):
                 pa, pb = a.get_pw_aff(d), b.get_pw_aff(d)
-                if pa.is_equal(pb):
+                diff = pa.sub(pb).get_pieces()  # (where both accesses happen)
+                if all(aff.is_cst() and aff.get_constant_val().is_zero() for _, aff in diff):
                     continue
-                diff = pa.sub(pb).get_pieces()
                 if len(diff) != 1 or not diff[0][1].is_cst():
                     return True
                 pieces = pa.get_pieces()

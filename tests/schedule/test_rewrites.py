@@ -57,7 +57,7 @@ def compiled(name, *args, **options):
 
 def test_the_rewrites_run_in_the_declared_order_each_timed_under_its_name():
     names = [rw.name for rw in rewrites.REWRITES]
-    assert names == ["privatise", "accumulate", "recompute", "argext", "guarded", "transpose"]
+    assert names == ["privatise", "accumulate", "recompute", "reuse", "argext", "guarded", "transpose"]
     assert [rw.stage for rw in rewrites.REWRITES] == names
     timed = [stage for stage, _ in compiled("matmul", A, W).timings.stages]
     assert [s for s in timed if s in names] == names
@@ -65,7 +65,8 @@ def test_the_rewrites_run_in_the_declared_order_each_timed_under_its_name():
 
 @pytest.mark.parametrize("schedule, off", [
     ("auto", {}),
-    ("original", {n: 'schedule="original"' for n in ("accumulate", "recompute", "argext", "guarded", "transpose")}),
+    ("original", {n: 'schedule="original"' for n in ("accumulate", "recompute", "reuse", "argext", "guarded",
+                                                      "transpose")}),
     ({"recompute": False}, {"recompute": "recompute is off"}),
     ({"fuse": False}, {"recompute": "fuse is off"}),
     ({"reassociate": False}, {"argext": "sums are not reassociated"}),
