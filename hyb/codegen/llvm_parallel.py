@@ -17,7 +17,10 @@ class ParallelOutlining:
         """Outline the loop into a function run by every thread of a GOMP_parallel region.
 
         ``<fn>.par<k>(ptr ctx)`` unpacks the captured values from ``ctx`` and calls
-        ``<fn>.par<k>.body``, whose tensor pointers are ``noalias`` arguments again.
+        ``<fn>.par<k>.body`` with its thread's number and the number of threads; the body's
+        tensor pointers are ``noalias`` arguments again.  With one thread the body is called
+        directly as thread 0 of 1: constants that LLVM folds into the loop's bounds once the
+        body is inlined there.
         """
         b = self.b
         tensors = list(self.ptrs.items())
@@ -27,7 +30,7 @@ class ParallelOutlining:
         kinds = [PTR] * (len(tensors) + 1 + len(shared)) + [I64] * len(counters)
         name = f"{self.fn.name}.par{self.n_parallel}"
         self.n_parallel += 1
-        body_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), kinds), name + ".body")
+        body_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), kinds + [I64, I64]), name + ".body")
         for a, (n, _) in zip(body_fn.args, tensors):
             a.add_attribute("noalias")
         tramp = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR]), name)
@@ -39,7 +42,9 @@ class ParallelOutlining:
         tb = ir.IRBuilder(tramp.append_basic_block("entry"))
         args = [tb.load(tb.gep(tramp.args[0], [ir.Constant(I64, 8 * i)], source_etype=I8), typ=t)
                 for i, t in enumerate(kinds)]
-        tb.call(body_fn, args)
+        tid = tb.sext(tb.call(self.declare("omp_get_thread_num", I32, []), []), I64)
+        nth = tb.sext(tb.call(self.declare("omp_get_num_threads", I32, []), []), I64)
+        tb.call(body_fn, args + [tid, nth])
         tb.ret_void()
         # the body, built with this builder's state pointed at the new function
         saved = (self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined, self.blocks)
@@ -58,21 +63,21 @@ class ParallelOutlining:
             private = self.b.alloca(memory_type(t.dtype), name="s_" + n)  # each thread its own copy
             self.b.store(self.b.load(a, typ=memory_type(t.dtype)), private)
             self.slots[n] = private
-        self.loopvars = {n: a for (n, _), a in zip(counters, fargs[len(tensors) + 1 + len(shared):])}
-        self.thread_loop(s)
+        self.loopvars = {n: a for (n, _), a in zip(counters, fargs[len(tensors) + 1 + len(shared):-2])}
+        self.thread_loop(s, fargs[-2], fargs[-1])
         self.b.ret_void()
         self.fn, self.b, self.ptrs, self.err, self.slots, self.loopvars, self.outlined, self.blocks = saved
         b = self.b
         nthreads = b.trunc(b.load(self.rt_slot(RT_THREADS), typ=I64), I32)
         gomp = self.declare("GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-        # With one thread, call the body directly: it sees thread 0 of 1 and takes every iteration.
+        # With one thread, call the body directly as thread 0 of 1: it takes every iteration.
         one = b.icmp_signed("<=", nthreads, ir.Constant(I32, 1))
         direct_bb = self.fn.append_basic_block("par.direct")
         gomp_bb = self.fn.append_basic_block("par.gomp")
         joined_bb = self.fn.append_basic_block("par.joined")
         b.cbranch(one, direct_bb, gomp_bb)
         b.position_at_end(direct_bb)
-        b.call(tramp, [ctx])
+        b.call(body_fn, values + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
         b.branch(joined_bb)
         b.position_at_end(gomp_bb)
         b.call(gomp, [tramp, ctx, nthreads, ir.Constant(I32, 0)])
@@ -87,11 +92,9 @@ class ParallelOutlining:
         b.ret(b.trunc(code, I32))
         b.position_at_end(cont_bb)
 
-    def thread_loop(self, s: loops.For):
-        """This thread's share of the iterations of ``s``."""
+    def thread_loop(self, s: loops.For, tid, nth):
+        """The share of the iterations of ``s`` of thread ``tid`` of ``nth``."""
         b = self.b
-        tid = b.sext(b.call(self.declare("omp_get_thread_num", I32, []), []), I64)
-        nth = b.sext(b.call(self.declare("omp_get_num_threads", I32, []), []), I64)
         init = self.lexpr(s.init)
         step = ir.Constant(I64, s.step)
         bound = loops.upper_bound(s)

@@ -102,5 +102,25 @@ def generate(p: PolyProgram, schedule: isl.Schedule | None = None) -> loops.Loop
     if schedule is None:
         node = build.node_from_schedule_map(p.union("order").intersect_domain(p.union("domain")))
     else:
-        node = build.node_from_schedule(schedule)
+        node = build.node_from_schedule(_separated(p, schedule))
     return loops.LoopNest.of(p, convert_node(node))
+
+
+def _separated(p: PolyProgram, schedule: isl.Schedule) -> isl.Schedule:
+    """``schedule`` with the members of each band that runs a statement outside every loop
+    (``m = x[0, 0]``, which isl may schedule at one point of another nest's loops) generated as
+    separate loops: the point's iterations apart from the rest, so that no inner loop tests
+    for it at every step (a guard there keeps LLVM from vectorising the loop)."""
+    points = {st.name for st in p.statements if not st.iters}
+    if not points:
+        return schedule
+
+    def visit(node):
+        if node.get_type() == isl.schedule_node_type.band:
+            names = {st.name for st in p.statements_in(node.get_domain())}
+            if names & points and names - points:
+                for m in range(node.band_n_member()):
+                    node = node.band_member_set_ast_loop_type(m, isl.ast_loop_type.separate)
+        return node
+
+    return schedule.map_schedule_node_bottom_up(visit)

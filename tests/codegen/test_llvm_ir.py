@@ -1,6 +1,8 @@
 """The code stage alone: a loop nest -> LLVM IR text, checked for what it must contain."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import hyb
@@ -50,6 +52,24 @@ def test_a_subscript_checked_at_run_time_branches_to_its_check_site():
 def test_a_parallel_loop_is_outlined():
     generated, _ = ir_of("big", np.zeros((512, 512), np.int64))
     assert ".par0" in generated.ir and "GOMP_parallel" in generated.ir
+
+
+def test_one_thread_runs_the_outlined_body_as_thread_0_of_1():
+    # the body takes its thread's number and the number of threads as arguments: libgomp's threads
+    # ask the runtime (in the trampoline), the one-thread path passes 0 and 1, which LLVM folds
+    # into the loop's bounds once the body is inlined (the loop's own constant bounds)
+    generated, typed = ir_of("big", np.zeros((512, 512), np.int64))
+    name = abi.function_name(typed)
+    main = generated.ir[generated.ir.index(f'define i32 @"{name}"'):]
+    main = main[:main.index("\n}\n")]
+    assert "GOMP_parallel" in main and "omp_get_thread_num" not in main
+    assert re.search(r'call void @"[^"]+\.par0\.body"\(.*i64 0, i64 1\)', main), main
+    tramp = generated.ir[generated.ir.index(f'define void @"{name}.par0"('):]
+    assert "omp_get_thread_num" in tramp[:tramp.index("\n}\n")]
+    big = hyb.compile_source(SRC).kernels["big"]
+    x = np.arange(512 * 512, dtype=np.int64).reshape(512, 512)
+    np.testing.assert_array_equal(hyb.compile_source(SRC, threads=1).kernels["big"](x), big.emulate(x))
+    np.testing.assert_array_equal(hyb.compile_source(SRC, threads=2).kernels["big"](x), big.emulate(x))
 
 
 def test_a_vector_loop_carries_its_metadata():

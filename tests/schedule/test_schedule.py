@@ -253,6 +253,34 @@ def k(x0):
     np.testing.assert_array_equal(ck(x), hyb.compile_source(src, schedule="original").k(x))
 
 
+def test_a_statement_outside_every_loop_is_no_guard_in_another_nests_inner_loop():
+    # isl schedules `m = x[0, 0]` at the first point of the nest that writes x before it; its
+    # band's loops are generated separate, so the point's iterations run apart and the inner loop
+    # tests for nothing (with `if c0 == 0 and c1 == 0` in it, the tanh loop was not vectorised:
+    # 4-5x the program's order, found by the performance oracle)
+    src = """
+def k(x0):
+    y0 = output_tensor(x0.shape, x0.dtype)
+    for k in range(x0.shape[0]):
+        for j in range(x0.shape[1]):
+            x0[k, j] = x0[k, j] * 0.5 + tanh(x0[k, j])
+    m = x0[0, 0]
+    for k in range(x0.shape[0]):
+        for j in range(x0.shape[1]):
+            y0[k, j] = x0[k, j] - m
+    return y0, x0
+"""
+    x = np.random.default_rng(6).random((37, 45))
+    kernel = hyb.compile_source(src, threads=1).k
+    ck = kernel.compile(x.copy())
+    text = ck.inspect("loops")
+    assert "S1();" in text and "== 0) && (" not in text and "if (" not in text, text
+    a, b = x.copy(), x.copy()
+    got, want = ck(a), kernel.emulate(b)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)  # (libmvec tanh against NumPy)
+
+
 def test_small_loops_stay_serial():
     a = np.ones((10, 10))
     ck = hyb.compile_source(SRC).transpose_add.compile(a)
