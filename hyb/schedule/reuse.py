@@ -38,8 +38,8 @@ block of statements, ``L1`` first:
 
 ``L1`` then computes ``E`` into a scalar of its own before the statement that computed it and
 stores it in ``T[idx]``; every ``E`` in that statement and those after it in ``L1`` reads the
-scalar, and every ``E`` in ``L2``'s statements up to the store reads ``T[idx]``.  Each value read is the one the first loop computed, which is the value the
-second computed before (but for float64 functions from libmvec, whose vector variants may differ
+scalar, and every ``E`` in ``L2``'s statements up to the store reads ``T[idx]``.  Each value read
+is the one the first loop computed, which is the value the second computed before (but for float64 functions from libmvec, whose vector variants may differ
 from libm's in the last bit, where the two loops' vector iterations end at different elements).
 ``rewrite(typed)`` returns the new typed kernel and one decision per value stored.
 """
@@ -106,7 +106,7 @@ def _pair(typed, tensors: dict, l1: tir.Loop, l2: tir.Loop, between: list, aroun
         for n1, st in enumerate(l1.body):
             if not isinstance(st, tir.Store):
                 continue
-            for e in _costly(st, l1.var, written, t.dtype):
+            for e in _costly(st, written, t.dtype):
                 e2 = _renamed(e, l1.var, l2.var)
                 if not any(x == e2 for s in l2.body[:n2 + 1] for top in _exprs(s) for x in tir.walk_expr(top)):
                     continue
@@ -134,10 +134,10 @@ def _fresh(tensors: dict, base: str) -> str:
     return name
 
 
-def _costly(st: tir.Store, var: str, written: set, dtype: str) -> list:
-    """The math calls of ``st`` worth computing once, of ``dtype``, reading no tensor in
-    ``written`` and no variable but ``var`` and those of loops around (all of them but ``var``
-    are fixed across both loops)."""
+def _costly(st: tir.Store, written: set, dtype: str) -> list:
+    """The math calls of ``st``, a statement directly in the first loop's body, worth computing
+    once: of ``dtype``, reading no tensor in ``written`` (the only variables they can read are
+    the first loop's and those of the loops around both, fixed across both loops)."""
     out = []
     for e in _always(st.value):
         if (isinstance(e, tir.Intrinsic) and e.name in COSTLY and e.dtype == dtype

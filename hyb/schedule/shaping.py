@@ -190,7 +190,7 @@ class Shaper:
                 if len(st.iters) >= n:
                     return True
                 continue  # a statement outside some of the band's loops (an initialisation)
-            above = {self.member_iterator(prefix.get_at(d), st) for d in range(prefix.dim(isl.dim_type.set))}
+            above = self.above(prefix, st)
             accesses = [a for a in st.writes + st.reads if self.p.kernel.tensors[a.tensor].kind != "scalar"]
             for acc in accesses:
                 strides = access_strides(acc, len(st.iters))
@@ -253,6 +253,11 @@ class Shaper:
     def permute(node: isl.ScheduleNode, order: list, coincident: list) -> isl.ScheduleNode:
         return permute(node, order, coincident)
 
+    def above(self, prefix: isl.MultiUnionPwAff, st) -> set:
+        """The iterators of ``st`` that the loops of the schedule ``prefix`` (a node's prefix
+        schedule) run over; None among them where one of those loops is no single iterator."""
+        return {self.member_iterator(prefix.get_at(d), st) for d in range(prefix.dim(isl.dim_type.set))}
+
     def member_iterator(self, upa: isl.UnionPwAff, st) -> int | None:
         """The iterator of statement ``st`` a band member runs over (exactly one, coefficient ±1)."""
         return _single_iterator(upa, st.domain.get_space(), len(st.iters))
@@ -292,7 +297,7 @@ class Shaper:
                 continue  # a statement outside some of the band's loops (an initialisation) does not vote
             below = frozenset()
             if rows:
-                above = {self.member_iterator(prefix.get_at(d), st) for d in range(prefix.dim(isl.dim_type.set))}
+                above = self.above(prefix, st)
                 if None not in above:  # (a skewed loop above may fix what seems free below)
                     below = frozenset(set(range(len(st.iters))) - above - set(members))
             for m, it in enumerate(members):
